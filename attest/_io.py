@@ -1,0 +1,178 @@
+"""Small file helpers shared by every stage: atomic writes, strict JSON, file digests.
+
+Strict JSON is hand-written on top of :mod:`json` because the standard parser accepts
+duplicate keys (last one wins), ``NaN``/``Infinity`` and unbounded nesting, all of which
+a verifier must refuse before looking at anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from attest.errors import InputError
+
+MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_JSON_DEPTH = 64
+_HASH_CHUNK = 1 << 20
+
+
+class StrictJSONError(ValueError):
+    """Raised by :func:`loads_strict`; the verifier maps it to ``MALFORMED``."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise StrictJSONError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise StrictJSONError(f"non-finite number {name} is not JSON")
+
+
+def _check_depth_text(text: str, max_depth: int) -> None:
+    # Count bracket depth outside strings before parsing, so that a 10,000-deep document
+    # is refused without recursion in the parser.
+    depth = 0
+    in_string = False
+    escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise StrictJSONError(f"nesting deeper than {max_depth} levels")
+        elif ch in "]}":
+            depth -= 1
+
+
+def loads_strict(
+    data: bytes, *, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
+    """Parse JSON bytes strictly: UTF-8 only, no duplicate keys, no NaN/Infinity, bounded size and depth."""
+    if len(data) > max_bytes:
+        raise StrictJSONError(f"{len(data)} bytes is over the {max_bytes}-byte limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StrictJSONError(f"not UTF-8 at byte {exc.start}") from None
+    if text.startswith("\ufeff"):
+        raise StrictJSONError("byte-order mark before JSON")
+    _check_depth_text(text, max_depth)
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+        )
+    except StrictJSONError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise StrictJSONError(f"invalid JSON: {exc}") from None
+
+
+def read_json_file(path: str | Path, *, what: str = "JSON file", max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """Read and strictly parse a JSON file; any problem is an :class:`InputError` naming the file."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise InputError(f"{what} {p} is {size} bytes, over the {max_bytes}-byte limit")
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{what} {p} does not exist", hint="check the path") from None
+    except IsADirectoryError:
+        raise InputError(f"{what} {p} is a directory, expected a file") from None
+    except PermissionError:
+        raise InputError(f"{what} {p} is not readable (permission denied)") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {p}: {exc.strerror}") from None
+    try:
+        return loads_strict(data, max_bytes=max_bytes)
+    except StrictJSONError as exc:
+        raise InputError(f"{what} {p} is not valid JSON: {exc}") from None
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write ``data`` to ``path`` atomically: a temp file in the same folder, fsync, rename.
+
+    A crash leaves either the old file or the new one, never half of either.
+    """
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise InputError(f"cannot write {p}: {exc.strerror}", hint="check the folder exists and is writable") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p
+
+
+def atomic_write_text(path: str | Path, text: str, *, mode: int | None = None) -> Path:
+    """Atomically write UTF-8 text."""
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def dumps_pretty(obj: Any) -> str:
+    """Human-readable JSON for files people read (evidence, findings); never for signed bytes."""
+    return json.dumps(obj, indent=2, sort_keys=False, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    """Atomically write pretty JSON (NaN/Infinity refused)."""
+    return atomic_write_text(path, dumps_pretty(obj))
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, hashed at disk speed (hashlib.file_digest releases the GIL)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            if hasattr(hashlib, "file_digest"):
+                return hashlib.file_digest(fh, "sha256").hexdigest()
+            h = hashlib.sha256()
+            for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
+                h.update(chunk)
+            return h.hexdigest()
+    except FileNotFoundError:
+        raise InputError(f"{p} does not exist", hint="check the path") from None
+    except IsADirectoryError:
+        raise InputError(f"{p} is a directory, expected a file") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {p}: {exc.strerror}") from None
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+

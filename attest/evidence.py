@@ -1,0 +1,142 @@
+"""The evidence file (``evidence.json``): what ``attest collect`` measured, as plain data.
+
+This module is the contract between the collect side (which fills it, with torch) and the
+policy, certificate, report and diff stages (which read it, without torch). It imports
+neither torch nor numpy.
+
+Every check of DESIGN.md section 5 reports one :class:`CheckResult` under its check id in
+:attr:`Evidence.checks`. A check lists one :class:`CheckItem` per thing it looked at (an
+operator, a parameter, an input...), each with named numeric ``metrics`` that policies
+hold against thresholds. A check that could not run says so with ``status`` and
+``reason``; it never reports a pass it did not measure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CHECK_IDS",
+    "CheckId",
+    "CheckItem",
+    "CheckResult",
+    "CheckStatus",
+    "Evidence",
+    "ItemStatus",
+    "Metric",
+    "Subject",
+]
+
+EVIDENCE_SCHEMA_VERSION = "1"
+
+CheckId = Literal[
+    "topology",
+    "determinism",
+    "fidelity",
+    "gradcheck",
+    "custom_ops",
+    "kinks",
+    "gradient_flow",
+    "numerics",
+    "accumulation",
+    "second_order",
+    "ig_completeness",
+    "ig_convergence",
+    "ig_baseline",
+    "ig_monotonicity",
+    "ig_randomization",
+    "ig_determinism",
+    "export",
+    "thread_sensitivity",
+]
+CHECK_IDS: tuple[str, ...] = CheckId.__args__  # type: ignore[attr-defined]
+
+# computed: the check ran and its items hold the measurements.
+# not_computed: the check could not be computed (reason says why, e.g. topology failed,
+#   no loss given); a policy that requires it fails.
+# not_implemented: this build does not implement it; a policy that requires it fails.
+# error: the check itself raised; reason holds where and what.
+CheckStatus = Literal["computed", "not_computed", "not_implemented", "error"]
+# The check's own reading of one item at the tolerances recorded in its parameters.
+# Policies decide verdicts from metrics; this status is what the check itself concluded.
+ItemStatus = Literal["pass", "fail", "warn", "not_computed", "error"]
+Metric = float | int | bool | str | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Subject(_Strict):
+    """What a result is about: the model, an operator, a module, a parameter, an input..."""
+
+    kind: Literal["model", "operator", "module", "parameter", "input", "custom_op", "output"]
+    operator_id: int | None = None
+    op: str | None = None
+    module: str | None = None
+    name: str | None = None
+    input_index: int | None = None
+    indices: list[int] | None = None
+
+    def label(self) -> str:
+        """A short human-readable label, e.g. ``operator 12 aten.relu.default @ blocks.0.act``."""
+        parts: list[str] = [self.kind]
+        if self.operator_id is not None:
+            parts.append(str(self.operator_id))
+        if self.op:
+            parts.append(self.op)
+        if self.name:
+            parts.append(self.name)
+        if self.input_index is not None:
+            parts.append(f"input {self.input_index}")
+        if self.module is not None:
+            parts.append(f"@ {self.module or '<root>'}")
+        if self.indices:
+            parts.append(f"at {tuple(self.indices)}")
+        return " ".join(parts)
+
+
+class CheckItem(_Strict):
+    """One measured result of a check, about one subject."""
+
+    subject: Subject
+    status: ItemStatus
+    metrics: dict[str, Metric] = Field(default_factory=dict)
+    message: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class CheckResult(_Strict):
+    """A check's results: its parameters (seed, eps, tolerances...), summary and items."""
+
+    check: CheckId
+    status: CheckStatus
+    reason: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Metric] = Field(default_factory=dict)
+    items: list[CheckItem] = Field(default_factory=list)
+    duration_s: float | None = None
+
+    @property
+    def failed_items(self) -> list[CheckItem]:
+        return [i for i in self.items if i.status == "fail"]
+
+
+class Evidence(_Strict):
+    """The whole evidence file. The profiler owns the model-level and per-operator fields;
+    every check writes its :class:`CheckResult` into :attr:`checks`."""
+
+    schema_version: str = EVIDENCE_SCHEMA_VERSION
+    tool_version: str
+    created_at: str
+    model: dict[str, Any] = Field(default_factory=dict)
+    artifacts: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    model_metrics: dict[str, Metric] = Field(default_factory=dict)
+    operators: list[dict[str, Any]] = Field(default_factory=list)
+    modules: list[dict[str, Any]] = Field(default_factory=list)
+    checks: dict[str, CheckResult] = Field(default_factory=dict)
+    annotations: list[dict[str, Any]] = Field(default_factory=list)
+    attributions: dict[str, Any] | None = None
