@@ -7,6 +7,7 @@ a verifier must refuse before looking at anything else.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -87,7 +88,9 @@ def loads_strict(
         raise StrictJSONError(f"invalid JSON: {exc}") from None
 
 
-def read_json_file(path: str | Path, *, what: str = "JSON file", max_bytes: int = MAX_JSON_BYTES) -> Any:
+def read_json_file(
+    path: str | Path, *, what: str = "JSON file", max_bytes: int = MAX_JSON_BYTES
+) -> Any:
     """Read and strictly parse a JSON file; any problem is an :class:`InputError` naming the file."""
     p = Path(path)
     try:
@@ -120,7 +123,9 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
         parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
     except OSError as exc:
-        raise InputError(f"cannot write {p}: {exc.strerror}", hint="check the folder exists and is writable") from None
+        raise InputError(
+            f"cannot write {p}: {exc.strerror}", hint="check the folder exists and is writable"
+        ) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -130,10 +135,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
             os.chmod(tmp, mode)
         os.replace(tmp, p)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     return p
 
@@ -175,4 +178,3 @@ def sha256_file(path: str | Path) -> str:
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of bytes."""
     return hashlib.sha256(data).hexdigest()
-

@@ -24,10 +24,16 @@ def unstable_grad(*, reason: str, checks: tuple[str, ...] | None = None) -> Call
     ``checks`` limits the annotation to some check ids (default: all).
     """
     if not isinstance(reason, str) or not reason.strip():
-        raise ValueError("unstable_grad needs a non-empty reason= saying why the gradient is unstable")
+        raise ValueError(
+            "unstable_grad needs a non-empty reason= saying why the gradient is unstable"
+        )
 
     def mark(target: T) -> T:
-        setattr(target, ANNOTATION_ATTR, {"reason": reason.strip(), "checks": list(checks) if checks else None})
+        setattr(
+            target,
+            ANNOTATION_ATTR,
+            {"reason": reason.strip(), "checks": list(checks) if checks else None},
+        )
         return target
 
     return mark

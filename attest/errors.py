@@ -57,7 +57,7 @@ class ConfigError(InputError):
     """A spec, policy or trust file is invalid; the message names the file and the key."""
 
 
-class KeyError_(InputError):  # noqa: N801 - avoid shadowing the builtin KeyError
+class KeyError_(InputError):  # trailing underscore: the builtin KeyError is unrelated
     """A signing or verification key cannot be loaded or used."""
 
 

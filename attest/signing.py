@@ -174,7 +174,9 @@ def load_public_key(path: str | Path) -> PublicKey:
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise KeyError_(f"cannot read public key {p}: {exc.strerror}", hint="check the path") from None
+        raise KeyError_(
+            f"cannot read public key {p}: {exc.strerror}", hint="check the path"
+        ) from None
     return load_public_key_pem(data, source=str(p))
 
 
@@ -196,7 +198,9 @@ def load_private_key(path: str | Path, *, prompt: bool = True) -> PrivateKey:
     try:
         data = p.read_bytes()
     except FileNotFoundError:
-        raise KeyError_(f"private key {p} does not exist", hint="create one with: attest keygen --out DIR/NAME") from None
+        raise KeyError_(
+            f"private key {p} does not exist", hint="create one with: attest keygen --out DIR/NAME"
+        ) from None
     except OSError as exc:
         raise KeyError_(f"cannot read private key {p}: {exc.strerror}") from None
     encrypted = b"ENCRYPTED" in data
@@ -217,7 +221,9 @@ def load_private_key(path: str | Path, *, prompt: bool = True) -> PrivateKey:
         isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
     ):
         return PrivateKey(key=key, keyid=key_id(key.public_key()))
-    raise KeyError_(f"private key {p}: unsupported key type", hint="use an Ed25519 or ECDSA P-256 key")
+    raise KeyError_(
+        f"private key {p}: unsupported key type", hint="use an Ed25519 or ECDSA P-256 key"
+    )
 
 
 def generate_keypair(
@@ -251,7 +257,9 @@ def generate_keypair(
         encryption = serialization.BestAvailableEncryption(passphrase)
     else:
         encryption = serialization.NoEncryption()
-    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+    )
     atomic_write_bytes(key_path, pem, mode=0o600)
     atomic_write_bytes(pub_path, public_key_pem(private.public_key()).encode("ascii"), mode=0o644)
     return key_path, pub_path, key_id(private.public_key())
@@ -266,6 +274,7 @@ def dsse_envelope(payload: bytes, payload_type: str, keys: list[PrivateKey]) -> 
         "payload": base64.b64encode(payload).decode("ascii"),
         "payloadType": payload_type,
         "signatures": [
-            {"keyid": k.keyid, "sig": base64.b64encode(k.sign(message)).decode("ascii")} for k in keys
+            {"keyid": k.keyid, "sig": base64.b64encode(k.sign(message)).decode("ascii")}
+            for k in keys
         ],
     }

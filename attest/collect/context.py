@@ -103,7 +103,9 @@ class OpRecord:
     output_dtypes: list[str]
 
 
-def target_scalar(output: torch.Tensor, spec: LoadedSpec, labels: torch.Tensor | None = None) -> torch.Tensor:
+def target_scalar(
+    output: torch.Tensor, spec: LoadedSpec, labels: torch.Tensor | None = None
+) -> torch.Tensor:
     """F(x) per example, the quantity IG and gradients differentiate: shape (N,).
 
     ``output[:, k]`` summed over any further dims (for segmentation, the class-k channel),
@@ -122,7 +124,9 @@ def target_scalar(output: torch.Tensor, spec: LoadedSpec, labels: torch.Tensor |
         k = lab.to(device=output.device, dtype=torch.long).reshape(n)
     else:
         k = output.detach().reshape(n, c, -1).sum(dim=2).argmax(dim=1)
-    picked = output.reshape(n, c, -1).gather(1, k.view(n, 1, 1).expand(n, 1, output.reshape(n, c, -1).shape[2]))
+    picked = output.reshape(n, c, -1).gather(
+        1, k.view(n, 1, 1).expand(n, 1, output.reshape(n, c, -1).shape[2])
+    )
     return picked.reshape(n, -1).sum(dim=1)
 
 
@@ -135,16 +139,22 @@ class CollectContext:
     operators: list[OpRecord] | None = None
     topology_ok: bool = True
     topology_reason: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)  # room for checks to share results (e.g. IG attributions)
+    extras: dict[str, Any] = field(
+        default_factory=dict
+    )  # room for checks to share results (e.g. IG attributions)
 
     def fresh_model(self, dtype: torch.dtype | None = None) -> nn.Module:
         """A new instance with the trained weights, in eval mode, on the spec's device and dtype
         (default: the deployed precision)."""
         model = self.spec.build_model()
-        model = model.to(device=self.spec.device, dtype=dtype or precision_dtype(self.spec.precision))
+        model = model.to(
+            device=self.spec.device, dtype=dtype or precision_dtype(self.spec.precision)
+        )
         model.eval()
         return model
 
     def inputs(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         """The probe inputs on the spec's device in ``dtype`` (default: the deployed precision)."""
-        return self.spec.inputs.to(device=self.spec.device, dtype=dtype or precision_dtype(self.spec.precision))
+        return self.spec.inputs.to(
+            device=self.spec.device, dtype=dtype or precision_dtype(self.spec.precision)
+        )
