@@ -15,9 +15,17 @@ from typing import Any
 # schema file name -> "module:ModelName"
 SCHEMAS: dict[str, str] = {
     "evidence.schema.json": "attest.evidence:Evidence",
+    "statement.schema.json": "attest.certificate:Statement",
+    "policy.schema.json": "attest.policy:Policy",
+    "findings.schema.json": "attest.policy:Findings",
 }
 
 ROOT = Path(__file__).resolve().parent.parent / "schemas"
+# Schemas read at run time (the verifier validates payloads against statement.schema.json)
+# must exist in an installed wheel too, which has no repository schemas/ folder: they are also
+# written to, and drift-checked in, attest/schemas/ (package data).
+PACKAGED: frozenset[str] = frozenset({"statement.schema.json"})
+PACKAGE_ROOT = Path(__file__).resolve().parent / "schemas"
 
 
 def generate(target: str) -> dict[str, Any]:
@@ -40,6 +48,10 @@ def write(root: Path = ROOT) -> list[Path]:
         path = root / name
         path.write_text(render(generate(target)), encoding="utf-8")
         written.append(path)
+        if name in PACKAGED and root == ROOT:
+            PACKAGE_ROOT.mkdir(parents=True, exist_ok=True)
+            (PACKAGE_ROOT / name).write_text(render(generate(target)), encoding="utf-8")
+            written.append(PACKAGE_ROOT / name)
     return written
 
 
@@ -50,6 +62,11 @@ def drift(root: Path = ROOT) -> list[str]:
         path = root / name
         if not path.exists() or path.read_text(encoding="utf-8") != render(generate(target)):
             out.append(name)
+        packaged = PACKAGE_ROOT / name
+        if name in PACKAGED and root == ROOT and (
+            not packaged.exists() or packaged.read_text(encoding="utf-8") != render(generate(target))
+        ):
+            out.append(f"attest/schemas/{name}")
     return out
 
 

@@ -26,6 +26,9 @@ __all__ = [
     "Evidence",
     "ItemStatus",
     "Metric",
+    "ModelFailure",
+    "ModuleRow",
+    "OperatorRow",
     "Subject",
 ]
 
@@ -124,6 +127,98 @@ class CheckResult(_Strict):
         return [i for i in self.items if i.status == "fail"]
 
 
+class _RowMapping(_Strict):
+    """Typed row that also reads like the plain dict it replaced: ``row["id"]``,
+    ``row.get("fidelity_pct")``, ``"fidelity_pct" in row`` (true when measured, i.e. not None)
+    and ``dict(row)``."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The field's value, or ``default`` when unknown or not measured (None)."""
+        value = getattr(self, key, None) if key in type(self).model_fields else None
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in type(self).model_fields and getattr(self, key) is not None
+
+    def keys(self) -> list[str]:
+        """Field names, as a dict would list them."""
+        return list(type(self).model_fields)
+
+
+class OperatorRow(_RowMapping):
+    """One operator (one ATen call of the forward pass) with its measurements (DESIGN.md s.4).
+
+    A figure that could not be measured is None, with the reason in :attr:`not_computed`.
+    ``per_target`` holds each hardware target's figures once evidence from several targets
+    is merged (the top-level figures are then the worst over targets).
+    """
+
+    id: int
+    op: str
+    module: str
+    output_shapes: list[list[int]] = Field(default_factory=list)
+    output_dtypes: list[str] = Field(default_factory=list)
+    has_backward: bool | None = None
+    random: bool = False
+    bit_exact_rate: float | None = None
+    stability_score: float | None = None
+    max_relative_deviation: float | None = None
+    fidelity_pct: float | None = None
+    output_fidelity_pct: float | None = None
+    grad_fidelity_pct: float | None = None
+    local_fidelity_pct: float | None = None
+    local_output_fidelity_pct: float | None = None
+    local_grad_fidelity_pct: float | None = None
+    memory_delta_bytes: int | None = None
+    saved_activation_bytes: int | None = None
+    saved_parameter_bytes: int | None = None
+    allocator_delta_bytes: int | None = None
+    hardware_affinity_mask: list[str] = Field(default_factory=list)
+    forward_ns: int | None = None
+    backward_ns: int | None = None
+    output_sha256: str | None = None
+    grad_sha256: str | None = None
+    thread_sensitive: bool | None = None
+    nonfinite: bool | None = None
+    not_computed: dict[str, str] = Field(default_factory=dict)
+    per_target: dict[str, dict[str, Metric]] = Field(default_factory=dict)
+
+
+class ModuleRow(_RowMapping):
+    """The operator figures rolled up per module path, for humans (worst value, or the sum)."""
+
+    module: str
+    operators: int
+    operator_ids: list[int] = Field(default_factory=list)
+    bit_exact_rate: float | None = None
+    stability_score: float | None = None
+    fidelity_pct: float | None = None
+    local_fidelity_pct: float | None = None
+    memory_delta_bytes: int | None = None
+    forward_ns: int | None = None
+    backward_ns: int | None = None
+    thread_sensitive_operators: int = 0
+    nonfinite_operators: int = 0
+    random_operators: int = 0
+    annotation: str | None = None
+
+
+class ModelFailure(_Strict):
+    """Where the model raised during collection (forward or backward), instead of a crash."""
+
+    phase: Literal["forward", "backward"]
+    module: str | None = None
+    operator_id: int | None = None
+    op: str | None = None
+    error_type: str
+    message: str
+
+
 class Evidence(_Strict):
     """The whole evidence file. The profiler owns the model-level and per-operator fields;
     every check writes its :class:`CheckResult` into :attr:`checks`."""
@@ -135,8 +230,10 @@ class Evidence(_Strict):
     artifacts: dict[str, dict[str, Any]] = Field(default_factory=dict)
     environment: dict[str, Any] = Field(default_factory=dict)
     model_metrics: dict[str, Metric] = Field(default_factory=dict)
-    operators: list[dict[str, Any]] = Field(default_factory=list)
-    modules: list[dict[str, Any]] = Field(default_factory=list)
+    operators: list[OperatorRow] = Field(default_factory=list)
+    modules: list[ModuleRow] = Field(default_factory=list)
     checks: dict[str, CheckResult] = Field(default_factory=dict)
     annotations: list[dict[str, Any]] = Field(default_factory=list)
     attributions: dict[str, Any] | None = None
+    model_failure: ModelFailure | None = None
+    targets: list[str] = Field(default_factory=list)

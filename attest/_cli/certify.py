@@ -1,0 +1,148 @@
+"""``attest evaluate`` and ``attest certify``.
+
+Only click is imported at module level; the policy engine and (for certify) the torch-based
+collect side are imported when a command runs. Exit codes: 0 pass, 1 policy failed,
+2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from attest.errors import EXIT_NEGATIVE, InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attest.policy import Findings
+
+_DURATION = re.compile(r"(\d+)\s*(d|h|w|y)")
+_SHOWN = 12  # failing or waived findings listed before "... and N more"
+
+
+def parse_duration(text: str) -> timedelta:
+    """``365d``, ``52w``, ``1y`` (365 days) or ``12h`` as a timedelta."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match or int(match.group(1)) == 0:
+        raise InputError(
+            f"--expires-in {text!r} is not a positive duration", hint="e.g. 365d, 26w, 1y"
+        )
+    days = {"d": 1.0, "h": 1 / 24, "w": 7.0, "y": 365.0}[match.group(2)]
+    return timedelta(days=int(match.group(1)) * days)
+
+
+def parse_at(text: str | None) -> datetime | None:
+    """The ``--at`` reference time (ISO 8601 date or timestamp, UTC if no zone)."""
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--at {text!r} is not a date or timestamp",
+            hint="e.g. 2026-06-30 or 2026-06-30T12:00:00Z",
+        ) from None
+    return moment
+
+
+def findings_summary(findings: Findings) -> list[str]:
+    """Human-readable lines: the verdict, the counts, then failing, warning and waived findings."""
+    counts = findings.counts
+    lines = [
+        f"policy {findings.policy.id} {findings.policy.version}: {findings.verdict.upper()}"
+        f"  ({counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+        f"{counts['waived']} waived, {counts['not_computed']} not computed)"
+    ]
+    for verdict, title in (("fail", "failing"), ("warn", "warnings"), ("waived", "waived")):
+        chosen = [f for f in findings.findings if f.verdict == verdict]
+        if not chosen:
+            continue
+        lines.append(f"{title}:")
+        for f in chosen[:_SHOWN]:
+            lines.append(f"  [{f.rule}] {f.subject.label()}: {f.message}")
+        if len(chosen) > _SHOWN:
+            rules = sorted({f.rule for f in chosen[_SHOWN:]})
+            lines.append(f"  ... and {len(chosen) - _SHOWN} more ({', '.join(rules)})")
+    if findings.expired_waivers:
+        lines.append("expired waivers (waive nothing): " + ", ".join(findings.expired_waivers))
+    return lines
+
+
+@click.command("evaluate")
+@click.argument("evidence", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Policy YAML, e.g. policies/clinical-strict.yaml.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write findings.json here.",
+)
+@click.option(
+    "--at", "at_text", default=None, help="Reference time for waiver expiry (default: now)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of text.")
+@click.pass_context
+def evaluate(
+    ctx: click.Context,
+    evidence: Path,
+    policy_path: Path,
+    output: Path | None,
+    at_text: str | None,
+    as_json: bool,
+) -> None:
+    """Hold EVIDENCE (evidence.json) against a policy and write the findings.
+
+    Exit 0 if the policy passes, 1 if it fails, 2 on bad input.
+    """
+    from attest._io import atomic_write_json
+    from attest.policy import evaluate as evaluate_evidence
+    from attest.policy import load_evidence, load_policy
+
+    policy = load_policy(policy_path)
+    loaded = load_evidence(evidence)
+    findings = evaluate_evidence(loaded, policy, at=parse_at(at_text))
+    if output is not None:
+        atomic_write_json(output, findings.model_dump(mode="json"))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "verdict": findings.verdict,
+                    "counts": findings.counts,
+                    "policy": findings.policy.model_dump(mode="json"),
+                    "findings_file": str(output) if output else None,
+                    "failed": [f.model_dump(mode="json") for f in findings.failed],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for line in findings_summary(findings):
+            click.echo(line)
+        if output is not None:
+            click.echo(f"findings: {output}")
+    if not findings.passed:
+        ctx.exit(EXIT_NEGATIVE)
+
+
+def _stderr_progress() -> Any:
+    """A progress callback printing stages to stderr on a terminal; None otherwise (quiet)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def progress(stage: str, detail: str = "") -> None:
+        click.echo(f"  {stage}{': ' + detail if detail else ''}", err=True)
+
+    return progress

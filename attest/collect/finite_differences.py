@@ -1,0 +1,379 @@
+"""Checking a backward against central finite differences in float64.
+
+One engine serves the ``gradcheck`` (every ATen operator of the forward pass) and
+``custom_ops`` (every ``torch.autograd.Function``) checks. Given a function of a few float64
+tensors, :func:`check_backward` compares its backward with finite differences in one of two
+modes:
+
+``full_jacobian``
+    when the inputs are small (at most ``full_jacobian_max_numel`` elements in all, and the
+    outputs at most ``full_jacobian_max_out_numel``): ``torch.autograd.gradcheck`` in slow
+    mode gives the verdict, element by element with its ``atol``/``rtol`` semantics; the
+    Jacobians are also built here once, to report the error magnitude
+    (``max_rel_error = max|J_analytic - J_numeric| / max|J_numeric|``) which gradcheck does
+    not return.
+
+``random_directions``
+    otherwise: ``K`` seeded pairs of Gaussian directions ``v`` (inputs) and ``u`` (outputs).
+    The backward gives ``a = <J^T u, v>``; central differences give
+    ``n = <u, f(x + eps v) - f(x - eps v)> / (2 eps)``. Per direction
+    ``rel_error = |a - n| / max(|a|, |n|, (atol / rtol) * ||J^T u||)``; the floor guards
+    against the rare direction where ``a`` is near zero by cancellation (``a`` is distributed
+    as N(0, ||J^T u||^2) for Gaussian ``v``). The case passes when every direction's
+    ``rel_error <= rtol``.
+
+    This is hand-written rather than ``gradcheck(fast_mode=True)`` because fast mode draws
+    exactly one (u, v) pair per input/output from an internal generator with a fixed seed:
+    it takes no direction count and no seed, and returns only a boolean, while the evidence
+    must record K, the seed and the error magnitude.
+
+When the default step fails, the step is swept over several orders of magnitude (too large a
+step fails by truncation, too small by rounding, a step across a kink by the jump): the step
+with the smallest error is chosen and the whole error curve is recorded. A backward that is
+wrong (by 2 %, say) fails at every step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+__all__ = [
+    "DEFAULT_EPS",
+    "EPS_SWEEP",
+    "BackwardCheck",
+    "FiniteDifferenceSettings",
+    "NotDifferentiable",
+    "check_backward",
+    "describe",
+    "finite_or_none",
+]
+
+DEFAULT_EPS = 1e-6
+EPS_SWEEP: tuple[float, ...] = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
+
+TensorFn = Callable[..., Sequence[torch.Tensor]]
+
+
+class NotDifferentiable(Exception):
+    """The function has no differentiable output for these inputs (integer/bool outputs,
+    or outputs that do not depend on the inputs through autograd)."""
+
+
+@dataclass(frozen=True)
+class FiniteDifferenceSettings:
+    """Tolerances and budgets of :func:`check_backward` (float64 throughout)."""
+
+    directions: int = 4
+    seed: int = 0
+    eps: float = DEFAULT_EPS
+    atol: float = 1e-6  # random directions: relative to ||J^T u||; full Jacobian: to max|J|
+    rtol: float = 1e-3
+    eps_sweep: tuple[float, ...] = EPS_SWEEP
+    full_jacobian_max_numel: int = 64
+    full_jacobian_max_out_numel: int = 1024
+
+
+@dataclass
+class BackwardCheck:
+    """The outcome of one backward check on one case (one set of inputs)."""
+
+    mode: Literal["full_jacobian", "random_directions"]
+    passed: bool
+    max_rel_error: float
+    eps: float
+    default_eps_error: float
+    directions: int
+    seed: int
+    atol: float
+    rtol: float
+    input_numel: int
+    output_numel: int
+    error_curve: dict[str, float | None] = field(default_factory=dict)
+    torch_gradcheck: bool | None = None
+
+    def metrics(self) -> dict[str, float | int | bool | str | None]:
+        """The figures a policy can threshold, with names that say what they are."""
+        return {
+            "mode": self.mode,
+            "max_rel_error": finite_or_none(self.max_rel_error),
+            "eps": self.eps,
+            "default_eps_error": finite_or_none(self.default_eps_error),
+            "eps_swept": bool(self.error_curve),
+            "directions": self.directions,
+            "seed": self.seed,
+            "atol": self.atol,
+            "rtol": self.rtol,
+            "input_numel": self.input_numel,
+            "output_numel": self.output_numel,
+        }
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value`` if finite, else None (evidence is strict JSON: no NaN or Infinity)."""
+    return value if math.isfinite(value) else None
+
+
+def _differentiable_outputs(
+    fn: TensorFn, inputs: Sequence[torch.Tensor]
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[int]]:
+    """Run ``fn`` with grad-requiring copies of ``inputs``; keep the outputs autograd tracks."""
+    leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
+    with torch.enable_grad():
+        outputs = fn(*leaves)
+    keep = [
+        i
+        for i, out in enumerate(outputs)
+        if isinstance(out, torch.Tensor)
+        and (out.is_floating_point() or out.is_complex())
+        and out.requires_grad
+    ]
+    if not keep:
+        raise NotDifferentiable("no output depends differentiably on the inputs")
+    return leaves, [outputs[i] for i in keep], keep
+
+
+def _evaluate(fn: TensorFn, inputs: Sequence[torch.Tensor], keep: list[int]) -> list[torch.Tensor]:
+    with torch.no_grad():
+        outputs = fn(*inputs)
+    return [outputs[i].detach() for i in keep]
+
+
+def _vjp(
+    outputs: list[torch.Tensor], leaves: list[torch.Tensor], cotangents: list[torch.Tensor]
+) -> list[torch.Tensor]:
+    grads = torch.autograd.grad(
+        outputs, leaves, grad_outputs=cotangents, retain_graph=True, allow_unused=True
+    )
+    return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves, strict=True)]
+
+
+def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
+    return float(sum(float((x * y).sum()) for x, y in zip(a, b, strict=True)))
+
+
+def _norm(a: Sequence[torch.Tensor]) -> float:
+    return math.sqrt(sum(float((x * x).sum()) for x in a))
+
+
+def _gaussian_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    # Drawn on the CPU with our own generator (reproducible, leaves the global RNG alone).
+    return torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.device)
+
+
+def _pick_eps(
+    error_at: Callable[[float], float], settings: FiniteDifferenceSettings
+) -> tuple[float, float, float, dict[str, float | None]]:
+    """Error at the default step; if that fails, sweep the steps and keep the best one.
+
+    Returns (chosen eps, its error, the default step's error, the error curve or {})."""
+    default_error = error_at(settings.eps)
+    if default_error <= settings.rtol:
+        return settings.eps, default_error, default_error, {}
+    curve: dict[str, float | None] = {f"{settings.eps:.0e}": finite_or_none(default_error)}
+    best_eps, best_error = settings.eps, default_error
+    for eps in settings.eps_sweep:
+        if eps == settings.eps:
+            continue
+        error = error_at(eps)
+        curve[f"{eps:.0e}"] = finite_or_none(error)
+        if error < best_error or not math.isfinite(best_error):
+            best_eps, best_error = eps, error
+    return best_eps, best_error, default_error, curve
+
+
+def _random_direction_check(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    leaves: list[torch.Tensor],
+    outputs: list[torch.Tensor],
+    keep: list[int],
+    settings: FiniteDifferenceSettings,
+) -> BackwardCheck:
+    generator = torch.Generator().manual_seed(settings.seed)
+    cases: list[tuple[list[torch.Tensor], list[torch.Tensor], float, float]] = []
+    for _ in range(settings.directions):
+        v = [_gaussian_like(x, generator) for x in inputs]
+        u = [_gaussian_like(o, generator) for o in outputs]
+        g = _vjp(outputs, leaves, u)
+        cases.append((v, u, _dot(g, v), _norm(g)))
+    floor_factor = settings.atol / settings.rtol
+
+    def error_at(eps: float) -> float:
+        worst = 0.0
+        for v, u, analytic, g_norm in cases:
+            plus = _evaluate(fn, [x + eps * d for x, d in zip(inputs, v, strict=True)], keep)
+            minus = _evaluate(fn, [x - eps * d for x, d in zip(inputs, v, strict=True)], keep)
+            numeric = _dot(u, [(p - m) / (2 * eps) for p, m in zip(plus, minus, strict=True)])
+            if not math.isfinite(numeric):
+                return math.inf
+            scale = max(abs(analytic), abs(numeric), floor_factor * g_norm)
+            error = abs(analytic - numeric) / scale if scale > 0 else 0.0
+            worst = max(worst, error)
+        return worst
+
+    eps, error, default_error, curve = _pick_eps(error_at, settings)
+    return BackwardCheck(
+        mode="random_directions",
+        passed=error <= settings.rtol,
+        max_rel_error=error,
+        eps=eps,
+        default_eps_error=default_error,
+        directions=settings.directions,
+        seed=settings.seed,
+        atol=settings.atol,
+        rtol=settings.rtol,
+        input_numel=sum(x.numel() for x in inputs),
+        output_numel=sum(o.numel() for o in outputs),
+        error_curve=curve,
+    )
+
+
+def _jacobians(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    leaves: list[torch.Tensor],
+    outputs: list[torch.Tensor],
+    keep: list[int],
+) -> tuple[torch.Tensor, Callable[[float], torch.Tensor]]:
+    """The analytic Jacobian (one backward per output element) and a numeric one per step."""
+    n_in = sum(x.numel() for x in inputs)
+    n_out = sum(o.numel() for o in outputs)
+    analytic = torch.zeros(n_out, n_in, dtype=torch.float64)
+    row = 0
+    for k, out in enumerate(outputs):
+        for j in range(out.numel()):
+            cotangents = [torch.zeros_like(o) for o in outputs]
+            cotangents[k].view(-1)[j] = 1.0
+            grads = _vjp(outputs, leaves, cotangents)
+            analytic[row] = torch.cat([g.reshape(-1).to("cpu", torch.float64) for g in grads])
+            row += 1
+
+    def numeric(eps: float) -> torch.Tensor:
+        jac = torch.zeros(n_out, n_in, dtype=torch.float64)
+        col = 0
+        for i, x in enumerate(inputs):
+            for e in range(x.numel()):
+                step = torch.zeros_like(x)
+                step.view(-1)[e] = eps
+                plus = list(inputs)
+                minus = list(inputs)
+                plus[i] = x + step
+                minus[i] = x - step
+                f_plus = _evaluate(fn, plus, keep)
+                f_minus = _evaluate(fn, minus, keep)
+                jac[:, col] = torch.cat(
+                    [((p - m) / (2 * eps)).reshape(-1).cpu() for p, m in zip(f_plus, f_minus, strict=True)]
+                )
+                col += 1
+        return jac
+
+    return analytic, numeric
+
+
+def _full_jacobian_check(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    leaves: list[torch.Tensor],
+    outputs: list[torch.Tensor],
+    keep: list[int],
+    settings: FiniteDifferenceSettings,
+) -> BackwardCheck:
+    analytic, numeric = _jacobians(fn, inputs, leaves, outputs, keep)
+
+    def error_at(eps: float) -> float:
+        jac = numeric(eps)
+        if not bool(torch.isfinite(jac).all()):
+            return math.inf
+        scale = float(jac.abs().max()) if jac.numel() else 0.0
+        diff = float((analytic - jac).abs().max()) if jac.numel() else 0.0
+        if scale == 0.0:
+            return 0.0 if diff == 0.0 else math.inf
+        return diff / scale
+
+    eps, error, default_error, curve = _pick_eps(error_at, settings)
+    # torch.autograd.gradcheck gives the verdict, at the chosen step, with an absolute
+    # tolerance scaled to the Jacobian's largest entry so that the verdict does not depend
+    # on the units of the operator's values.
+    jac_scale = float(numeric(eps).abs().max()) if analytic.numel() else 0.0
+    atol_abs = max(settings.atol * jac_scale, 1e-300)
+
+    def only_kept(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outs = fn(*xs)
+        return tuple(outs[i] for i in keep)
+
+    verdict = torch.autograd.gradcheck(
+        only_kept,
+        tuple(x.detach().clone().requires_grad_(True) for x in inputs),
+        eps=eps,
+        atol=atol_abs,
+        rtol=settings.rtol,
+        raise_exception=False,
+        fast_mode=False,
+    )
+    return BackwardCheck(
+        mode="full_jacobian",
+        passed=bool(verdict) and error <= settings.rtol,
+        max_rel_error=error,
+        eps=eps,
+        default_eps_error=default_error,
+        directions=sum(x.numel() for x in inputs),
+        seed=settings.seed,
+        atol=settings.atol,
+        rtol=settings.rtol,
+        input_numel=sum(x.numel() for x in inputs),
+        output_numel=sum(o.numel() for o in outputs),
+        error_curve=curve,
+        torch_gradcheck=bool(verdict),
+    )
+
+
+def check_backward(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    settings: FiniteDifferenceSettings,
+    *,
+    mode: Literal["auto", "full_jacobian", "random_directions"] = "auto",
+) -> BackwardCheck:
+    """Check ``fn``'s backward against central differences at ``inputs`` (float64 tensors).
+
+    ``fn`` takes the tensors of ``inputs`` positionally and returns a sequence of tensors;
+    only its floating outputs that autograd tracks are compared. Raises
+    :class:`NotDifferentiable` when there are none.
+    """
+    if not inputs:
+        raise NotDifferentiable("no floating-point input to differentiate")
+    inputs = [x.detach() for x in inputs]
+    leaves, outputs, keep = _differentiable_outputs(fn, inputs)
+    n_in = sum(x.numel() for x in inputs)
+    n_out = sum(o.numel() for o in outputs)
+    if mode == "auto":
+        small = (
+            n_in <= settings.full_jacobian_max_numel
+            and n_out <= settings.full_jacobian_max_out_numel
+        )
+        mode = "full_jacobian" if small else "random_directions"
+    if mode == "full_jacobian":
+        return _full_jacobian_check(fn, inputs, leaves, outputs, keep, settings)
+    return _random_direction_check(fn, inputs, leaves, outputs, keep, settings)
+
+
+def describe(check: BackwardCheck) -> str:
+    """One sentence on a check's outcome, for the evidence item's message."""
+    how = (
+        f"full Jacobian ({check.input_numel} input elements)"
+        if check.mode == "full_jacobian"
+        else f"{check.directions} random directions (seed {check.seed})"
+    )
+    swept = f"; step swept, chose eps={check.eps:.0e}" if check.error_curve else ""
+    verdict = "agrees with" if check.passed else "DISAGREES with"
+    return (
+        f"backward {verdict} central differences in float64 over {how}: "
+        f"max relative error {check.max_rel_error:.2e} (rtol {check.rtol:.0e}){swept}"
+    )
+
+

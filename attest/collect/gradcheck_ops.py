@@ -1,0 +1,274 @@
+"""The ``gradcheck`` check: every ATen operator's backward against finite differences.
+
+Each operator the profiler captured (``ctx.operators``) is re-run alone on its captured
+arguments cast to float64, and checked by :func:`~attest.collect.finite_differences.check_backward`:
+the full Jacobian with ``torch.autograd.gradcheck`` when its inputs are small, otherwise
+``K`` seeded random directions on the full captured input. Large pointwise operators also get
+a full-Jacobian check on a representative slice (the leading block of every input, sliced the
+same way so broadcasting is preserved), and the item says so. Full Jacobians never run on a
+large input.
+
+What is differentiated: every floating-point tensor argument that autograd connects to a
+floating output. Arguments autograd does not differentiate (batch-norm running statistics,
+integer indices) are held fixed and named. Operators with no floating input or output
+(comparisons, argmax, integer casts) and random operators are skipped with the reason, never
+failed. Captured values sitting exactly on a kink (a ReLU input at 0, a max-pool window tie)
+are nudged off it first (the ``kinks`` check reports them); the item records how many.
+
+A pass is a verdict on the captured case only: the seed, step, tolerances and direction count
+are recorded per item.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import torch
+
+from attest.collect.aten_args import BoundCall, bind_schema, op_short_name, to_float64
+from attest.collect.context import CollectContext, OpRecord
+from attest.collect.finite_differences import (
+    BackwardCheck,
+    FiniteDifferenceSettings,
+    NotDifferentiable,
+    check_backward,
+    describe,
+    finite_or_none,
+)
+from attest.collect.kink_detectors import scan_kinks
+from attest.evidence import CheckItem, CheckResult, Subject
+
+__all__ = ["check_operator", "fd_settings", "prepare_case", "run"]
+
+# Scale of the nudge that moves a captured value off a kink, relative to the input's RMS:
+# far larger than any finite-difference step (so no step crosses the kink again) and far
+# smaller than the values themselves.
+KINK_NUDGE = 1e-3
+
+_NOT_IMPLEMENTED = re.compile(
+    r"derivative for '?([A-Za-z_0-9.]+)'? is not implemented"
+    r"|not differentiable with respect to argument '([A-Za-z_0-9.]+)'"
+)
+
+
+def fd_settings(ctx: CollectContext) -> FiniteDifferenceSettings:
+    """The finite-difference settings of a collect run (K, seed and budgets from its settings)."""
+    extra = ctx.settings.extra
+    return FiniteDifferenceSettings(
+        directions=ctx.settings.gradcheck_directions,
+        seed=ctx.settings.seed,
+        eps=float(extra.get("gradcheck_eps", 1e-6)),
+        atol=float(extra.get("gradcheck_atol", 1e-6)),
+        rtol=float(extra.get("gradcheck_rtol", 1e-3)),
+        full_jacobian_max_numel=ctx.settings.gradcheck_full_jacobian_max_numel,
+    )
+
+
+class CaseSkipped(Exception):
+    """The operator has nothing to check (the message says why)."""
+
+
+def prepare_case(
+    call: BoundCall,
+) -> tuple[list[int], list[str]]:
+    """Which floating inputs to differentiate: those autograd connects to an output.
+
+    Returns (indices into ``call.tensors``, names of the inputs held fixed). Raises
+    :class:`CaseSkipped` when nothing is differentiable.
+    """
+    use = list(range(len(call.tensors)))
+    fixed: list[str] = []
+    while use:
+        fn = call.function(use)
+        leaves = [call.tensors[i].detach().clone().requires_grad_(True) for i in use]
+        try:
+            with torch.enable_grad():
+                outputs = fn(*leaves)
+        except RuntimeError as exc:  # "the derivative for 'running_mean' is not implemented"
+            match = _NOT_IMPLEMENTED.search(str(exc))
+            if match is None:
+                raise
+            name = match.group(1) or match.group(2)
+            drop = [i for i in use if call.names[i] == name]
+            if not drop:
+                raise
+            use = [i for i in use if i not in drop]
+            fixed.append(f"{name} (no derivative formula)")
+            continue
+        tracked = [o for o in outputs if o.is_floating_point() and o.requires_grad]
+        if not tracked:
+            raise CaseSkipped("no floating output depends differentiably on the inputs")
+        grads = torch.autograd.grad(
+            tracked, leaves, grad_outputs=[torch.ones_like(o) for o in tracked], allow_unused=True
+        )
+        unused = [i for i, g in zip(use, grads, strict=True) if g is None]
+        for i in unused:
+            fixed.append(f"{call.names[i]} (not differentiated by autograd)")
+        return [i for i in use if i not in unused], fixed
+    raise CaseSkipped("no floating-point input is differentiable")
+
+
+def _nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int) -> int:
+    """Move captured values that sit exactly on a kink off it (in place on ``call.tensors``)."""
+    scan = scan_kinks(op_short_name(record.op), bind_schema(call.func, call.args, call.kwargs))
+    if scan is None or scan.raw_hits == 0:
+        return 0
+    generator = torch.Generator().manual_seed(seed + 7919)
+    moved = 0
+    for i in use:
+        mask = scan.masks.get(call.names[i])
+        x = call.tensors[i]
+        if mask is None or mask.shape != x.shape or not bool(mask.any()):
+            continue
+        rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
+        size = KINK_NUDGE * (rms if rms > 0 else 1.0)
+        sign = torch.randint(0, 2, x.shape, generator=generator).to(x.device) * 2 - 1
+        mag = 0.5 + 0.5 * torch.rand(x.shape, generator=generator, dtype=torch.float64).to(x.device)
+        call.tensors[i] = torch.where(mask.to(x.device), x + size * sign * mag, x)
+        moved += int(mask.sum())
+    return moved
+
+
+def _slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall | None:
+    """The leading block of a pointwise operator's inputs, at most ``budget`` elements each."""
+    tensors = [t for t in call.tensors]
+    shapes = [tuple(t.shape) for t in tensors]
+    ndim = max((len(s) for s in shapes), default=0)
+    if ndim == 0:
+        return None
+    # Broadcast shape, right-aligned; keep whole trailing dims while the budget allows.
+    full = [1] * ndim
+    for s in shapes:
+        for k, size in enumerate(s):
+            d = ndim - len(s) + k
+            full[d] = max(full[d], size)
+    keep = [1] * ndim
+    remaining = max(budget, 1)
+    for d in range(ndim - 1, -1, -1):
+        keep[d] = max(1, min(full[d], remaining))
+        remaining = max(1, remaining // keep[d])
+    sliced: list[torch.Tensor] = []
+    for t in tensors:
+        index = tuple(
+            slice(0, 1 if size == 1 else keep[ndim - t.dim() + k]) for k, size in enumerate(t.shape)
+        )
+        sliced.append(t[index].clone())
+    small = BoundCall.of(call.func, call.args, call.kwargs)
+    small.tensors = sliced
+    # Non-tensor arguments that encode sizes would make a slice wrong; pointwise ops have none.
+    return small
+
+
+def check_operator(record: OpRecord, settings: FiniteDifferenceSettings) -> CheckItem:
+    """Check one captured operator; never raises (an unusable case is ``not_computed``)."""
+    subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module)
+    func = record.func
+    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+        return _skipped(subject, "random operator (no deterministic derivative to check)")
+    try:
+        call = BoundCall.of(func, to_float64(record.args), to_float64(record.kwargs))
+        if not call.tensors:
+            raise CaseSkipped("no floating-point tensor input")
+        use, fixed = prepare_case(call)
+        if not use:
+            raise CaseSkipped("no floating-point input is differentiable")
+        nudged = _nudge_off_kinks(record, call, use, settings.seed)
+        checks: list[tuple[str, BackwardCheck]] = []
+        fn = call.function(use)
+        checks.append(("captured input", check_backward(fn, [call.tensors[i] for i in use], settings)))
+        sliced_note = None
+        n_in = sum(call.tensors[i].numel() for i in use)
+        if n_in > settings.full_jacobian_max_numel and torch.Tag.pointwise in getattr(func, "tags", ()):
+            budget = settings.full_jacobian_max_numel // max(len(use), 1)
+            small = _slice_pointwise(call, use, budget)
+            if small is not None:
+                small_fn = small.function(use)
+                sliced_check = check_backward(small_fn, [small.tensors[i] for i in use], settings, mode="full_jacobian")
+                checks.append(("representative slice", sliced_check))
+                sliced_note = {
+                    "from_shapes": [list(call.tensors[i].shape) for i in use],
+                    "to_shapes": [list(small.tensors[i].shape) for i in use],
+                }
+    except (CaseSkipped, NotDifferentiable) as exc:
+        return _skipped(subject, str(exc))
+    except Exception as exc:  # the operator cannot be re-run alone in float64
+        return CheckItem(
+            subject=subject,
+            status="not_computed",
+            message=f"could not re-run the operator alone in float64: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+        )
+    return _item(subject, checks, fixed, nudged, sliced_note, [call.names[i] for i in use])
+
+
+def _skipped(subject: Subject, reason: str) -> CheckItem:
+    """Nothing to check: not a failure, and not a measured pass either."""
+    return CheckItem(subject=subject, status="not_computed", metrics={"skipped": True},
+                     message=f"skipped (not differentiable): {reason}")
+
+
+def _item(
+    subject: Subject,
+    checks: list[tuple[str, BackwardCheck]],
+    fixed: list[str],
+    nudged: int,
+    sliced: dict[str, Any] | None,
+    differentiated: list[str],
+) -> CheckItem:
+    passed = all(c.passed for _, c in checks)
+    main = checks[0][1]
+    worst = max(c.max_rel_error for _, c in checks)
+    metrics = main.metrics()
+    metrics["max_rel_error"] = finite_or_none(worst)
+    metrics["full_jacobian_on_slice"] = sliced is not None
+    metrics["kink_values_nudged"] = nudged
+    details: dict[str, Any] = {
+        "checks": [
+            {"case": name, **c.metrics(), "error_curve": c.error_curve, "torch_gradcheck": c.torch_gradcheck}
+            for name, c in checks
+        ],
+        "differentiated_inputs": differentiated,
+    }
+    if fixed:
+        details["fixed_inputs"] = fixed
+    if sliced is not None:
+        details["slice"] = sliced
+    message = "; ".join(f"{name}: {describe(c)}" for name, c in checks)
+    if nudged:
+        message += f"; {nudged} captured values on a kink were nudged off it first (see kinks)"
+    if sliced is not None:
+        message += f"; full Jacobian on a slice {sliced['to_shapes']} of inputs {sliced['from_shapes']}"
+    return CheckItem(subject=subject, status="pass" if passed else "fail", metrics=metrics,
+                     message=message, details=details)
+
+
+def run(ctx: CollectContext) -> CheckResult:
+    """The ``gradcheck`` result for every captured operator."""
+    settings = fd_settings(ctx)
+    parameters = {
+        "directions": settings.directions,
+        "seed": settings.seed,
+        "eps": settings.eps,
+        "eps_sweep": list(settings.eps_sweep),
+        "atol": settings.atol,
+        "rtol": settings.rtol,
+        "full_jacobian_max_numel": settings.full_jacobian_max_numel,
+        "dtype": "float64",
+    }
+    if ctx.operators is None:
+        return CheckResult(check="gradcheck", status="not_computed", parameters=parameters,
+                           reason="the operator capture did not run, so there are no operators to check")
+    items = [check_operator(record, settings) for record in ctx.operators]
+    checked = [i for i in items if i.status in ("pass", "fail")]
+    errors = [i.metrics.get("max_rel_error") for i in checked]
+    finite = [e for e in errors if isinstance(e, float) and math.isfinite(e)]
+    summary: dict[str, Any] = {
+        "operators": len(items),
+        "checked": len(checked),
+        "skipped": sum(1 for i in items if i.metrics.get("skipped")),
+        "not_computed": sum(1 for i in items if i.status == "not_computed" and not i.metrics.get("skipped")),
+        "failed": sum(1 for i in items if i.status == "fail"),
+        "max_rel_error": max(finite) if finite else None,
+    }
+    return CheckResult(check="gradcheck", status="computed", parameters=parameters, summary=summary, items=items)

@@ -1,0 +1,163 @@
+"""The per-operator figures of DESIGN.md section 4 as small pure functions (docs/metrics.md).
+
+Each figure has exactly one definition here; the profiler and the checks call these and
+nothing else computes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+
+import torch
+
+__all__ = [
+    "UNIT_ROUNDOFF",
+    "bits_equal",
+    "fidelity_pct",
+    "relative_deviation",
+    "relative_error",
+    "stability_score",
+    "tensor_sha256",
+    "tensors_sha256",
+]
+
+# Unit roundoff u = 2^-p of each precision (p = significand bits incl. the implicit one).
+UNIT_ROUNDOFF: dict[str, float] = {
+    "float64": 2.0**-53,
+    "float32": 2.0**-24,
+    "bfloat16": 2.0**-8,
+    "float16": 2.0**-11,
+}
+
+_JUST_BELOW_100 = math.nextafter(100.0, 0.0)
+
+
+def stability_score(max_relative_deviation: float, *, bit_exact: bool, precision: str) -> float:
+    """Stability score in [0, 100] (DESIGN.md section 4).
+
+    ``100`` if and only if every run was bit-exact. Otherwise, with ``d`` the largest relative
+    deviation between runs and ``u`` the unit roundoff of the deployed precision::
+
+        100 * (1 - min(1, log10(1 + d/u) / log10(1 + 1/u)))
+
+    so one unit roundoff of disagreement costs about 4 points in float32, and a deviation as
+    large as the values themselves (``d >= 1``) scores 0. Runs that differ only in bits the
+    deviation cannot see (``-0.0`` against ``+0.0``, NaN payloads) score just below 100, never
+    100.
+    """
+    if bit_exact:
+        return 100.0
+    u = UNIT_ROUNDOFF[precision]
+    d = max_relative_deviation
+    if math.isnan(d) or math.isinf(d):
+        return 0.0
+    score = 100.0 * (1.0 - min(1.0, math.log10(1.0 + d / u) / math.log10(1.0 + 1.0 / u)))
+    return min(score, _JUST_BELOW_100)
+
+
+def fidelity_pct(relative_err: float | None) -> float | None:
+    """``100 * (1 - min(1, ||g - g64|| / ||g64||))``; None when the error is unknown."""
+    if relative_err is None or math.isnan(relative_err):
+        return None
+    return 100.0 * (1.0 - min(1.0, relative_err))
+
+
+def _bit_view(tensor: torch.Tensor) -> torch.Tensor:
+    flat = tensor.detach().reshape(-1)
+    if flat.is_complex():
+        flat = torch.view_as_real(flat).reshape(-1)
+    if flat.is_floating_point():
+        size = flat.element_size()
+        int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[size]
+        return flat.view(int_dtype)
+    return flat
+
+
+def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when ``a`` and ``b`` have the same dtype, shape and raw bytes (NaN == NaN, -0 != +0)."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.device != b.device:
+        b = b.to(a.device)
+    return bool(torch.equal(_bit_view(a), _bit_view(b)))
+
+
+def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
+    """``max|a - ref| / max|ref|`` in float64, over elements whose bits differ.
+
+    Elements where one side is NaN or infinite and the bits differ count as an infinite
+    deviation. Shape or dtype mismatch is infinite as well.
+    """
+    if a.shape != reference.shape or a.dtype != reference.dtype:
+        return math.inf
+    if a.numel() == 0:
+        return 0.0
+    if not (a.is_floating_point() or a.is_complex()):
+        return 0.0 if bool(torch.equal(a, reference)) else math.inf
+    x = a.detach().to(torch.float64) if not a.is_complex() else a.detach().to(torch.complex128)
+    r = reference.detach().to(device=x.device, dtype=x.dtype)
+    same = (_bit_view(a.to(reference.device)) == _bit_view(reference)).to(x.device)
+    if a.is_complex():
+        same = same.reshape(-1, 2).all(dim=1)
+    same = same.reshape(x.shape)
+    diff = (x - r).abs()
+    diff = torch.where(same, torch.zeros_like(diff), diff)
+    if bool(torch.isnan(diff).any()) or bool(torch.isinf(diff).any()):
+        return math.inf
+    scale_vals = r.abs()
+    scale_vals = scale_vals[torch.isfinite(scale_vals)]
+    scale = float(scale_vals.max()) if scale_vals.numel() else 0.0
+    worst = float(diff.max())
+    if worst == 0.0:
+        return 0.0
+    return worst / scale if scale > 0.0 else math.inf
+
+
+def relative_error(values: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float | None:
+    """``||a - ref|| / ||ref||`` (2-norms in float64) over all pairs taken together.
+
+    None when a pair holds non-finite values or mismatched shapes (the error is then not
+    defined); 0 when both sides are all zero; infinite when only the reference is zero.
+    """
+    num = 0.0
+    den = 0.0
+    seen = False
+    for a, ref in values:
+        if a.shape != ref.shape:
+            return None
+        x = a.detach().to(torch.float64)
+        r = ref.detach().to(device=x.device, dtype=torch.float64)
+        if not (bool(torch.isfinite(x).all()) and bool(torch.isfinite(r).all())):
+            return None
+        num += float(torch.linalg.vector_norm(x - r)) ** 2
+        den += float(torch.linalg.vector_norm(r)) ** 2
+        seen = True
+    if not seen:
+        return None
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return math.sqrt(num / den)
+
+
+def tensor_sha256(tensor: torch.Tensor, digest: hashlib._Hash | None = None) -> hashlib._Hash:
+    """Feed dtype, shape and raw bytes of ``tensor`` into a sha256 (a new one unless given)."""
+    h = digest if digest is not None else hashlib.sha256()
+    t = tensor.detach()
+    h.update(f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)};".encode())
+    if t.numel():
+        raw = t.reshape(-1).contiguous().cpu().view(torch.uint8)
+        h.update(raw.numpy().tobytes() if raw.numel() < 4096 else memoryview(raw.numpy()))
+    return h
+
+
+def tensors_sha256(tensors: Iterable[torch.Tensor | None]) -> str:
+    """sha256 over several tensors in order (None entries marked as such)."""
+    h = hashlib.sha256()
+    for t in tensors:
+        if t is None:
+            h.update(b"none;")
+        else:
+            tensor_sha256(t, h)
+    return h.hexdigest()

@@ -1,0 +1,74 @@
+"""The audit ledger: a tamper-evident, append-only Merkle log of certificates and verifications.
+
+RFC 6962 hashing, RFC 9162 inclusion and consistency proofs, C2SP signed-note checkpoints
+(Ed25519), SQLite storage behind the :class:`~attest.ledger.storage.LedgerStorage` contract.
+Free of torch and numpy. See docs/ledger.md.
+
+Typical use::
+
+    from attest.ledger import append_certificate, open_ledger, record_verification
+
+    index = append_certificate("ledger.sqlite", "gradient_certificate.json")   # event "issued"
+    index = record_verification("ledger.sqlite", verifier_report_dict)          # verified/rejected
+    with open_ledger("ledger.sqlite") as ledger:
+        ledger.sign_checkpoint(load_private_key("keys/ledger.key"))
+        proof = ledger.prove_inclusion(index)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from attest.ledger.audit import AuditReport, audit_ledger
+from attest.ledger.entries import Event, LedgerEntry, entry_for_certificate, entry_for_verification
+from attest.ledger.log import LEDGER_ENV, Ledger, default_ledger_path, open_ledger
+from attest.ledger.storage import AppendResult, LedgerStorage, SQLiteStorage
+
+__all__ = [
+    "LEDGER_ENV",
+    "AppendResult",
+    "AuditReport",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerStorage",
+    "SQLiteStorage",
+    "append_certificate",
+    "audit_ledger",
+    "default_ledger_path",
+    "open_ledger",
+    "record_verification",
+]
+
+
+def record_verification(
+    ledger_path: str | Path | None, report: Mapping[str, Any], *, actor: str | None = None
+) -> int:
+    """Append the outcome of ``attest verify`` (its ``--json`` report dict) to the ledger.
+
+    Writes a ``verified`` entry (result ``pass``) when ``report["verified"]`` is true, else a
+    ``rejected`` one (result ``fail``) with the reasons' codes; certificate id and sha256, model
+    and policy digests are taken from ``report["certificate"]`` where present. Creates the ledger
+    if needed (``None``: the default path). Returns the new entry's index.
+    """
+    entry = entry_for_verification(report, actor=actor)
+    with open_ledger(ledger_path, create=True) as ledger:
+        return ledger.append(entry).index
+
+
+def append_certificate(
+    ledger_path: str | Path | None,
+    certificate_path: str | Path,
+    *,
+    event: Event = "issued",
+    reason_codes: list[str] | None = None,
+    actor: str | None = None,
+) -> AppendResult:
+    """Record a certificate file (``issued`` or ``revoked``) without verifying it: the entry
+    says ``certificate_checked: false``. Creates the ledger if needed."""
+    entry = entry_for_certificate(
+        certificate_path, event=event, reason_codes=reason_codes, actor=actor
+    )
+    with open_ledger(ledger_path, create=True) as ledger:
+        return ledger.append(entry)

@@ -1,0 +1,336 @@
+"""What one ledger entry records, and the exact bytes that become its Merkle leaf.
+
+An entry says what happened to a certificate (issued, verified, rejected, revoked), which
+certificate (id and the sha256 of the certificate file), which model (name, version, digest of
+the model artifact) and policy (digest), who or which host, the result with reason codes, and
+when. By construction it holds no patient data: only identifiers, digests and short names, and
+reason *codes* (never a verifier's free-text message, which may quote paths).
+
+The leaf data is the RFC 8785 canonical JSON of the entry (:attr:`LedgerEntry.leaf_data`, the
+one place that makes those bytes); :func:`entry_from_leaf_data` refuses leaf data that is not
+exactly that encoding, so two different byte strings can never stand for one entry.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import getpass
+import os
+import re
+import socket
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from attest._io import StrictJSONError, loads_strict, sha256_bytes
+from attest._version import __version__
+from attest.errors import InputError, LedgerError
+from attest.signing import canonical_json
+
+__all__ = [
+    "ENTRY_FORMAT",
+    "CertificateRef",
+    "Event",
+    "LedgerEntry",
+    "ModelRef",
+    "SubjectDigest",
+    "entry_for_certificate",
+    "entry_for_verification",
+    "entry_from_leaf_data",
+    "is_reason_code",
+    "utc_now",
+]
+
+ENTRY_FORMAT: Final = "gradient-attest/ledger-entry/v1"
+ACTOR_ENV = "ATTEST_ACTOR"
+
+Event = Literal["issued", "verified", "rejected", "revoked"]
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+# Short printable text: no control characters, bounded length.
+ShortText = Annotated[
+    str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+ReasonCode = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")]
+Timestamp = Annotated[
+    str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+]
+_REASON_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CertificateRef(_Strict):
+    """Which certificate: the id in its predicate and the sha256 of the certificate file."""
+
+    id: ShortText | None = None
+    sha256: Sha256Hex | None = None
+
+
+class ModelRef(_Strict):
+    """Which model: name and version from the predicate, digest of the model artifact."""
+
+    name: ShortText | None = None
+    version: ShortText | None = None
+    digest: Sha256Hex | None = Field(
+        default=None,
+        description="sha256 of the certified model artifact: the ONNX subject if any, else the weights",
+    )
+
+
+class SubjectDigest(_Strict):
+    """One subject of the certificate: artifact name and sha256 (never its content)."""
+
+    name: ShortText
+    sha256: Sha256Hex
+
+
+class LedgerEntry(_Strict):
+    """One audit record. ``leaf_data`` (RFC 8785 canonical JSON) is what the Merkle leaf hashes."""
+
+    format: Literal["gradient-attest/ledger-entry/v1"] = ENTRY_FORMAT
+    event: Event
+    time: Timestamp
+    certificate: CertificateRef = Field(default_factory=CertificateRef)
+    model: ModelRef = Field(default_factory=ModelRef)
+    policy_digest: Sha256Hex | None = None
+    subjects: list[SubjectDigest] = Field(default_factory=list, max_length=256)
+    result: Literal["pass", "fail"] | None = Field(
+        default=None,
+        description="issued: the certificate's verdict; verified: pass; rejected: fail",
+    )
+    reason_codes: list[ReasonCode] = Field(default_factory=list, max_length=32)
+    certificate_checked: bool = Field(
+        description=(
+            "true when the verifier (attest verify) checked the certificate's signatures against a "
+            "trust store before this entry was written; false when `attest ledger append` recorded "
+            "the certificate's own claims without verifying them"
+        )
+    )
+    actor: ShortText | None = None
+    host: ShortText | None = None
+    tool_version: ShortText = __version__
+
+    @property
+    def leaf_data(self) -> bytes:
+        """The RFC 8785 canonical JSON of the entry: the bytes the Merkle leaf commits to."""
+        return canonical_json(self.model_dump(mode="json"))
+
+
+def entry_from_leaf_data(data: bytes) -> LedgerEntry:
+    """Parse leaf data back into an entry, refusing anything that is not its canonical form."""
+    try:
+        entry = LedgerEntry.model_validate(loads_strict(data))
+    except (StrictJSONError, ValidationError) as exc:
+        raise LedgerError(f"leaf data is not a valid ledger entry: {_short(exc)}") from None
+    if entry.leaf_data != data:
+        raise LedgerError("leaf data is not the RFC 8785 canonical encoding of its entry")
+    return entry
+
+
+def utc_now() -> str:
+    """The current time as RFC 3339 UTC with microseconds, e.g. ``2026-01-31T12:00:00.000001Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _short(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors()[:3]
+        )
+    return str(exc)
+
+
+def _who() -> tuple[str | None, str | None]:
+    """``(actor, host)``: ``$ATTEST_ACTOR`` or the login name, and the host name."""
+    actor = os.environ.get(ACTOR_ENV)
+    if not actor:
+        try:
+            actor = getpass.getuser()
+        except (OSError, KeyError):  # no login name in some containers
+            actor = None
+    try:
+        host: str | None = socket.gethostname() or None
+    except OSError:
+        host = None
+    return _clip(actor), _clip(host)
+
+
+def _clip(value: Any) -> str | None:
+    """A value as ShortText, or None when it is missing or unusable."""
+    if not isinstance(value, str):
+        return None
+    text = "".join(ch for ch in value if ch >= " " and ch != "\x7f")[:256]
+    return text or None
+
+
+def _hex_digest(value: Any) -> str | None:
+    """A sha256 hex digest from ``"hex"``, ``"sha256:hex"`` or ``{"sha256": "hex"}``."""
+    if isinstance(value, Mapping):
+        value = value.get("sha256")
+    if not isinstance(value, str):
+        return None
+    text = value.removeprefix("sha256:").lower()
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
+        return text
+    return None
+
+
+def _subjects(raw: Any) -> list[SubjectDigest]:
+    out: list[SubjectDigest] = []
+    if not isinstance(raw, list):
+        return out
+    for item in raw[:256]:
+        if not isinstance(item, Mapping):
+            continue
+        name = _clip(item.get("name"))
+        digest = _hex_digest(item.get("digest") if "digest" in item else item.get("sha256"))
+        if name and digest:
+            out.append(SubjectDigest(name=name, sha256=digest))
+    return out
+
+
+def _model_digest(subjects: list[SubjectDigest]) -> str | None:
+    """The model artifact's digest: the ONNX subject if there is one, else the weights."""
+    for suffixes in ((".onnx",), _WEIGHT_SUFFIXES):
+        for subject in subjects:
+            if subject.name.lower().endswith(suffixes):
+                return subject.sha256
+    return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _statement_of(envelope: Any) -> Mapping[str, Any]:
+    """The in-toto statement inside a DSSE envelope, or ``{}`` when it cannot be read."""
+    payload = _mapping(envelope).get("payload")
+    if not isinstance(payload, str):
+        return {}
+    try:
+        return _mapping(loads_strict(base64.b64decode(payload, validate=True)))
+    except (binascii.Error, ValueError):
+        return {}
+
+
+def entry_for_certificate(
+    certificate_path: str | Path,
+    *,
+    event: Event = "issued",
+    reason_codes: list[str] | None = None,
+    actor: str | None = None,
+    time: str | None = None,
+) -> LedgerEntry:
+    """An entry for a certificate file, read strictly but NOT verified (``certificate_checked``
+    is false): the ledger records what the certificate claims; ``attest verify --ledger``
+    records a checked verification."""
+    path = Path(certificate_path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"certificate {path} does not exist", hint="check the path") from None
+    except OSError as exc:
+        raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
+    try:
+        envelope = loads_strict(raw)
+    except StrictJSONError as exc:
+        raise InputError(f"certificate {path} is not valid JSON: {exc}") from None
+    if not isinstance(envelope, Mapping) or not isinstance(envelope.get("payload"), str):
+        raise InputError(
+            f"certificate {path} is not a DSSE envelope (no string 'payload')",
+            hint="pass the gradient_certificate.json written by attest certify",
+        )
+    statement = _statement_of(envelope)
+    if not statement:
+        raise InputError(f"certificate {path}: the payload is not base64 of a JSON statement")
+    predicate = _mapping(statement.get("predicate"))
+    model = _mapping(predicate.get("model"))
+    subjects = _subjects(statement.get("subject"))
+    verdict = predicate.get("verdict")
+    codes = list(reason_codes or [])
+    if event == "issued" and verdict == "fail":
+        codes.append("POLICY_FAILED")
+    who_actor, host = _who()
+    try:
+        return LedgerEntry(
+            event=event,
+            time=time or utc_now(),
+            certificate=CertificateRef(
+                id=_clip(predicate.get("certificate_id")), sha256=sha256_bytes(raw)
+            ),
+            model=ModelRef(
+                name=_clip(model.get("name")),
+                version=_clip(model.get("version")),
+                digest=_hex_digest(model.get("digest")) or _model_digest(subjects),
+            ),
+            policy_digest=_hex_digest(_mapping(predicate.get("policy")).get("digest")),
+            subjects=subjects,
+            result=verdict if verdict in ("pass", "fail") and event == "issued" else None,
+            reason_codes=codes,
+            certificate_checked=False,
+            actor=_clip(actor) or who_actor,
+            host=host,
+        )
+    except ValidationError as exc:
+        raise InputError(f"cannot record certificate {path}: {_short(exc)}") from None
+
+
+def entry_for_verification(
+    report: Mapping[str, Any], *, actor: str | None = None, time: str | None = None
+) -> LedgerEntry:
+    """An entry for the verifier's JSON report: ``verified`` (result pass) or ``rejected``
+    (result fail, with the reason codes). Missing keys are left empty."""
+    verified = report.get("verified") is True
+    certificate = _mapping(report.get("certificate"))
+    # The verifier puts model and policy beside "certificate"; accept them inside it too.
+    model = _mapping(certificate.get("model") or report.get("model"))
+    policy = (
+        certificate.get("policy_digest")
+        or _mapping(certificate.get("policy")).get("digest")
+        or report.get("policy_digest")
+        or _mapping(report.get("policy")).get("digest")
+    )
+    subjects = _subjects(certificate.get("subjects") or certificate.get("subject"))
+    codes: list[str] = []
+    reasons = report.get("reasons")
+    for reason in reasons if isinstance(reasons, list) else []:
+        code = _mapping(reason).get("code")
+        if isinstance(code, str) and code not in codes:
+            codes.append(code)
+    who_actor, host = _who()
+    try:
+        return LedgerEntry(
+            event="verified" if verified else "rejected",
+            time=time or utc_now(),
+            certificate=CertificateRef(
+                id=_clip(certificate.get("id") or certificate.get("certificate_id")),
+                sha256=_hex_digest(certificate.get("sha256")),
+            ),
+            model=ModelRef(
+                name=_clip(model.get("name")),
+                version=_clip(model.get("version")),
+                digest=_hex_digest(model.get("digest")) or _model_digest(subjects),
+            ),
+            policy_digest=_hex_digest(policy),
+            subjects=subjects,
+            result="pass" if verified else "fail",
+            reason_codes=[c for c in codes if is_reason_code(c)][:32],
+            certificate_checked=True,
+            actor=_clip(actor) or who_actor,
+            host=host,
+        )
+    except ValidationError as exc:
+        raise LedgerError(f"cannot record the verification: {_short(exc)}") from None
+
+
+def is_reason_code(text: str) -> bool:
+    """True for an UPPER_SNAKE reason code such as ``SIGNATURE_INVALID``."""
+    return _REASON_CODE.fullmatch(text) is not None

@@ -1,0 +1,285 @@
+"""Proof files an auditor checks offline, with no database: ``attest ledger prove`` writes an
+inclusion proof, ``attest ledger consistency -o`` a consistency proof, and
+``attest ledger verify-proof`` checks either against a signed checkpoint and a public key.
+
+An inclusion proof file holds the entry's leaf data (base64 of its canonical JSON), the entry
+decoded for readers, the RFC 9162 audit path and the signed checkpoint it is relative to. The
+verifier trusts none of it: it recomputes the leaf hash from the leaf data, checks that the
+decoded entry is that data, checks the checkpoint's signature with the key it is given, and
+checks the path against the checkpoint's root.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from attest._io import StrictJSONError, loads_strict
+from attest.errors import InputError, LedgerError
+from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from attest.ledger.entries import entry_from_leaf_data
+from attest.ledger.log import ConsistencyResult, InclusionResult
+from attest.ledger.merkle import leaf_hash, verify_consistency, verify_inclusion
+from attest.signing import PublicKey
+
+__all__ = [
+    "CONSISTENCY_FORMAT",
+    "INCLUSION_FORMAT",
+    "ConsistencyProofFile",
+    "InclusionProofFile",
+    "ProofVerdict",
+    "consistency_proof_file",
+    "inclusion_proof_file",
+    "verify_proof_document",
+]
+
+INCLUSION_FORMAT: Final = "gradient-attest/ledger-inclusion-proof/v1"
+CONSISTENCY_FORMAT: Final = "gradient-attest/ledger-consistency-proof/v1"
+MAX_PROOF_HASHES = 128
+Base64Text = Annotated[str, Field(max_length=1 << 20)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InclusionProofFile(_Strict):
+    """``attest ledger prove`` output: one entry, its audit path and the checkpoint."""
+
+    format: Literal["gradient-attest/ledger-inclusion-proof/v1"] = INCLUSION_FORMAT
+    index: int = Field(ge=0)
+    tree_size: int = Field(ge=1)
+    leaf_data: Base64Text = Field(description="base64 of the entry's RFC 8785 canonical JSON")
+    leaf_hash: Base64Text = Field(description="base64 of SHA-256(0x00 || leaf data), for readers")
+    entry: dict[str, Any] = Field(
+        description="the entry decoded, for readers; must equal leaf_data"
+    )
+    inclusion_proof: list[Base64Text] = Field(max_length=MAX_PROOF_HASHES)
+    checkpoint: str = Field(max_length=1 << 20, description="the signed checkpoint note")
+
+
+class ConsistencyProofFile(_Strict):
+    """``attest ledger consistency -o`` output: two tree heads and the proof joining them."""
+
+    format: Literal["gradient-attest/ledger-consistency-proof/v1"] = CONSISTENCY_FORMAT
+    old_size: int = Field(ge=1)
+    new_size: int = Field(ge=1)
+    old_root: Base64Text
+    new_root: Base64Text
+    consistency_proof: list[Base64Text] = Field(max_length=MAX_PROOF_HASHES)
+    old_checkpoint: str | None = Field(default=None, max_length=1 << 20)
+    new_checkpoint: str | None = Field(default=None, max_length=1 << 20)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def inclusion_proof_file(result: InclusionResult) -> InclusionProofFile:
+    """The proof file for an inclusion proof made by :meth:`Ledger.prove_inclusion`."""
+    return InclusionProofFile(
+        index=result.index,
+        tree_size=result.checkpoint.size,
+        leaf_data=_b64(result.leaf.data),
+        leaf_hash=_b64(result.leaf.leaf_hash),
+        entry=result.entry.model_dump(mode="json"),
+        inclusion_proof=[_b64(h) for h in result.proof],
+        checkpoint=result.checkpoint.note,
+    )
+
+
+def consistency_proof_file(result: ConsistencyResult) -> ConsistencyProofFile:
+    """The proof file for a consistency proof made by :meth:`Ledger.prove_consistency`."""
+    return ConsistencyProofFile(
+        old_size=result.old.size,
+        new_size=result.new.size,
+        old_root=_b64(result.old.root),
+        new_root=_b64(result.new.root),
+        consistency_proof=[_b64(h) for h in result.proof],
+        old_checkpoint=result.old_checkpoint.note if result.old_checkpoint else None,
+        new_checkpoint=result.new_checkpoint.note if result.new_checkpoint else None,
+    )
+
+
+@dataclass
+class ProofVerdict:
+    """Outcome of :func:`verify_proof_document`: ``ok`` and ``(code, message)`` reasons."""
+
+    ok: bool
+    kind: str
+    reasons: list[tuple[str, str]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (``--json`` output)."""
+        return {
+            "verified": self.ok,
+            "kind": self.kind,
+            "reasons": [{"code": c, "message": m} for c, m in self.reasons],
+            **self.details,
+        }
+
+
+def _decode(text: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise LedgerError(f"{what} is not base64") from None
+
+
+def _open(note: str, key: PublicKey, key_name: str | None, what: str) -> Checkpoint:
+    try:
+        return open_checkpoint(note, key, key_name=key_name)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{what}: {exc.message}", code=exc.code, hint=exc.hint) from None
+
+
+def _verify_inclusion_file(
+    proof: InclusionProofFile, key: PublicKey, key_name: str | None, checkpoint_note: str | None
+) -> ProofVerdict:
+    verdict = ProofVerdict(
+        ok=False, kind="inclusion", details={"index": proof.index, "tree_size": proof.tree_size}
+    )
+    try:
+        checkpoint = _open(checkpoint_note or proof.checkpoint, key, key_name, "checkpoint")
+    except CheckpointError as exc:
+        verdict.reasons.append((f"CHECKPOINT_{exc.code}", exc.message))
+        return verdict
+    verdict.details["origin"] = checkpoint.origin
+    if checkpoint.size != proof.tree_size:
+        verdict.reasons.append(
+            (
+                "SIZE_MISMATCH",
+                f"the proof is for a tree of {proof.tree_size} entries, the checkpoint for {checkpoint.size}; "
+                f"ask for a proof at that size: attest ledger prove {proof.index} --tree-size {checkpoint.size}",
+            )
+        )
+        return verdict
+    data = _decode(proof.leaf_data, "leaf_data")
+    try:
+        entry = entry_from_leaf_data(data)
+    except LedgerError as exc:
+        verdict.reasons.append(("LEAF_MALFORMED", exc.message))
+        return verdict
+    if entry.model_dump(mode="json") != proof.entry:
+        verdict.reasons.append(
+            ("ENTRY_MISMATCH", "the decoded 'entry' is not what leaf_data holds")
+        )
+        return verdict
+    computed = leaf_hash(data)
+    if _decode(proof.leaf_hash, "leaf_hash") != computed:
+        verdict.reasons.append(("LEAF_MISMATCH", "leaf_hash is not the hash of leaf_data"))
+        return verdict
+    path = [_decode(h, "an inclusion_proof hash") for h in proof.inclusion_proof]
+    if not verify_inclusion(proof.index, checkpoint.size, computed, path, checkpoint.root):
+        verdict.reasons.append(
+            (
+                "PROOF_INVALID",
+                f"the audit path does not lead from entry {proof.index} to the checkpoint's root",
+            )
+        )
+        return verdict
+    verdict.ok = True
+    verdict.details["entry"] = proof.entry
+    return verdict
+
+
+def _verify_consistency_file(
+    proof: ConsistencyProofFile, key: PublicKey, key_name: str | None, notes: Sequence[str]
+) -> ProofVerdict:
+    verdict = ProofVerdict(
+        ok=False,
+        kind="consistency",
+        details={"old_size": proof.old_size, "new_size": proof.new_size},
+    )
+    heads = {
+        proof.old_size: _decode(proof.old_root, "old_root"),
+        proof.new_size: _decode(proof.new_root, "new_root"),
+    }
+    candidates = [n for n in (*notes, proof.old_checkpoint, proof.new_checkpoint) if n]
+    signed = 0
+    for note in candidates:
+        try:
+            checkpoint = _open(note, key, key_name, "checkpoint")
+        except CheckpointError as exc:
+            verdict.reasons.append((f"CHECKPOINT_{exc.code}", exc.message))
+            return verdict
+        if checkpoint.size in heads:
+            if heads[checkpoint.size] != checkpoint.root:
+                verdict.reasons.append(
+                    (
+                        "ROOT_MISMATCH",
+                        f"the signed checkpoint of size {checkpoint.size} has another root",
+                    )
+                )
+                return verdict
+            signed += 1
+    if signed == 0:
+        verdict.reasons.append(("UNSIGNED", "no signed checkpoint vouches for either tree head"))
+        return verdict
+    path = [_decode(h, "a consistency_proof hash") for h in proof.consistency_proof]
+    if not verify_consistency(
+        proof.old_size, proof.new_size, heads[proof.old_size], heads[proof.new_size], path
+    ):
+        verdict.reasons.append(
+            ("PROOF_INVALID", "the consistency proof does not join the two tree heads")
+        )
+        return verdict
+    verdict.ok = True
+    return verdict
+
+
+def verify_proof_document(
+    path: str | Path,
+    public_key: PublicKey,
+    *,
+    key_name: str | None = None,
+    checkpoint_notes: Sequence[str] = (),
+) -> ProofVerdict:
+    """Check a proof file offline (no database) against a public key.
+
+    For an inclusion proof, ``checkpoint_notes`` (at most one) replaces the embedded checkpoint,
+    so the auditor can use one from a trusted source. For a consistency proof they are added to
+    the embedded ones; at least one tree head must be vouched for by a signed checkpoint.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read proof {p}: {exc.strerror}", hint="check the path") from None
+    try:
+        document = loads_strict(raw)
+    except StrictJSONError as exc:
+        return ProofVerdict(False, "unknown", [("MALFORMED", f"{p} is not valid JSON: {exc}")])
+    kind = document.get("format") if isinstance(document, dict) else None
+    try:
+        if kind == INCLUSION_FORMAT:
+            if len(checkpoint_notes) > 1:
+                raise InputError(
+                    "an inclusion proof is checked against one checkpoint; pass --checkpoint once"
+                )
+            note = checkpoint_notes[0] if checkpoint_notes else None
+            return _verify_inclusion_file(
+                InclusionProofFile.model_validate(document), public_key, key_name, note
+            )
+        if kind == CONSISTENCY_FORMAT:
+            parsed = ConsistencyProofFile.model_validate(document)
+            return _verify_consistency_file(parsed, public_key, key_name, checkpoint_notes)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3]
+        )
+        return ProofVerdict(False, str(kind), [("MALFORMED", f"{p}: {problems}")])
+    except LedgerError as exc:
+        return ProofVerdict(False, str(kind), [("MALFORMED", exc.message)])
+    return ProofVerdict(
+        False,
+        "unknown",
+        [("MALFORMED", f"{p} is not a gradient-attest ledger proof (format {kind!r})")],
+    )

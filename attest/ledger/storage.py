@@ -1,0 +1,518 @@
+"""Where the ledger lives: the :class:`LedgerStorage` contract and its SQLite implementation.
+
+The contract (what any backend, e.g. a shared database serving a fleet, must guarantee):
+
+1. **Dense, append-only indexes.** Entries are numbered 0, 1, 2, ... with no gaps. A stored
+   leaf, interior node or checkpoint is never changed or removed.
+2. **Atomic, linearizable append.** :meth:`LedgerStorage.append` assigns the next index, stores
+   the leaf data and its hash, every perfect subtree the leaf completes, and the new tree head,
+   all in one transaction, serialized against every other writer (in any process): two appends
+   never get the same index and a crash never leaves half an append. When ``append`` returns,
+   the entry is committed; the synchronous setting decides what it survives (see below).
+3. **O(log n) proofs.** :meth:`LedgerStorage.read_nodes` returns the hash of any perfect subtree
+   ``(level, index)`` inside the tree, so proofs never walk the leaves.
+4. **Snapshots.** Reads see a committed prefix of the log, never an append in progress.
+5. **Exclusive sections.** Inside ``with storage.exclusive():`` no other writer can append or
+   store a checkpoint; checkpoint signing uses it so that checking consistency with the last
+   signed checkpoint, signing and storing are one step.
+
+SQLite (:class:`SQLiteStorage`) meets this with WAL journaling, one ``BEGIN IMMEDIATE``
+transaction per append (the write lock is taken before the tree head is read) and a busy
+timeout so that several writer processes queue instead of failing. Synchronous settings: with
+``normal`` (the default) a committed append survives the process being killed (SIGKILL) at any
+point, and the database is never corrupted, but a power loss or OS crash may lose the last
+appends; ``full`` also survives power loss, at one fsync per append. Storing a checkpoint is
+always done with ``full``, so a signed checkpoint never outlives the entries it covers.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from attest.errors import InputError, LedgerError
+from attest.ledger.merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    NodeKey,
+    frontier_push,
+    frontier_root,
+    leaf_hash,
+)
+
+__all__ = [
+    "SYNCHRONOUS_ENV",
+    "AppendResult",
+    "LedgerStorage",
+    "SQLiteStorage",
+    "StoredCheckpoint",
+    "StoredLeaf",
+    "Synchronous",
+    "TreeHead",
+]
+
+SYNCHRONOUS_ENV = "ATTEST_LEDGER_SYNCHRONOUS"
+SCHEMA_VERSION = 1
+Synchronous = Literal["normal", "full", "extra"]
+_LEVEL_BITS = 6  # node key = (end << 6) | level, end = first leaf index after the subtree
+
+
+@dataclass(frozen=True)
+class TreeHead:
+    """A tree size and its RFC 6962 root hash."""
+
+    size: int
+    root: bytes
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What an append committed: the entry's index, its leaf hash and the new tree head."""
+
+    index: int
+    leaf_hash: bytes
+    tree_size: int
+    root: bytes
+
+
+@dataclass(frozen=True)
+class StoredLeaf:
+    """One stored entry: its index, leaf data and leaf hash."""
+
+    index: int
+    data: bytes
+    leaf_hash: bytes
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A signed checkpoint as stored: the signed note text and the tree head it commits to."""
+
+    id: int
+    size: int
+    root: bytes
+    origin: str
+    note: str
+    signed_at: str
+
+
+class LedgerStorage(Protocol):
+    """The storage contract of the module docstring (points 1-5)."""
+
+    def append(self, data: bytes) -> AppendResult:
+        """Append one entry's leaf data in one transaction; returns what was committed."""
+        ...
+
+    def append_many(self, datas: Sequence[bytes]) -> AppendResult:
+        """Append several entries, consecutively, in one transaction; returns the last one's
+        result (the first one's index is ``result.index - len(datas) + 1``)."""
+        ...
+
+    def tree_head(self) -> TreeHead:
+        """The current (committed) tree size and root."""
+        ...
+
+    def leaf(self, index: int) -> StoredLeaf:
+        """The stored entry at ``index``; :class:`LedgerError` when there is none."""
+        ...
+
+    def read_nodes(self, keys: Sequence[NodeKey]) -> list[bytes]:
+        """Hashes of the perfect subtrees ``(level, index)``, in the order asked."""
+        ...
+
+    def iter_leaves(self, start: int = 0, stop: int | None = None) -> Iterator[StoredLeaf]:
+        """Stored entries in index order, as stored (a verifier must not trust them)."""
+        ...
+
+    def iter_nodes(self) -> Iterator[tuple[int, int, bytes]]:
+        """Stored interior nodes ``(level >= 1, index, hash)`` in the order appends made them."""
+        ...
+
+    def stored_frontier(self) -> tuple[int, list[bytes]]:
+        """The tree size and frontier recorded in the tree head (for verification)."""
+        ...
+
+    def checkpoints(self) -> list[StoredCheckpoint]:
+        """Every stored checkpoint, oldest first."""
+        ...
+
+    def add_checkpoint(self, size: int, root: bytes, origin: str, note: str, signed_at: str) -> int:
+        """Store a signed checkpoint durably; returns its id."""
+        ...
+
+    def get_meta(self, key: str) -> str | None:
+        """A ledger-wide setting (``log_id``, ``origin``)."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a ledger-wide setting."""
+        ...
+
+    def exclusive(self, *, durable: bool = False) -> AbstractContextManager[None]:
+        """Context manager: a write transaction no other writer can interleave with;
+        ``durable`` makes its commit survive power loss whatever the synchronous setting."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Context manager: a read transaction; every read inside sees one committed state."""
+        ...
+
+    def close(self) -> None:
+        """Release the storage."""
+        ...
+
+
+def _node_key(level: int, index: int) -> int:
+    return ((index + 1) << level) << _LEVEL_BITS | level
+
+
+def _synchronous_from_env() -> Synchronous:
+    value = os.environ.get(SYNCHRONOUS_ENV, "normal").strip().lower()
+    if value not in ("normal", "full", "extra"):
+        raise InputError(
+            f"{SYNCHRONOUS_ENV}={value!r} is not a synchronous setting",
+            hint="use normal (survives process crashes) or full/extra (also power loss)",
+        )
+    return value  # type: ignore[return-value]
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS head (id INTEGER PRIMARY KEY CHECK (id = 0),"
+    " size INTEGER NOT NULL, root BLOB NOT NULL, frontier BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS leaves (idx INTEGER PRIMARY KEY, data BLOB NOT NULL,"
+    " leaf_hash BLOB NOT NULL)",
+    # key = (end << 6) | level: creation order, and one integer primary key lookup per node.
+    "CREATE TABLE IF NOT EXISTS nodes (key INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS checkpoints (id INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
+    " root BLOB NOT NULL, origin TEXT NOT NULL, note TEXT NOT NULL, signed_at TEXT NOT NULL)",
+)
+
+
+class SQLiteStorage:
+    """The embedded default backend: one SQLite file in WAL mode (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        create: bool = False,
+        synchronous: Synchronous | None = None,
+        busy_timeout_s: float = 60.0,
+    ) -> None:
+        self.path = Path(path)
+        self.synchronous: Synchronous = synchronous or _synchronous_from_env()
+        self._in_exclusive = False
+        if not self.path.exists():
+            if not create:
+                raise LedgerError(
+                    f"no ledger at {self.path}",
+                    hint="append an entry first (attest ledger append CERT) or pass --ledger PATH",
+                )
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LedgerError(
+                    f"cannot create the folder of ledger {self.path}: {exc.strerror}"
+                ) from None
+        elif self.path.is_dir():
+            raise LedgerError(f"ledger {self.path} is a directory, expected an SQLite file")
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+            self._set_wal()
+            self._initialize(create)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(
+                f"{self.path} is not a usable ledger database: {exc}",
+                hint="check --ledger points at a gradient-attest ledger (an SQLite file)",
+            ) from None
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def _set_wal(self) -> None:
+        # journal_mode=WAL persists in the file; switching needs a moment without readers,
+        # so retry briefly when another process is creating the same ledger.
+        for attempt in range(200):
+            try:
+                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 199:
+                    raise
+                time.sleep(0.01)
+                continue
+            if str(mode).lower() != "wal":
+                raise LedgerError(f"ledger {self.path}: SQLite refused WAL mode (got {mode})")
+            return
+
+    def _initialize(self, create: bool) -> None:
+        tables = {
+            row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if {"meta", "head", "leaves", "nodes", "checkpoints"} <= tables:
+            version = self.get_meta("schema_version")
+            if version != str(SCHEMA_VERSION):
+                raise LedgerError(
+                    f"ledger {self.path} has schema version {version}, expected {SCHEMA_VERSION}"
+                )
+            return
+        if tables - {"meta", "head", "leaves", "nodes", "checkpoints"} or (tables and not create):
+            raise LedgerError(
+                f"{self.path} is an SQLite database but not a gradient-attest ledger",
+                hint="point --ledger at a new file or at an existing ledger",
+            )
+        if not create:
+            raise LedgerError(
+                f"ledger {self.path} is empty (no tables)", hint="append an entry to create it"
+            )
+        with self._transaction():
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            self._db.execute(
+                "INSERT OR IGNORE INTO head (id, size, root, frontier) VALUES (0, 0, ?, ?)",
+                (EMPTY_ROOT, b""),
+            )
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?), ('log_id', ?)",
+                (str(SCHEMA_VERSION), uuid.uuid4().hex),
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (the write lock is held from the start), or a no-op
+        inside :meth:`exclusive`."""
+        if self._in_exclusive:
+            yield
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    @contextmanager
+    def exclusive(self, *, durable: bool = False) -> Iterator[None]:
+        """A write transaction spanning several calls; nothing else can write meanwhile.
+        ``durable`` commits it with ``synchronous=FULL`` (used for checkpoints)."""
+        if self._in_exclusive:
+            raise LedgerError("nested exclusive section on one ledger connection")
+        if durable:
+            self._db.execute("PRAGMA synchronous=FULL")
+        try:
+            with self._transaction():
+                self._in_exclusive = True
+                try:
+                    yield
+                finally:
+                    self._in_exclusive = False
+        except sqlite3.OperationalError as exc:
+            raise self._busy_error(exc) from None
+        finally:
+            if durable:
+                self._db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+
+    def _busy_error(self, exc: sqlite3.Error) -> LedgerError:
+        return LedgerError(
+            f"ledger {self.path} could not be written: {exc}",
+            hint="another process may hold it for longer than the busy timeout; retry",
+        )
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def _head_row(self) -> tuple[int, list[bytes]]:
+        size, frontier_blob = self._db.execute(
+            "SELECT size, frontier FROM head WHERE id = 0"
+        ).fetchone()
+        frontier = [
+            frontier_blob[i : i + HASH_SIZE] for i in range(0, len(frontier_blob), HASH_SIZE)
+        ]
+        if len(frontier) != bin(size).count("1") or len(frontier_blob) % HASH_SIZE:
+            raise LedgerError(
+                f"ledger {self.path}: the stored tree head is corrupt (size {size}, "
+                f"{len(frontier_blob)} bytes of frontier)",
+                hint="run attest ledger verify",
+            )
+        return size, frontier
+
+    def append(self, data: bytes) -> AppendResult:
+        """See :class:`LedgerStorage`."""
+        return self.append_many([data])
+
+    def append_many(self, datas: Sequence[bytes]) -> AppendResult:
+        """See :class:`LedgerStorage`; a bulk import is one transaction."""
+        if not datas:
+            raise LedgerError("nothing to append")
+        try:
+            with self._transaction():
+                size, frontier = self._head_row()
+                leaf_rows: list[tuple[int, bytes, bytes]] = []
+                node_rows: list[tuple[int, bytes]] = []
+                for data in datas:
+                    lh = leaf_hash(data)
+                    completed = frontier_push(frontier, size, lh)
+                    size += 1
+                    for level, h in completed[1:]:
+                        node_rows.append((_node_key(level, (size >> level) - 1), h))
+                    leaf_rows.append((size - 1, data, lh))
+                root = frontier_root(frontier)
+                self._db.executemany(
+                    "INSERT INTO leaves (idx, data, leaf_hash) VALUES (?, ?, ?)", leaf_rows
+                )
+                self._db.executemany("INSERT INTO nodes (key, hash) VALUES (?, ?)", node_rows)
+                self._db.execute(
+                    "UPDATE head SET size = ?, root = ?, frontier = ? WHERE id = 0",
+                    (size, root, b"".join(frontier)),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise LedgerError(
+                f"ledger {self.path}: the tree head disagrees with the stored entries ({exc})",
+                hint="the database was altered; run attest ledger verify",
+            ) from None
+        except sqlite3.OperationalError as exc:
+            raise self._busy_error(exc) from None
+        return AppendResult(size - 1, leaf_rows[-1][2], size, root)
+
+    def add_checkpoint(self, size: int, root: bytes, origin: str, note: str, signed_at: str) -> int:
+        """See :class:`LedgerStorage`. Outside :meth:`exclusive` it commits durably
+        (``synchronous=FULL``); inside, the exclusive section's ``durable`` flag decides."""
+        if self._in_exclusive:
+            return self._insert_checkpoint(size, root, origin, note, signed_at)
+        with self.exclusive(durable=True):
+            return self._insert_checkpoint(size, root, origin, note, signed_at)
+
+    def _insert_checkpoint(
+        self, size: int, root: bytes, origin: str, note: str, signed_at: str
+    ) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO checkpoints (size, root, origin, note, signed_at) VALUES (?, ?, ?, ?, ?)",
+            (size, root, origin, note, signed_at),
+        )
+        new_id = cursor.lastrowid
+        if new_id is None:  # pragma: no cover - sqlite always sets it for an INSERT
+            raise LedgerError("SQLite did not return the new checkpoint's id")
+        return new_id
+
+    def set_meta(self, key: str, value: str) -> None:
+        """See :class:`LedgerStorage`."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """See :class:`LedgerStorage`."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def tree_head(self) -> TreeHead:
+        """See :class:`LedgerStorage`."""
+        size, root = self._db.execute("SELECT size, root FROM head WHERE id = 0").fetchone()
+        return TreeHead(int(size), bytes(root))
+
+    def stored_frontier(self) -> tuple[int, list[bytes]]:
+        """See :class:`LedgerStorage`."""
+        row = self._db.execute("SELECT size, frontier FROM head WHERE id = 0").fetchone()
+        blob = bytes(row[1])
+        return int(row[0]), [blob[i : i + HASH_SIZE] for i in range(0, len(blob), HASH_SIZE)]
+
+    def leaf(self, index: int) -> StoredLeaf:
+        """See :class:`LedgerStorage`."""
+        row = self._db.execute(
+            "SELECT idx, data, leaf_hash FROM leaves WHERE idx = ?", (index,)
+        ).fetchone()
+        if row is None:
+            raise LedgerError(
+                f"ledger {self.path} has no entry {index} (it holds {self.tree_head().size})",
+                hint="entries are numbered from 0",
+            )
+        return StoredLeaf(int(row[0]), bytes(row[1]), bytes(row[2]))
+
+    def read_nodes(self, keys: Sequence[NodeKey]) -> list[bytes]:
+        """See :class:`LedgerStorage`: one query for the leaves asked, one for the nodes."""
+        leaf_indexes = [index for level, index in keys if level == 0]
+        node_keys = [_node_key(level, index) for level, index in keys if level > 0]
+        found: dict[NodeKey, bytes] = {}
+        for start in range(0, len(leaf_indexes), 500):
+            chunk = leaf_indexes[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for idx, h in self._db.execute(
+                f"SELECT idx, leaf_hash FROM leaves WHERE idx IN ({marks})", chunk
+            ):
+                found[(0, int(idx))] = bytes(h)
+        for start in range(0, len(node_keys), 500):
+            chunk = node_keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, h in self._db.execute(
+                f"SELECT key, hash FROM nodes WHERE key IN ({marks})", chunk
+            ):
+                level = int(key) & ((1 << _LEVEL_BITS) - 1)
+                found[(level, (int(key) >> _LEVEL_BITS >> level) - 1)] = bytes(h)
+        missing = [key for key in keys if key not in found]
+        if missing:
+            level, index = missing[0]
+            raise LedgerError(
+                f"ledger {self.path}: the stored hash of entries [{index << level}, "
+                f"{(index + 1) << level}) is missing",
+                hint="the database was altered; run attest ledger verify",
+            )
+        return [found[key] for key in keys]
+
+    def iter_leaves(self, start: int = 0, stop: int | None = None) -> Iterator[StoredLeaf]:
+        """See :class:`LedgerStorage`."""
+        query = "SELECT idx, data, leaf_hash FROM leaves WHERE idx >= ?"
+        params: tuple[int, ...] = (start,)
+        if stop is not None:
+            query += " AND idx < ?"
+            params = (start, stop)
+        for idx, data, lh in self._db.execute(query + " ORDER BY idx", params):
+            yield StoredLeaf(int(idx), bytes(data), bytes(lh))
+
+    def iter_nodes(self) -> Iterator[tuple[int, int, bytes]]:
+        """See :class:`LedgerStorage`."""
+        mask = (1 << _LEVEL_BITS) - 1
+        for key, h in self._db.execute("SELECT key, hash FROM nodes ORDER BY key"):
+            level = int(key) & mask
+            yield level, (int(key) >> _LEVEL_BITS >> level) - 1, bytes(h)
+
+    def checkpoints(self) -> list[StoredCheckpoint]:
+        """See :class:`LedgerStorage`."""
+        rows = self._db.execute(
+            "SELECT id, size, root, origin, note, signed_at FROM checkpoints ORDER BY id"
+        ).fetchall()
+        return [
+            StoredCheckpoint(int(r[0]), int(r[1]), bytes(r[2]), str(r[3]), str(r[4]), str(r[5]))
+            for r in rows
+        ]
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction: every read inside sees the same committed state."""
+        if self._in_exclusive:
+            yield
+            return
+        self._db.execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        """See :class:`LedgerStorage`."""
+        self._db.close()
+
+    def __enter__(self) -> SQLiteStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,744 @@
+"""Policies (``policies/*.yaml``) and their evaluation of evidence into findings.
+
+A :class:`Policy` is a list of :class:`Rule` objects, each holding one measured quantity of one
+check against a threshold, plus :class:`Waiver` objects that accept named failures for a
+documented reason until an expiry date. :func:`evaluate` is a pure function of the evidence,
+the policy and the reference time ``at``: the same inputs give the same findings.
+
+Where a rule reads its numbers (``source``):
+
+- ``items`` (default): each :class:`attest.evidence.CheckItem` of the rule's check, metric
+  ``item.metrics[metric]``; one finding per item. Without a ``metric`` the rule takes each
+  item's own status (the check's reading at the tolerances it records in its parameters).
+- ``summary``: ``evidence.checks[check].summary[metric]``; one finding about the model.
+- ``operators``: each per-operator row of ``evidence.operators`` (DESIGN.md section 4),
+  field ``metric``; one finding per operator.
+- ``model``: ``evidence.model_metrics[metric]``; one finding about the model.
+- ``check``: the check itself: it passes when the check was computed (no metric); for a check
+  whose items are informational, such as ``thread_sensitivity`` on a CPU.
+
+A check that is missing from the evidence, or whose status is not ``computed``, or a metric
+that no subject reports, gives a ``not_computed`` finding; when the rule is ``required`` that
+finding counts as the rule's severity (a required check that was not measured never passes
+silently). Waived findings keep their place in the list with verdict ``waived`` and the
+waiver that covered them; expired waivers waive nothing.
+
+Example::
+
+    policy = load_policy("policies/clinical-strict.yaml")
+    findings = evaluate(evidence, policy, at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    print(findings.verdict, [f.rule for f in findings.failed])
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import operator
+from collections.abc import Callable, Iterator, Mapping
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from attest._io import read_json_file
+from attest._version import __version__
+from attest._yaml import load_yaml_mapping, validation_problems
+from attest.errors import EvidenceError, PolicyError
+from attest.evidence import CHECK_IDS, CheckId, CheckItem, Evidence, Metric, Subject
+from attest.signing import canonical_json
+
+__all__ = [
+    "FINDINGS_SCHEMA_VERSION",
+    "AppliedWaiver",
+    "Comparator",
+    "Finding",
+    "Findings",
+    "Policy",
+    "PolicySummary",
+    "Rule",
+    "Verdict",
+    "Waiver",
+    "evaluate",
+    "load_evidence",
+    "load_policy",
+    "policy_digest",
+]
+
+FINDINGS_SCHEMA_VERSION = "1"
+
+Comparator = Literal[">=", ">", "<=", "<", "=="]
+Severity = Literal["fail", "warn"]
+Source = Literal["items", "summary", "operators", "model", "check"]
+Precision = Literal["float32", "bfloat16", "float16"]
+Verdict = Literal["pass", "fail", "warn", "waived", "not_computed"]
+Threshold = float | int | bool | str
+
+_IDENT = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+_ORDERED: dict[str, Callable[[Any, Any], bool]] = {
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Rule(_Strict):
+    """One requirement: ``metric`` of ``check`` compared with ``threshold`` (see the module doc).
+
+    ``thresholds`` overrides ``threshold`` for the evidence's deployed precision (float16
+    rounds at 2^-11, so a float16 model cannot meet a float32 fidelity bound). ``operators``
+    and ``modules`` are glob patterns (``aten.convolution*``, ``encoder.*``) that restrict the
+    rule to matching subjects. ``required``: a check or metric that was not measured counts as
+    the rule's severity instead of ``not_computed``; so do fewer than ``min_subjects``
+    subjects. A computed check with no subjects at all (no custom ops in the model, say)
+    passes the rule with a finding that says so.
+    """
+
+    id: str = Field(pattern=_IDENT, max_length=128)
+    check: CheckId
+    description: str = ""
+    source: Source = "items"
+    metric: str | None = Field(default=None, min_length=1, max_length=128)
+    comparator: Comparator = ">="
+    threshold: Threshold | None = None
+    thresholds: dict[Precision, float] = Field(default_factory=dict)
+    severity: Severity = "fail"
+    operators: list[str] = Field(default_factory=list)
+    modules: list[str] = Field(default_factory=list)
+    required: bool = True
+    min_subjects: int = Field(default=0, ge=0)
+    accept_annotations: bool | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Rule:
+        if self.source == "check":
+            if self.metric is not None or self.threshold is not None or self.thresholds:
+                raise ValueError("source 'check' takes no metric or threshold")
+            if self.operators or self.modules:
+                raise ValueError("operator/module patterns do not apply to source 'check'")
+            return self
+        if self.metric is None:
+            if self.source != "items":
+                raise ValueError(f"source {self.source!r} needs a metric")
+            if self.threshold is not None or self.thresholds:
+                raise ValueError("a threshold needs a metric to compare")
+            return self
+        if self.threshold is None:
+            raise ValueError(f"metric {self.metric!r} needs a threshold")
+        if self.comparator in _ORDERED:
+            for value in [self.threshold, *self.thresholds.values()]:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ValueError(
+                        f"comparator {self.comparator!r} needs a numeric threshold, got {value!r}"
+                    )
+        elif self.thresholds:
+            raise ValueError("per-precision thresholds need an ordering comparator (>=, >, <=, <)")
+        if (self.operators or self.modules) and self.source in ("summary", "model"):
+            raise ValueError(f"operator/module patterns do not apply to source {self.source!r}")
+        return self
+
+    def threshold_for(self, precision: str | None) -> Threshold | None:
+        """The threshold that applies to evidence collected at ``precision``."""
+        if precision is not None and precision in self.thresholds:
+            return self.thresholds[precision]
+        return self.threshold
+
+
+class Waiver(_Strict):
+    """An approved exception: findings of ``rule`` (or of every rule on ``check``) whose subject
+    matches ``subject`` (a glob over the module path, operator name, parameter name or full
+    label) are listed as ``waived`` until ``expires`` (inclusive, UTC)."""
+
+    id: str | None = Field(default=None, pattern=_IDENT, max_length=128)
+    rule: str | None = Field(default=None, min_length=1)
+    check: CheckId | None = None
+    subject: str = Field(default="*", min_length=1)
+    approved_by: str = Field(min_length=1)
+    justification: str = Field(min_length=1)
+    reference: str = Field(min_length=1)
+    expires: date
+
+    @model_validator(mode="after")
+    def _names_a_target(self) -> Waiver:
+        if self.rule is None and self.check is None:
+            raise ValueError("a waiver names the rule or the check it waives")
+        return self
+
+    def label(self) -> str:
+        """How findings refer to this waiver."""
+        return self.id or f"{self.rule or self.check}:{self.subject}"
+
+
+class Policy(_Strict):
+    """A named, versioned set of rules and waivers (``schemas/policy.schema.json``)."""
+
+    id: str = Field(pattern=_IDENT, max_length=128)
+    version: str = Field(min_length=1, max_length=64)
+    description: str = ""
+    accept_annotations: bool = False
+    require_every_check: bool = False
+    extends: str | None = Field(default=None, description="base policy file this one extends")
+    rules: list[Rule] = Field(min_length=1)
+    waivers: list[Waiver] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Policy:
+        ids = [r.id for r in self.rules]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"rule ids must be unique; repeated: {', '.join(repeated)}")
+        for index, waiver in enumerate(self.waivers):
+            if waiver.rule is not None and waiver.rule not in ids:
+                raise ValueError(
+                    f"waivers[{index}].rule {waiver.rule!r} names no rule of this policy"
+                )
+        if self.require_every_check:
+            covered = {r.check for r in self.rules if r.required}
+            missing = [c for c in CHECK_IDS if c not in covered]
+            if missing:
+                raise ValueError(
+                    "require_every_check is set but these checks have no required rule: "
+                    + ", ".join(missing)
+                )
+        return self
+
+
+class PolicySummary(_Strict):
+    """The policy a findings file was evaluated against (as the certificate records it)."""
+
+    id: str
+    version: str
+    digest: dict[str, str]
+
+
+class AppliedWaiver(_Strict):
+    """What waived a finding: a policy waiver or an ``@attest.unstable_grad`` annotation."""
+
+    kind: Literal["policy", "annotation"]
+    label: str
+    approved_by: str | None = None
+    justification: str
+    reference: str | None = None
+    expires: date | None = None
+    module: str | None = None
+
+
+class Finding(_Strict):
+    """One rule held against one subject."""
+
+    rule: str
+    check: CheckId
+    subject: Subject
+    verdict: Verdict
+    observed: Metric = None
+    threshold: Metric = None
+    comparator: Comparator | None = None
+    severity: Severity
+    message: str
+    waiver: AppliedWaiver | None = None
+
+
+class Findings(_Strict):
+    """The findings file (``findings.json``): every finding and the overall verdict."""
+
+    schema_version: str = FINDINGS_SCHEMA_VERSION
+    tool_version: str = __version__
+    evaluated_at: str
+    policy: PolicySummary
+    model: dict[str, Any] = Field(default_factory=dict)
+    precision: str | None = None
+    verdict: Literal["pass", "fail"]
+    counts: dict[str, int]
+    findings: list[Finding]
+    expired_waivers: list[str] = Field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def failed(self) -> list[Finding]:
+        """Findings that fail the policy."""
+        return [f for f in self.findings if f.verdict == "fail"]
+
+    @property
+    def waived(self) -> list[Finding]:
+        return [f for f in self.findings if f.verdict == "waived"]
+
+    def waivers_used(self) -> list[dict[str, Any]]:
+        """Each distinct waiver that waived at least one finding (for the certificate)."""
+        seen: dict[str, dict[str, Any]] = {}
+        for f in self.findings:
+            if f.waiver is not None and f.waiver.label not in seen:
+                seen[f.waiver.label] = f.waiver.model_dump(mode="json")
+        return list(seen.values())
+
+
+# ---------------------------------------------------------------- loading
+
+
+def parse_policy(data: Any, *, source: str = "policy") -> Policy:
+    """Validate policy data; every problem names its key (``rules[2].comparator``) and ``source``."""
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(
+            f"{source} is not a valid policy: {validation_problems(exc)}",
+            hint="see docs/policy-reference.md and schemas/policy.schema.json",
+        ) from None
+
+
+_MAX_EXTENDS = 4
+
+
+def _resolved_policy_data(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's mapping with ``extends`` resolved: the base policy's rules and waivers come
+    first, then this file's; this file's other keys override the base's."""
+    data = load_yaml_mapping(path, what="policy file", error=PolicyError)
+    base_name = data.get("extends")
+    if base_name is None:
+        return data
+    if not isinstance(base_name, str) or not base_name:
+        raise PolicyError(f"policy file {path}: extends must be a path to another policy file")
+    base_path = (path.parent / base_name).resolve()
+    if base_path in chain or base_path == path.resolve() or len(chain) >= _MAX_EXTENDS:
+        raise PolicyError(
+            f"policy file {path}: extends {base_name!r} makes a cycle or a chain over {_MAX_EXTENDS} deep"
+        )
+    base = _resolved_policy_data(base_path, (*chain, path.resolve()))
+    merged = {**base, **data}
+    for key in ("rules", "waivers"):
+        own, inherited = data.get(key) or [], base.get(key) or []
+        if not isinstance(own, list) or not isinstance(inherited, list):
+            raise PolicyError(f"policy file {path}: {key} must be a list")
+        merged[key] = [*inherited, *own]
+    return merged
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Load and validate a policy YAML (or JSON) file.
+
+    A policy may name a base with ``extends: RELATIVE/PATH.yaml`` (a site policy adding its
+    waivers to clinical-strict, say): the base's rules and waivers come first; the digest covers
+    the resolved whole.
+    """
+    p = Path(path)
+    return parse_policy(_resolved_policy_data(p), source=f"policy file {p}")
+
+
+def policy_digest(policy: Policy) -> str:
+    """sha256 (hex) of the RFC 8785 canonical JSON of the parsed policy: formatting and comments
+    of the file do not change it; any rule, threshold or waiver does."""
+    import hashlib
+
+    return hashlib.sha256(canonical_json(policy.model_dump(mode="json"))).hexdigest()
+
+
+def load_evidence(path: str | Path) -> Evidence:
+    """Load and validate an evidence file."""
+    data = read_json_file(path, what="evidence file")
+    try:
+        return Evidence.model_validate(data)
+    except ValidationError as exc:
+        raise EvidenceError(
+            f"evidence file {path} is not valid evidence: {validation_problems(exc)}",
+            hint="produce it with: attest collect SPEC -o evidence.json",
+        ) from None
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def _precision_of(evidence: Evidence) -> str | None:
+    for section in (evidence.model, evidence.environment):
+        value = section.get("precision")
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _matches(patterns: list[str], value: str | None) -> bool:
+    return value is not None and any(fnmatch.fnmatchcase(value, p) for p in patterns)
+
+
+def _subject_selected(rule: Rule, subject: Subject) -> bool:
+    if rule.operators and not _matches(rule.operators, subject.op):
+        return False
+    return not (rule.modules and not _matches(rule.modules, subject.module))
+
+
+def _compare(observed: Metric, comparator: str, threshold: Threshold) -> bool | None:
+    """True/False, or None if ``observed`` cannot be compared (wrong type, not finite)."""
+    if comparator == "==":
+        if isinstance(threshold, bool) or isinstance(observed, bool):
+            return (
+                isinstance(observed, bool) and isinstance(threshold, bool) and observed == threshold
+            )
+        if isinstance(threshold, str) or isinstance(observed, str):
+            return observed == threshold
+        if isinstance(observed, (int, float)) and isinstance(threshold, (int, float)):
+            return bool(observed == threshold)
+        return None
+    if isinstance(observed, bool) or not isinstance(observed, (int, float)):
+        return None
+    if isinstance(observed, float) and math.isnan(observed):
+        return None
+    return bool(_ORDERED[comparator](observed, threshold))
+
+
+_MODEL = Subject(kind="model")
+
+
+def _operator_subject(row: Any) -> Subject:  # an OperatorRow (reads like a mapping)
+    op_id = row.get("id")
+    return Subject(
+        kind="operator",
+        operator_id=op_id if isinstance(op_id, int) and not isinstance(op_id, bool) else None,
+        op=str(row["op"]) if row.get("op") is not None else None,
+        module=str(row["module"]) if row.get("module") is not None else None,
+    )
+
+
+class _Observation:
+    """One value a rule reads: from an item, a summary, an operator row or model metrics."""
+
+    __slots__ = ("item_status", "present", "reason", "subject", "value")
+
+    def __init__(
+        self,
+        subject: Subject,
+        value: Metric,
+        *,
+        present: bool,
+        item_status: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self.subject = subject
+        self.value = value
+        self.present = present
+        self.item_status = item_status
+        self.reason = reason  # why an operator row's figure was not measured
+
+
+def _observations(rule: Rule, evidence: Evidence) -> Iterator[_Observation]:
+    result = evidence.checks[rule.check]
+    metric = rule.metric
+    if rule.source == "check":
+        yield _Observation(_MODEL, result.status, present=True, item_status="pass")
+    elif rule.source == "items":
+        for item in result.items:
+            if metric is None:
+                yield _Observation(item.subject, item.status, present=True, item_status=item.status)
+            else:
+                yield _item_observation(item, metric)
+    elif rule.source == "summary":
+        assert metric is not None
+        yield _Observation(_MODEL, result.summary.get(metric), present=metric in result.summary)
+    elif rule.source == "model":
+        assert metric is not None
+        metrics = evidence.model_metrics
+        yield _Observation(_MODEL, metrics.get(metric), present=metric in metrics)
+    else:
+        assert metric is not None
+        for row in evidence.operators:
+            value = row.get(metric)
+            if isinstance(value, (dict, list)):
+                value = None
+            reasons = row.get("not_computed")
+            reason = reasons.get(metric) if isinstance(reasons, Mapping) else None
+            yield _Observation(
+                _operator_subject(row),
+                value,
+                present=value is not None,
+                reason=str(reason) if reason else None,
+            )
+
+
+def _item_observation(item: CheckItem, metric: str) -> _Observation:
+    return _Observation(
+        item.subject,
+        item.metrics.get(metric),
+        present=metric in item.metrics,
+        item_status=item.status,
+    )
+
+
+class _Evaluator:
+    def __init__(self, evidence: Evidence, policy: Policy, at: datetime) -> None:
+        self.evidence = evidence
+        self.policy = policy
+        self.at = at
+        self.precision = _precision_of(evidence)
+        self.active_waivers = [w for w in policy.waivers if w.expires >= at.date()]
+        self.expired = [w for w in policy.waivers if w.expires < at.date()]
+        self.annotations = [a for a in evidence.annotations if isinstance(a, Mapping)]
+
+    # -- waivers
+    def _policy_waiver(self, rule: Rule, subject: Subject) -> AppliedWaiver | None:
+        for waiver in self.active_waivers:
+            if waiver.rule is not None and waiver.rule != rule.id:
+                continue
+            if waiver.check is not None and waiver.check != rule.check:
+                continue
+            names = [subject.module, subject.op, subject.name, subject.label()]
+            if waiver.subject != "*" and not any(_matches([waiver.subject], n) for n in names):
+                continue
+            return AppliedWaiver(
+                kind="policy",
+                label=waiver.label(),
+                approved_by=waiver.approved_by,
+                justification=waiver.justification,
+                reference=waiver.reference,
+                expires=waiver.expires,
+            )
+        return None
+
+    def _annotation_waiver(self, rule: Rule, subject: Subject) -> AppliedWaiver | None:
+        accept = rule.accept_annotations
+        if accept is None:
+            accept = self.policy.accept_annotations
+        if not accept or subject.module is None:
+            return None
+        for note in self.annotations:
+            module = note.get("module", note.get("path"))
+            if not isinstance(module, str):
+                continue
+            checks = note.get("checks")
+            if isinstance(checks, list) and checks and rule.check not in checks:
+                continue
+            inside = (
+                module == "" or subject.module == module or subject.module.startswith(module + ".")
+            )
+            if inside:
+                return AppliedWaiver(
+                    kind="annotation",
+                    label=f"@unstable_grad:{module or '<root>'}",
+                    justification=str(note.get("reason", "")) or "annotated @attest.unstable_grad",
+                    module=module,
+                )
+        return None
+
+    def _negative(self, rule: Rule, subject: Subject, verdict: Verdict, **fields: Any) -> Finding:
+        """A failing (or warning) finding, waived if a waiver or accepted annotation covers it."""
+        waiver = self._policy_waiver(rule, subject) or self._annotation_waiver(rule, subject)
+        message = fields.pop("message")
+        if waiver is not None:
+            message = f"{message} [waived by {waiver.label}: {waiver.justification}]"
+            verdict = "waived"
+        return Finding(
+            rule=rule.id,
+            check=rule.check,
+            subject=subject,
+            verdict=verdict,
+            severity=rule.severity,
+            message=message,
+            waiver=waiver,
+            **fields,
+        )
+
+    def _not_computed(self, rule: Rule, subject: Subject, why: str) -> Finding:
+        if rule.required:
+            return self._negative(
+                rule, subject, rule.severity, message=f"required but not computed: {why}"
+            )
+        return Finding(
+            rule=rule.id,
+            check=rule.check,
+            subject=subject,
+            verdict="not_computed",
+            severity=rule.severity,
+            message=f"not computed: {why}",
+        )
+
+    # -- rules
+    def rule_findings(self, rule: Rule) -> list[Finding]:
+        result = self.evidence.checks.get(rule.check)
+        if result is None:
+            return [
+                self._not_computed(rule, _MODEL, f"check {rule.check!r} is not in the evidence")
+            ]
+        if result.status != "computed":
+            why = f"check {rule.check!r} is {result.status}" + (
+                f": {result.reason}" if result.reason else ""
+            )
+            return [self._not_computed(rule, _MODEL, why)]
+        threshold = rule.threshold_for(self.precision)
+        out: list[Finding] = []
+        seen_metric = False
+        considered = 0
+        for obs in _observations(rule, self.evidence):
+            if not _subject_selected(rule, obs.subject):
+                continue
+            considered += 1
+            seen_metric = seen_metric or obs.present
+            finding = self._observation_finding(rule, obs, threshold)
+            if finding is not None:
+                out.append(finding)
+        if rule.metric is not None and not seen_metric and considered:
+            where = {
+                "items": "items of",
+                "summary": "summary of",
+                "operators": "operator rows for",
+                "model": "model metrics for",
+            }[rule.source]
+            return [
+                self._not_computed(
+                    rule, _MODEL, f"no {where} check {rule.check!r} report metric {rule.metric!r}"
+                )
+            ]
+        if considered < rule.min_subjects:
+            return [
+                self._not_computed(
+                    rule,
+                    _MODEL,
+                    f"check {rule.check!r} reported {considered} subject(s) for this rule, "
+                    f"fewer than the {rule.min_subjects} it requires",
+                )
+            ]
+        if not considered:
+            why = (
+                "no subject matches the rule's operator/module patterns"
+                if rule.operators or rule.modules
+                else f"check {rule.check!r} ran and reported no subjects to hold against this rule"
+            )
+            return [
+                Finding(
+                    rule=rule.id,
+                    check=rule.check,
+                    subject=_MODEL,
+                    verdict="pass",
+                    severity=rule.severity,
+                    threshold=threshold,
+                    comparator=rule.comparator if rule.metric else None,
+                    message=why,
+                )
+            ]
+        return out
+
+    def _observation_finding(
+        self, rule: Rule, obs: _Observation, threshold: Threshold | None
+    ) -> Finding | None:
+        subject = obs.subject
+        if rule.source == "check":  # reached only for a computed check
+            return Finding(
+                rule=rule.id,
+                check=rule.check,
+                subject=subject,
+                verdict="pass",
+                observed=obs.value,
+                severity=rule.severity,
+                message=f"check {rule.check!r} was computed",
+            )
+        if rule.metric is None:  # the check's own reading of the item
+            status = obs.item_status
+            if status == "pass":
+                return Finding(
+                    rule=rule.id,
+                    check=rule.check,
+                    subject=subject,
+                    verdict="pass",
+                    observed=status,
+                    severity=rule.severity,
+                    message="the check passed this subject",
+                )
+            if status in ("not_computed", "error"):
+                return self._not_computed(
+                    rule, subject, f"the check reports {status} for {subject.label()}"
+                )
+            verdict: Verdict = "warn" if status == "warn" else rule.severity
+            return self._negative(
+                rule,
+                subject,
+                verdict,
+                observed=status,
+                message=f"the check reports {status} for {subject.label()}",
+            )
+        if obs.value is None:
+            if obs.item_status in ("not_computed", "error"):
+                return self._not_computed(
+                    rule, subject, f"{rule.metric} of {subject.label()} is {obs.item_status}"
+                )
+            if obs.reason:  # an operator row says why this figure was not measured: listed
+                return Finding(
+                    rule=rule.id,
+                    check=rule.check,
+                    subject=subject,
+                    verdict="not_computed",
+                    severity=rule.severity,
+                    message=f"{rule.metric} not measured for {subject.label()}: {obs.reason}",
+                )
+            return None  # the metric does not apply to this subject (e.g. an integer-valued op)
+        assert threshold is not None
+        ok = _compare(obs.value, rule.comparator, threshold)
+        text = f"{rule.metric} = {obs.value!r} (required {rule.comparator} {threshold!r})"
+        common: dict[str, Any] = {
+            "observed": obs.value,
+            "threshold": threshold,
+            "comparator": rule.comparator,
+        }
+        if ok:
+            return Finding(
+                rule=rule.id,
+                check=rule.check,
+                subject=subject,
+                verdict="pass",
+                severity=rule.severity,
+                message=text,
+                **common,
+            )
+        if ok is None:
+            text = (
+                f"{rule.metric} = {obs.value!r} cannot be compared {rule.comparator} {threshold!r}"
+            )
+        return self._negative(
+            rule, subject, rule.severity, message=f"{subject.label()}: {text}", **common
+        )
+
+
+def evaluate(
+    evidence: Evidence | Mapping[str, Any] | str | Path,
+    policy: Policy | str | Path,
+    *,
+    at: datetime | None = None,
+) -> Findings:
+    """Hold evidence against a policy and return the findings (a pure function of its inputs).
+
+    ``evidence`` and ``policy`` may be loaded objects or file paths. ``at`` is the reference
+    time for waiver expiry (default: now, UTC); pass it for reproducible audits.
+    """
+    if isinstance(evidence, (str, Path)):
+        evidence = load_evidence(evidence)
+    elif not isinstance(evidence, Evidence):
+        try:
+            evidence = Evidence.model_validate(evidence)
+        except ValidationError as exc:
+            raise EvidenceError(f"evidence is not valid: {validation_problems(exc)}") from None
+    if not isinstance(policy, Policy):
+        policy = load_policy(policy)
+    moment = at or datetime.now(timezone.utc)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(timezone.utc)
+    evaluator = _Evaluator(evidence, policy, moment)
+    findings = [f for rule in policy.rules for f in evaluator.rule_findings(rule)]
+    counts = {v: 0 for v in ("pass", "fail", "warn", "waived", "not_computed")}
+    for f in findings:
+        counts[f.verdict] += 1
+    return Findings(
+        evaluated_at=moment.replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        policy=PolicySummary(
+            id=policy.id, version=policy.version, digest={"sha256": policy_digest(policy)}
+        ),
+        model={k: evidence.model[k] for k in ("name", "version") if k in evidence.model},
+        precision=evaluator.precision,
+        verdict="fail" if counts["fail"] else "pass",
+        counts=counts,
+        findings=findings,
+        expired_waivers=[w.label() for w in evaluator.expired],
+    )

@@ -1,0 +1,120 @@
+"""Integrated-gradients figures of the report: heat maps beside the probe inputs, and the
+model-randomization curve. Each function returns an ``<svg>`` string, or a sentence saying
+why the figure is not available (never raises on a missing or odd section)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from attest.evidence import CheckResult
+from attest.report import plots
+from attest.report._rows import numeric_metric
+from attest.report._source import ReportSource
+
+_ATTR_KEYS = ("attributions", "attribution", "attr", "ig")
+_INPUT_KEYS = ("inputs", "input", "x", "probe")
+_TARGET_KEYS = ("targets", "target", "labels")
+
+
+def _decode(raw: dict[str, Any]) -> dict[str, np.ndarray] | str:
+    try:
+        from attest.collect.ig import decode_attributions
+    except ImportError as exc:
+        return (
+            f"the evidence holds attributions, but they cannot be decoded here ({exc}); "
+            "install gradient-attest[collect] to draw them"
+        )
+    try:
+        decoded = decode_attributions(raw)
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"the attributions in this input cannot be decoded: {exc}"
+    return {str(k): np.asarray(v) for k, v in decoded.items()}
+
+
+def _pick(arrays: dict[str, np.ndarray], keys: tuple[str, ...]) -> np.ndarray | None:
+    for key in keys:
+        if key in arrays:
+            return arrays[key]
+    return None
+
+
+def _completeness_by_input(check: CheckResult | None) -> dict[int, float]:
+    out: dict[int, float] = {}
+    if check is None:
+        return out
+    for item in check.items:
+        idx = item.subject.input_index
+        err = numeric_metric(item.metrics, "relative", "error")
+        if idx is not None and err is not None:
+            out[idx] = err
+    return out
+
+
+def heatmaps_svg(src: ReportSource, max_inputs: int = 8) -> str:
+    """Probe inputs beside their attribution maps, or why they cannot be shown."""
+    if not src.attributions:
+        hint = (
+            " (give --evidence evidence.json: certificates do not carry the maps)"
+            if src.kind != "evidence"
+            else ""
+        )
+        return "integrated-gradient attributions are not available in this input" + hint
+    decoded = _decode(src.attributions)
+    if isinstance(decoded, str):
+        return decoded
+    attributions = _pick(decoded, _ATTR_KEYS)
+    if attributions is None and len(decoded) == 1:
+        attributions = next(iter(decoded.values()))
+    if attributions is None or attributions.ndim < 2:
+        return f"no attribution array among the decoded entries {sorted(decoded)}"
+    inputs = _pick(decoded, _INPUT_KEYS)
+    if inputs is not None and inputs.shape[0] != attributions.shape[0]:
+        inputs = None
+    targets = _pick(decoded, _TARGET_KEYS)
+    errors = _completeness_by_input(src.checks.get("ig_completeness"))
+    titles = []
+    for i in range(min(len(attributions), max_inputs)):
+        title = f"input {i}"
+        if targets is not None and i < len(targets):
+            title += f" · target {targets[i]}"
+        if i in errors:
+            title += f" · completeness err {errors[i]:.1e}"
+        titles.append(title)
+    svg = plots.ig_heatmaps(inputs, attributions, titles, max_inputs=max_inputs)
+    shown = min(len(attributions), max_inputs)
+    if shown < len(attributions):
+        svg += f'<p class="na">showing {shown} of {len(attributions)} probe inputs</p>'
+    return svg
+
+
+def randomization_svg(src: ReportSource) -> str:
+    """The cascading-randomization curve from the ``ig_randomization`` check, or why not."""
+    check = src.checks.get("ig_randomization")
+    if check is None:
+        return "the ig_randomization check is not available in this input"
+    if check.status != "computed":
+        return f"ig_randomization was {check.status}: {check.reason or 'no reason given'}"
+    layers: list[str] = []
+    values: list[float | None] = []
+    for item in check.items:
+        value = numeric_metric(item.metrics, "corr", "spearman", "rho")
+        if value is None:
+            continue
+        s = item.subject
+        layers.append(
+            s.module
+            or s.name
+            or (f"input {s.input_index}" if s.input_index is not None else s.kind)
+        )
+        values.append(value)
+    if not values:
+        return "the ig_randomization check recorded no rank correlations"
+    threshold = None
+    for key, val in check.parameters.items():
+        named = "threshold" in key or ("max" in key and "corr" in key)
+        if named and isinstance(val, int | float) and not isinstance(val, bool):
+            threshold = float(val)
+            break
+    return plots.randomization_curve(layers, values, threshold=threshold)

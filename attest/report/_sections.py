@@ -1,0 +1,361 @@
+"""The report's sections below the summary: findings, checks, operators and module roll-up,
+integrated gradients, gradient checks and every other check. Each takes the loaded source
+and the page's :class:`~attest.report._rows.Anchors` and returns HTML; none raises on a
+missing section (it says "not available in this evidence")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attest.report import _ig
+from attest.report._page import (
+    NA,
+    Cell,
+    badge,
+    cell,
+    esc,
+    flatten,
+    fmt_bytes,
+    fmt_ns,
+    fmt_number,
+    fmt_pct,
+    kv,
+    na,
+    table,
+)
+from attest.report._rows import (
+    Anchors,
+    finding_anchor,
+    module_anchor,
+    module_rows,
+    operator_anchor,
+    operator_series,
+    policy_threshold,
+    sorted_findings,
+)
+from attest.report._source import ReportSource
+
+GRADIENT_CHECKS = ("gradcheck", "custom_ops", "second_order")
+IG_CHECKS = (
+    "ig_completeness",
+    "ig_convergence",
+    "ig_baseline",
+    "ig_monotonicity",
+    "ig_randomization",
+    "ig_determinism",
+)
+PASSING = {"pass", "passed", "certified"}
+_ITEM_CAP = 400
+
+
+def subject_html(subject: Any, check: Any, anchors: Anchors) -> str:
+    """A finding's or item's subject, linked to its operator, module or check."""
+    text = esc(_subject_label(subject))
+    anchor = finding_anchor(subject, check, anchors)
+    return f'<a href="#{esc(anchor)}">{text}</a>' if anchor else text
+
+
+def _check_link(check: Any, anchors: Anchors) -> str:
+    anchor = anchors.check(check)
+    return f'<a href="#{esc(anchor)}">{esc(check)}</a>' if anchor else esc(check)
+
+
+def _subject_label(subject: Any) -> str:
+    if not isinstance(subject, dict):
+        return str(subject) if subject is not None else "model"
+    kind = str(subject.get("kind", ""))
+    parts = [] if kind == "input" and subject.get("input_index") is not None else [kind]
+    for key in ("operator_id", "op", "name"):
+        if subject.get(key) is not None:
+            parts.append(str(subject[key]))
+    if subject.get("input_index") is not None:
+        parts.append(f"input {subject['input_index']}")
+    if subject.get("module") is not None:
+        parts.append(f"@ {subject['module'] or '<root>'}")
+    return " ".join(p for p in parts if p)
+
+
+def findings_section(src: ReportSource, anchors: Anchors) -> str:
+    """Findings, failures and waivers first, then warnings; passing ones folded away."""
+    out = ['<h2 id="findings">Findings</h2>']
+    if not src.findings:
+        out.append(
+            na(
+                "no findings: this input was not evaluated against a policy (give --findings)"
+                if src.findings_source is None
+                else "the evaluation produced no findings"
+            )
+        )
+    else:
+        ordered = sorted_findings(src.findings)
+        counts: dict[str, int] = {}
+        for f in ordered:
+            counts[str(f.get("verdict"))] = counts.get(str(f.get("verdict")), 0) + 1
+        out.append("<p>" + " ".join(f"{badge(k)} {v}" for k, v in counts.items()) + "</p>")
+
+        def rows(items: list[dict[str, Any]]) -> Any:
+            for f in items:
+                yield (
+                    [
+                        Cell(badge(f.get("verdict"))),
+                        str(f.get("rule", "")),
+                        Cell(_check_link(f.get("check"), anchors)),
+                        Cell(subject_html(f.get("subject"), f.get("check"), anchors)),
+                        cell(f.get("observed")),
+                        cell(f.get("threshold")),
+                        str(f.get("message", "")),
+                    ],
+                    {"class": "flag"}
+                    if str(f.get("verdict")).lower() in ("fail", "failed", "error")
+                    else {},
+                )
+
+        heads = ["verdict", "rule", "check", "subject", "observed", "threshold", "message"]
+        important = [f for f in ordered if str(f.get("verdict")).lower() not in PASSING]
+        passing = [f for f in ordered if str(f.get("verdict")).lower() in PASSING]
+        out.append(
+            table(heads, rows(important), numeric_cols=(4, 5))
+            if important
+            else na("no failures, waivers or warnings")
+        )
+        if passing:
+            out.append(
+                f"<details><summary>{len(passing)} passing findings</summary>"
+                + table(heads, rows(passing), numeric_cols=(4, 5))
+                + "</details>"
+            )
+    if src.waivers:
+        keys = sorted({k for w in src.waivers for k in w})
+        out.append(
+            "<h3>Waivers</h3>"
+            + table(keys, (([cell(w.get(k)) for k in keys], {}) for w in src.waivers))
+        )
+    return "".join(out)
+
+
+def checks_section(src: ReportSource, anchors: Anchors) -> str:
+    """One row per check: status, item tally, reason."""
+    out = ['<h2 id="checks">Checks</h2>']
+    if not src.checks and not src.unreadable_checks:
+        return out[0] + na()
+
+    def rows() -> Any:
+        for cid, res in src.checks.items():
+            tally: dict[str, int] = {}
+            for item in res.items:
+                tally[item.status] = tally.get(item.status, 0) + 1
+            yield (
+                [
+                    Cell(_check_link(cid, anchors)),
+                    Cell(badge(res.status)),
+                    Cell(" ".join(f"{badge(k)} {v}" for k, v in sorted(tally.items())) or NA),
+                    str(res.reason or ""),
+                    cell(res.duration_s),
+                ],
+                {"class": "flag"} if res.status == "error" or tally.get("fail") else {},
+            )
+        for cid, why in src.unreadable_checks.items():
+            yield (
+                [cid, Cell(badge("error")), "", f"unreadable in this input: {why}", cell(None)],
+                {"class": "flag"},
+            )
+
+    out.append(table(["check", "status", "items", "reason", "seconds"], rows(), numeric_cols=(4,)))
+    return "".join(out)
+
+
+_OP_COLUMNS: list[tuple[str, str, Any]] = [
+    ("fidelity_pct", "fidelity %", fmt_pct),
+    ("local_fidelity_pct", "local fidelity %", fmt_pct),
+    ("stability_score", "stability", fmt_number),
+    ("bit_exact_rate", "bit-exact rate", fmt_number),
+    ("memory_delta_bytes", "saved for backward", fmt_bytes),
+    ("forward_ns", "forward", fmt_ns),
+    ("backward_ns", "backward", fmt_ns),
+]
+
+
+def operators_section(src: ReportSource, flagged: set[int]) -> str:
+    """The operator charts, the sortable/filterable operator table and the module roll-up."""
+    out = ['<h2 id="operators">Operators</h2>']
+    if src.operators:
+        out.append(_operator_charts(src, flagged))
+        out.append(_operator_table(src, flagged))
+    else:
+        out.append(na("no per-operator rows in this input"))
+    out.append('<h3 id="modules">Module roll-up</h3>')
+    mods, computed = module_rows(src)
+    if not mods:
+        out.append(na())
+        return "".join(out)
+    if computed:
+        out.append(
+            '<p class="sub">rolled up by this report from the operator rows '
+            "(the input has no module table)</p>"
+        )
+    keys = list(dict.fromkeys(k for r in mods for k in r))
+
+    def fmt_for(key: str) -> Any:
+        if "fidelity" in key:
+            return fmt_pct
+        if "bytes" in key:
+            return fmt_bytes
+        return fmt_ns if key.endswith("_ns") else fmt_number
+
+    rows = (
+        ([cell(r.get(k), fmt_for(k)) for k in keys], {"id": module_anchor(r.get("module"))})
+        for r in mods
+    )
+    out.append(
+        '<div class="scroll">'
+        + table(keys, rows, table_id="module-table", sortable=True)
+        + "</div>"
+    )
+    return "".join(out)
+
+
+def _operator_charts(src: ReportSource, flagged: set[int]) -> str:
+    from attest.report import plots  # matplotlib only when a chart is drawn
+
+    series, aggregated = operator_series(src.operators, flagged)
+    note = (
+        f"<p>{len(src.operators):,} operators: charts show one point per module (minimum "
+        "fidelity and stability, summed memory and time); the table lists every operator.</p>"
+        if aggregated
+        else ""
+    )
+    svg = plots.operator_profile(
+        series,
+        fidelity_threshold=policy_threshold(src.findings, "fidelity"),
+        stability_threshold=policy_threshold(src.findings, "stability"),
+        x_title="module (execution order)"
+        if aggregated
+        else "operator id and ATen op (execution order)",
+    )
+    return f'{note}<div class="chart">{svg}</div>'
+
+
+def _operator_table(src: ReportSource, flagged: set[int]) -> str:
+    known = {"id", "op", "module", "hardware_affinity_mask", *(k for k, _, _ in _OP_COLUMNS)}
+    extra = [k for k in dict.fromkeys(k for r in src.operators for k in r) if k not in known][:6]
+    heads = ["id", "op", "module", *(h for _, h, _ in _OP_COLUMNS), "verified on", *extra]
+
+    def rows() -> Any:
+        for r in src.operators:
+            oid, mod, mask = r.get("id"), r.get("module"), r.get("hardware_affinity_mask")
+            mod_link = (
+                Cell(f'<a href="#{esc(module_anchor(mod))}">{esc(mod or "<root>")}</a>')
+                if mod is not None
+                else Cell(NA)
+            )
+            yield (
+                [
+                    cell(oid),
+                    Cell(f"<code>{esc(r.get('op'))}</code>"),
+                    mod_link,
+                    *(cell(r.get(k), f) for k, _, f in _OP_COLUMNS),
+                    ", ".join(str(m) for m in mask) if isinstance(mask, list) else fmt_number(mask),
+                    *(cell(r.get(k)) for k in extra),
+                ],
+                {"id": operator_anchor(oid), **({"class": "flag"} if oid in flagged else {})},
+            )
+
+    numeric = (0, *range(3, 3 + len(_OP_COLUMNS)))
+    return (
+        '<input class="filter" type="search" placeholder="filter operators (op, module, value)…" '
+        'data-table="op-table" aria-label="filter operators">'
+        '<div class="scroll">'
+        + table(heads, rows(), table_id="op-table", sortable=True, numeric_cols=numeric)
+        + "</div>"
+    )
+
+
+def check_detail(cid: str, src: ReportSource, anchors: Anchors) -> str:
+    """One check: its scope (parameters), summary and items, failures first."""
+    res = src.checks.get(cid)
+    head = f'<h3 id="check-{esc(cid)}">{esc(cid)} {badge(res.status) if res else ""}</h3>'
+    if res is None:
+        why = src.unreadable_checks.get(cid)
+        return head + na(
+            f"unreadable in this input: {why}" if why else "not available in this evidence"
+        )
+    parts = [head]
+    if res.reason:
+        parts.append(f"<p>{esc(res.reason)}</p>")
+    scope = (
+        kv((k, esc(fmt_number(v))) for k, v in flatten(res.parameters))
+        if res.parameters
+        else na("no parameters recorded")
+    )
+    summ = (
+        kv((k, esc(fmt_number(v))) for k, v in res.summary.items())
+        if res.summary
+        else na("no summary recorded")
+    )
+    parts.append(
+        f'<div class="grid"><div class="card"><h3>Scope (parameters)</h3>{scope}</div>'
+        f'<div class="card"><h3>Summary</h3>{summ}</div></div>'
+    )
+    if not res.items:
+        return "".join(parts)
+    order = {"fail": 0, "error": 1, "warn": 2, "not_computed": 3, "pass": 4}
+    items = sorted(res.items, key=lambda i: order.get(i.status, 5))
+    shown = items[:_ITEM_CAP]
+    metric_keys = list(dict.fromkeys(k for i in shown for k in i.metrics))[:10]
+
+    def rows() -> Any:
+        for item in shown:
+            subj = item.subject.model_dump(exclude_none=True)
+            yield (
+                [
+                    Cell(badge(item.status)),
+                    Cell(subject_html(subj, cid, anchors)),
+                    *(cell(item.metrics.get(k)) for k in metric_keys),
+                    item.message,
+                ],
+                {"class": "flag"} if item.status in ("fail", "error") else {},
+            )
+
+    parts.append(
+        table(
+            ["status", "subject", *metric_keys, "message"],
+            rows(),
+            numeric_cols=tuple(range(2, 2 + len(metric_keys))),
+        )
+    )
+    if len(items) > len(shown):
+        parts.append(
+            f'<p class="na">{len(items) - len(shown):,} more items (all passing or lower '
+            "severity than those shown) are in the input file.</p>"
+        )
+    return "".join(parts)
+
+
+def gradient_checks_section(src: ReportSource, anchors: Anchors) -> str:
+    """gradcheck, custom_ops and second_order with the scope each pass holds for."""
+    return (
+        '<h2 id="gradient-checks">Gradient checks (finite differences, second order)</h2>'
+        '<p class="sub">A pass is a verdict on the cases and directions listed in the scope only.</p>'
+        + "".join(check_detail(c, src, anchors) for c in GRADIENT_CHECKS)
+    )
+
+
+def ig_section(src: ReportSource, anchors: Anchors) -> str:
+    """Heat maps beside the probe inputs, the randomization curve, every IG check."""
+    out = ['<h2 id="ig">Integrated gradients</h2>']
+    maps = _ig.heatmaps_svg(src)
+    out.append("<h3>Attributions of the probe inputs</h3>")
+    out.append(f'<div class="chart">{maps}</div>' if maps.startswith("<svg") else na(maps))
+    out.append("<h3>Randomization curve</h3>")
+    curve = _ig.randomization_svg(src)
+    out.append(f'<div class="chart">{curve}</div>' if curve.startswith("<svg") else na(curve))
+    out.extend(check_detail(c, src, anchors) for c in IG_CHECKS)
+    return "".join(out)
+
+
+def other_checks_section(src: ReportSource, anchors: Anchors) -> str:
+    """Every check not shown above, in evidence order."""
+    shown = {*GRADIENT_CHECKS, *IG_CHECKS}
+    rest = [c for c in [*src.checks, *src.unreadable_checks] if c not in shown]
+    body = "".join(check_detail(c, src, anchors) for c in dict.fromkeys(rest))
+    return '<h2 id="other-checks">Other checks</h2>' + (body or na())

@@ -1,0 +1,272 @@
+"""Key figures of a certificate (or evidence) in OpenMetrics text format, for Prometheus-style
+monitoring dashboards (``attest metrics CERT --format openmetrics [--ledger PATH]``).
+
+Families (every sample carries ``model`` and ``version`` labels):
+
+- ``attest_certificate_info``: certificate id, verdict, policy, kind of input (value 1);
+- ``attest_certificate_expiry_timestamp_seconds`` / ``..._issued_timestamp_seconds``;
+- ``attest_operator_fidelity_percent{kind="accumulated"|"local"}``,
+  ``attest_operator_stability_score``, ``attest_operator_bit_exact_ratio``
+  (per operator: ``operator_id``, ``op``, ``module``);
+- ``attest_model_bit_exact_ratio`` and every other numeric model-level measurement as
+  ``attest_model_metric{name}``;
+- ``attest_ig_completeness_error_ratio{input_index}``;
+- ``attest_check_status{check,status}``, ``attest_check_items{check,status}``,
+  ``attest_findings{verdict}``;
+- with a ledger: ``attest_verifications_total{outcome}``,
+  ``attest_verification_rejections_total{reason}`` for this certificate, and
+  ``attest_ledger_entries{event}`` for the model line.
+
+The text format is written by hand (it is a few lines of escaping rules) so that the
+collect-free install needs no client library; tests parse it with ``prometheus_client``'s
+strict OpenMetrics parser.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attest._certificate_format import parse_timestamp
+from attest.errors import AttestError, InputError
+from attest.report._rows import numeric_metric
+from attest.report._source import ReportSource, load_source
+
+__all__ = ["openmetrics_text", "render_openmetrics"]
+
+Labels = dict[str, str]
+
+
+def escape_label_value(value: str) -> str:
+    """OpenMetrics label-value escaping: backslash, double quote and line feed."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def format_value(value: float | int) -> str:
+    """A sample value: integers as is, floats in Python's shortest repr, NaN and +-Inf spelled."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+@dataclass
+class _Family:
+    name: str
+    kind: str  # gauge | counter | info
+    help: str
+    unit: str | None = None
+    samples: list[tuple[Labels, float | int]] = field(default_factory=list)
+
+    def render(self) -> list[str]:
+        lines = [f"# TYPE {self.name} {self.kind}", f"# HELP {self.name} {self.help}"]
+        if self.unit:
+            lines.append(f"# UNIT {self.name} {self.unit}")
+        suffix = {"counter": "_total", "info": "_info"}.get(self.kind, "")
+        for labels, value in self.samples:
+            text = ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels.items())
+            lines.append(f"{self.name}{suffix}{{{text}}} {format_value(value)}")
+        return lines
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _metric_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in text)
+
+
+def _timestamp_seconds(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return parse_timestamp(text).timestamp()
+    except (ValueError, AttestError):
+        return None
+
+
+def _operator_families(src: ReportSource, base: Labels) -> Iterable[_Family]:
+    fid = _Family(
+        "attest_operator_fidelity_percent",
+        "gauge",
+        "Fidelity of the operator's output and gradient against float64 (100 = identical).",
+    )
+    stab = _Family(
+        "attest_operator_stability_score",
+        "gauge",
+        "Stability score 0-100 over repeated runs (100 = bit-exact in every run).",
+    )
+    bit = _Family(
+        "attest_operator_bit_exact_ratio",
+        "gauge",
+        "Fraction of repeated runs whose output and gradient bytes equal run 0's.",
+        "ratio",
+    )
+    for row in src.operators:
+        labels = {
+            **base,
+            "operator_id": str(row.get("id")),
+            "op": str(row.get("op") or ""),
+            "module": str(row.get("module") or ""),
+        }
+        for key, kind in (("fidelity_pct", "accumulated"), ("local_fidelity_pct", "local")):
+            value = _num(row.get(key))
+            if value is not None:
+                fid.samples.append(({**labels, "kind": kind}, value))
+        if (value := _num(row.get("stability_score"))) is not None:
+            stab.samples.append((labels, value))
+        if (value := _num(row.get("bit_exact_rate"))) is not None:
+            bit.samples.append((labels, value))
+    return (fid, stab, bit)
+
+
+def _ledger_families(path: Path, src: ReportSource, base: Labels) -> Iterable[_Family]:
+    from attest.ledger.entries import entry_from_leaf_data
+    from attest.ledger.log import open_ledger
+
+    if not path.exists():
+        raise InputError(f"ledger {path} does not exist", hint="check --ledger PATH")
+    outcomes: Counter[str] = Counter()
+    rejections: Counter[str] = Counter()
+    events: Counter[str] = Counter()
+    with open_ledger(path) as ledger:
+        for leaf in ledger.storage.iter_leaves():
+            entry = entry_from_leaf_data(leaf.data)
+            if entry.model.name == src.model.get("name"):
+                events[entry.event] += 1
+            same = (
+                src.certificate_id is not None and entry.certificate.id == src.certificate_id
+            ) or (entry.certificate.sha256 == src.file_sha256)
+            if same and entry.event in ("verified", "rejected"):
+                outcomes[entry.event] += 1
+                for code in entry.reason_codes:
+                    rejections[code] += 1 if entry.event == "rejected" else 0
+    ver = _Family(
+        "attest_verifications",
+        "counter",
+        "Verifications of this certificate recorded in the audit ledger, by outcome.",
+    )
+    for outcome in ("verified", "rejected"):
+        ver.samples.append(({**base, "outcome": outcome}, outcomes[outcome]))
+    rej = _Family(
+        "attest_verification_rejections",
+        "counter",
+        "Rejections of this certificate in the audit ledger, by reason code.",
+    )
+    rej.samples.extend(({**base, "reason": code}, n) for code, n in sorted(rejections.items()) if n)
+    ent = _Family(
+        "attest_ledger_entries", "gauge", "Audit ledger entries for this model line, by event."
+    )
+    ent.samples.extend(({**base, "event": e}, n) for e, n in sorted(events.items()))
+    return (ver, rej, ent)
+
+
+def render_openmetrics(src: ReportSource, *, ledger: str | Path | None = None) -> str:
+    """The OpenMetrics exposition of one loaded source (ends with ``# EOF``)."""
+    base: Labels = {
+        "model": str(src.model.get("name") or ""),
+        "version": str(src.model.get("version") or ""),
+    }
+    policy = src.policy or {}
+    info = _Family("attest_certificate", "info", "What the figures describe (1 per input).")
+    info.samples.append(
+        (
+            {
+                **base,
+                "kind": src.kind,
+                "certificate_id": str(src.certificate_id or ""),
+                "verdict": str(src.verdict or "not_evaluated"),
+                "policy": str(policy.get("id") or ""),
+                "policy_version": str(policy.get("version") or ""),
+                "sha256": src.file_sha256,
+            },
+            1,
+        )
+    )
+    families: list[_Family] = [info]
+    for name, when, what in (
+        ("issued", src.issued_at or src.created_at, "issued (or evidence written)"),
+        ("expiry", src.expires_at, "expires"),
+    ):
+        seconds = _timestamp_seconds(when)
+        if seconds is not None:
+            fam = _Family(
+                f"attest_certificate_{name}_timestamp_seconds",
+                "gauge",
+                f"When the certificate {what}, Unix time.",
+                "seconds",
+            )
+            fam.samples.append((base, seconds))
+            families.append(fam)
+    families.extend(_operator_families(src, base))
+    model_bit = _Family(
+        "attest_model_bit_exact_ratio",
+        "gauge",
+        "Model-level bit-exact reproducibility rate over repeated runs.",
+        "ratio",
+    )
+    model_other = _Family(
+        "attest_model_metric", "gauge", "Other numeric model-level measurements, by name."
+    )
+    for key, value in src.model_metrics.items():
+        number = _num(value)
+        if number is None:
+            continue
+        if "bit_exact" in key and not model_bit.samples:
+            model_bit.samples.append((base, number))
+        else:
+            model_other.samples.append(({**base, "name": _metric_name(key)}, number))
+    families += [model_bit, model_other]
+    ig = _Family(
+        "attest_ig_completeness_error_ratio",
+        "gauge",
+        "Integrated-gradients completeness error |sum(attr) - (F(x)-F(b))| / |F(x)-F(b)| per probe input.",
+        "ratio",
+    )
+    check = src.checks.get("ig_completeness")
+    for item in check.items if check else []:
+        err = numeric_metric(item.metrics, "relative", "error")
+        if err is not None:
+            ig.samples.append(({**base, "input_index": str(item.subject.input_index)}, err))
+    families.append(ig)
+    status = _Family(
+        "attest_check_status", "gauge", "Status of each check (1 for the status it has)."
+    )
+    items = _Family("attest_check_items", "gauge", "Items of each check by item status.")
+    for cid, res in src.checks.items():
+        status.samples.append(({**base, "check": cid, "status": res.status}, 1))
+        tally = Counter(i.status for i in res.items)
+        items.samples.extend(
+            ({**base, "check": cid, "status": s}, n) for s, n in sorted(tally.items())
+        )
+    families += [status, items]
+    fnd = _Family("attest_findings", "gauge", "Policy findings by verdict.")
+    fnd.samples.extend(
+        ({**base, "verdict": str(v)}, n)
+        for v, n in sorted(Counter(str(f.get("verdict")) for f in src.findings).items())
+    )
+    families.append(fnd)
+    if ledger is not None:
+        families.extend(_ledger_families(Path(ledger), src, base))
+    lines: list[str] = []
+    for fam in families:
+        lines.extend(fam.render())
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def openmetrics_text(path: str | Path, *, ledger: str | Path | None = None) -> str:
+    """Load a certificate or evidence file and render its OpenMetrics exposition."""
+    return render_openmetrics(load_source(path), ledger=ledger)

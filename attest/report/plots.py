@@ -1,0 +1,385 @@
+"""Charts for the HTML report: matplotlib on the Agg canvas, rendered to inline SVG text.
+
+Each function takes plain data (lists and arrays, never a file) and returns one ``<svg>``
+element as a string, ready to be pasted into the page: no XML prolog, no external
+references, text kept as text (``svg.fonttype: none``) so it stays searchable and small.
+Figures never touch pyplot's global state, so rendering a report does not disturb a
+notebook or another backend the caller uses.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from attest.report._rows import OperatorSeries
+
+__all__ = [
+    "OperatorSeries",
+    "figure_to_svg",
+    "ig_heatmaps",
+    "operator_profile",
+    "randomization_curve",
+]
+
+_RC: Any = {  # typed loosely: matplotlib stubs want literal rc keys
+    "svg.fonttype": "none",
+    "font.family": "sans-serif",
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.titleweight": "bold",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#dde3ea",
+    "grid.linewidth": 0.6,
+    "axes.edgecolor": "#8a96a3",
+    "axes.axisbelow": True,
+}
+GOOD = "#2e7d4f"
+BAD = "#c62828"
+SERIES_A = "#1f5fa8"
+SERIES_B = "#e08a1e"
+MUTED = "#9aa5b1"
+_PROLOG = re.compile(r"^.*?(?=<svg)", re.DOTALL)
+_ID_ATTR = re.compile(r'\b(id)="([^"]+)"')
+_ID_REF = re.compile(r'(url\(|href=")#([^)"]+)')
+
+
+def figure_to_svg(fig: Figure, name: str) -> str:
+    """Render a figure to an inline ``<svg>`` string (deterministic ids salted by ``name``)."""
+    FigureCanvasAgg(fig)
+    buf = io.StringIO()
+    with rc_context({**_RC, "svg.hashsalt": name}):
+        fig.savefig(
+            buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight"
+        )
+    text = _PROLOG.sub("", buf.getvalue(), count=1)
+    # matplotlib numbers its element ids per figure (figure_1, axes_1, clip paths...): prefix
+    # them with the figure's name so several figures can share one HTML document.
+    text = _ID_ATTR.sub(lambda m: f'{m.group(1)}="{name}-{m.group(2)}"', text)
+    text = _ID_REF.sub(lambda m: f"{m.group(1)}#{name}-{m.group(2)}", text)
+    return text.replace("<svg ", f'<svg role="img" aria-label="{name}" ', 1)
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    with rc_context(_RC):
+        return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _arr(values: Sequence[float | None]) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+
+def _shortfall(fidelity: np.ndarray, floor: float) -> np.ndarray:
+    """100 - fidelity, with exact results (0) drawn at ``floor`` so the log axis can show them."""
+    short = 100.0 - fidelity
+    return np.where(np.isnan(short), np.nan, np.maximum(short, floor))
+
+
+def _fidelity_tick(value: float, _pos: float) -> str:
+    return f"{100.0 - value:.10g}"
+
+
+def _bands(ax: object, groups: list[str]) -> None:
+    """Alternate background bands per consecutive module, so a culprit's module is visible."""
+    start = 0
+    shade = False
+    for i in range(1, len(groups) + 1):
+        if i == len(groups) or groups[i] != groups[start]:
+            if shade:
+                ax.axvspan(start - 0.5, i - 0.5, color="#f1f4f8", zorder=0, lw=0)  # type: ignore[attr-defined]
+            shade = not shade
+            start = i
+
+
+def _human_bytes(value: float, _pos: float | None = None) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024.0
+    return f"{value:.1f} GiB"
+
+
+def _human_ns(value: float, _pos: float | None = None) -> str:
+    if value <= 0:
+        return "0"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} ns"
+
+
+def operator_profile(
+    series: OperatorSeries,
+    *,
+    fidelity_threshold: float | None = None,
+    stability_threshold: float | None = None,
+    x_title: str = "operator (execution order)",
+) -> str:
+    """Four aligned panels: fidelity (accumulated, local), stability, saved memory, time."""
+    n = len(series.labels)
+    x = np.arange(n)
+    fig = _new_figure(10.5, 9.2)
+    axes = fig.subplots(4, 1, sharex=True)
+    flagged = np.array(series.flagged, dtype=bool)
+
+    # 1. fidelity, drawn as the shortfall from 100 on a log axis (inverted: up is better),
+    #    because every useful value sits between 99.9 and 100.
+    ax = axes[0]
+    acc, loc = _arr(series.fidelity), _arr(series.local_fidelity)
+    both = np.concatenate([100.0 - acc, 100.0 - loc])
+    positive = both[np.isfinite(both) & (both > 0)]
+    floor = float(positive.min()) / 10.0 if positive.size else 1e-9
+    floor = max(floor, 1e-12)
+    if np.isfinite(acc).any() or np.isfinite(loc).any():
+        ax.plot(
+            x, _shortfall(acc, floor), marker="o", ms=3, lw=1, color=SERIES_A, label="accumulated"
+        )
+        ax.plot(
+            x, _shortfall(loc, floor), marker="s", ms=3, lw=0, color=SERIES_B, label="local (alone)"
+        )
+        ax.set_yscale("log")
+        ax.invert_yaxis()
+        ax.yaxis.set_major_formatter(FuncFormatter(_fidelity_tick))
+        if fidelity_threshold is not None and fidelity_threshold < 100:
+            ax.axhline(
+                100.0 - fidelity_threshold,
+                color=BAD,
+                lw=1,
+                ls="--",
+                label=f"policy {fidelity_threshold:g} %",
+            )
+        bad = flagged & np.isfinite(acc)
+        if bad.any():
+            ax.scatter(
+                x[bad],
+                _shortfall(acc, floor)[bad],
+                s=60,
+                facecolors="none",
+                edgecolors=BAD,
+                lw=1.4,
+                zorder=5,
+                label="finding",
+            )
+        ax.legend(loc="lower left", fontsize=7.5, ncol=4, frameon=False)
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "fidelity not available in this evidence",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color=MUTED,
+        )
+    ax.set_title(
+        "Fidelity against float64 (%; log scale of 100 − fidelity, up is better)", loc="left"
+    )
+    ax.set_ylabel("fidelity %")
+
+    # 2. stability score 0..100
+    ax = axes[1]
+    stab = _arr(series.stability)
+    if np.isfinite(stab).any():
+        below = stab < (stability_threshold if stability_threshold is not None else 100.0)
+        colors = [BAD if b else GOOD for b in below]
+        ax.bar(x, np.nan_to_num(stab, nan=0.0), color=colors, width=0.8)
+        if stability_threshold is not None:
+            ax.axhline(
+                stability_threshold,
+                color=BAD,
+                lw=1,
+                ls="--",
+                label=f"policy {stability_threshold:g}",
+            )
+            ax.legend(loc="lower left", fontsize=7.5, frameon=True, framealpha=0.9)
+        ax.set_ylim(0, 105)
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "stability not available in this evidence",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color=MUTED,
+        )
+    ax.set_title("Stability score (0–100; 100 = bit-exact in every run)", loc="left")
+    ax.set_ylabel("score")
+
+    # 3. memory saved for backward
+    ax = axes[2]
+    mem = _arr(series.memory_bytes)
+    if np.isfinite(mem).any():
+        ax.bar(x, np.nan_to_num(mem, nan=0.0), color=SERIES_A, width=0.8)
+        ax.yaxis.set_major_formatter(FuncFormatter(_human_bytes))
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "memory not available in this evidence",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color=MUTED,
+        )
+    ax.set_title("Memory saved for backward", loc="left")
+    ax.set_ylabel("bytes")
+
+    # 4. time per call
+    ax = axes[3]
+    fwd, bwd = _arr(series.forward_ns), _arr(series.backward_ns)
+    if (np.isfinite(fwd) & (fwd > 0)).any() or (np.isfinite(bwd) & (bwd > 0)).any():
+        ax.plot(
+            x,
+            np.where(fwd > 0, fwd, np.nan),
+            marker="o",
+            ms=3,
+            lw=1,
+            color=SERIES_A,
+            label="forward",
+        )
+        ax.plot(
+            x,
+            np.where(bwd > 0, bwd, np.nan),
+            marker="s",
+            ms=3,
+            lw=1,
+            color=SERIES_B,
+            label="backward",
+        )
+        positive = np.concatenate([fwd[fwd > 0], bwd[bwd > 0]])
+        if positive.max() / positive.min() > 20:  # several decades: log; else linear reads better
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(0, positive.max() * 1.1)
+        ax.yaxis.set_major_formatter(FuncFormatter(_human_ns))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _p: ""))
+        ax.legend(loc="upper left", fontsize=7.5, ncol=2, frameon=False)
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            "timings not available in this evidence",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color=MUTED,
+        )
+    ax.set_title("Median time per call", loc="left")
+    ax.set_ylabel("time")
+
+    for ax in axes:
+        _bands(ax, series.groups)
+        ax.set_xlim(-0.5, max(n - 0.5, 0.5))
+    step = max(1, math.ceil(n / 60))
+    axes[3].set_xticks(x[::step])
+    labels = [t if len(t) <= 28 else t[:27] + "…" for t in series.labels[::step]]
+    axes[3].set_xticklabels(labels, rotation=90, fontsize=6.5)
+    axes[3].set_xlabel(x_title)
+    return figure_to_svg(fig, "operator-profile")
+
+
+def _image_of(sample: np.ndarray) -> tuple[np.ndarray, str]:
+    """A displayable 2-D (or RGB) image of one input; returns (image, how it was reduced)."""
+    a = np.asarray(sample, dtype=float)
+    note = ""
+    while a.ndim > 3:  # volumes (C, D, H, W): the middle slice
+        note = f"middle slice of {a.shape[1]}"
+        a = a[:, a.shape[1] // 2] if a.shape[0] <= 4 else a[a.shape[0] // 2]
+    if a.ndim == 3:
+        if a.shape[0] == 3:
+            lo, hi = float(a.min()), float(a.max())
+            return np.transpose((a - lo) / (hi - lo if hi > lo else 1.0), (1, 2, 0)), note
+        if a.shape[0] == 1:
+            return a[0], note
+        return a.mean(axis=0), (note + "; " if note else "") + f"mean of {a.shape[0]} channels"
+    return a, note
+
+
+def _attribution_map(attr: np.ndarray) -> np.ndarray:
+    a = np.asarray(attr, dtype=float)
+    while a.ndim > 3:
+        a = a[:, a.shape[1] // 2] if a.shape[0] <= 4 else a[a.shape[0] // 2]
+    if a.ndim == 3:
+        return np.asarray(a.sum(axis=0))  # channels summed: the attribution of the pixel
+    return a
+
+
+def ig_heatmaps(
+    inputs: np.ndarray | None,
+    attributions: np.ndarray,
+    titles: Sequence[str],
+    *,
+    max_inputs: int = 8,
+) -> str:
+    """Each probe input beside its integrated-gradients map (diverging, symmetric colours)."""
+    n = min(len(attributions), max_inputs)
+    cols = 2 if inputs is not None else 1
+    fig = _new_figure(2.3 * cols + 0.6, 2.1 * n + 0.2)
+    axes = np.atleast_2d(fig.subplots(n, cols, squeeze=False))
+    for i in range(n):
+        attr = _attribution_map(attributions[i])
+        if inputs is not None:
+            ax = axes[i, 0]
+            img, note = _image_of(inputs[i])
+            if img.ndim == 1:
+                ax.plot(img, color=SERIES_A, lw=1)
+            else:
+                ax.imshow(img, cmap="gray" if img.ndim == 2 else None, interpolation="nearest")
+                ax.set_xticks([])
+                ax.set_yticks([])
+            ax.set_title(titles[i] if i < len(titles) else f"input {i}", fontsize=8, loc="left")
+            if note:
+                ax.set_xlabel(note, fontsize=7)
+        ax = axes[i, cols - 1]
+        if attr.ndim == 1:
+            ax.bar(np.arange(attr.size), attr, color=[GOOD if v >= 0 else BAD for v in attr])
+        else:
+            limit = float(np.nanmax(np.abs(attr))) or 1.0
+            im = ax.imshow(attr, cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            fig.colorbar(im, ax=ax, shrink=0.8)
+        ax.set_title("attribution (red +, blue −)", fontsize=8, loc="left")
+    return figure_to_svg(fig, "ig-heatmaps")
+
+
+def randomization_curve(
+    layers: Sequence[str],
+    correlations: Sequence[float | None],
+    *,
+    threshold: float | None = None,
+) -> str:
+    """Rank correlation of attributions as the weights are randomized from the top down."""
+    n = len(layers)
+    x = np.arange(n)
+    y = _arr(correlations)
+    fig = _new_figure(8.5, 3.4)
+    ax = fig.subplots()
+    ax.plot(x, y, marker="o", color=SERIES_A, lw=1.5, label="rank correlation with original")
+    if threshold is not None:
+        ax.axhline(threshold, color=BAD, ls="--", lw=1, label=f"policy threshold {threshold:g}")
+        above = y > threshold
+        if above.any():
+            ax.scatter(
+                x[above], y[above], s=60, facecolors="none", edgecolors=BAD, lw=1.4, zorder=5
+            )
+    ax.set_xticks(x)
+    ax.set_xticklabels(list(layers), rotation=60, ha="right", fontsize=7)
+    ax.set_ylim(min(-0.05, float(np.nanmin(y)) - 0.05) if np.isfinite(y).any() else -0.05, 1.05)
+    ax.set_xlabel("randomized down to (cascading, from the top)")
+    ax.set_ylabel("Spearman ρ")
+    ax.set_title("Model-randomization test (Adebayo et al. 2018): should fall", loc="left")
+    ax.legend(loc="upper right", fontsize=7.5, frameon=False)
+    return figure_to_svg(fig, "ig-randomization")

@@ -1,0 +1,476 @@
+"""The deployment-side verifier: offline, fail-closed, and free of torch and numpy.
+
+:func:`verify` checks a certificate in exactly the order of DESIGN.md section 8:
+
+1. size limit (16 MiB) and strict JSON (duplicate keys, NaN/Infinity, depth, non-UTF-8);
+2. envelope shape (``payload``, ``payloadType``, ``signatures``; canonical base64);
+3. signatures against the trust store over ``PAE(payloadType, payload)``: the key id in the
+   envelope is only a hint, each trusted key counts once toward the threshold, revoked keys and
+   keys outside their validity window do not count;
+4. only then the payload: ``payloadType``, strict JSON, ``_type``, ``predicateType``, the
+   statement schema (shipped inside the package);
+5. validity window at one reference time (``at``, default now) with a small clock skew;
+6. each artifact given matches a subject by name and sha256 (directories: exactly the
+   subjects recorded under them);
+7. the verdict;
+8. rollback: the highest version verified per model name, kept in a state file;
+9. with ``probe``: the behavioural probe (:mod:`attest.deploy.probe`, imported only then);
+10. with ``check_environment``: the local runtime against the deployment envelope.
+
+Steps 1-4 are gates: a failure stops there and nothing after it is looked at. Steps 5-10
+report every problem they find. A rejection is a :class:`VerificationReport` with
+``verified=False`` and ``(code, message)`` reasons; only problems with the caller's own inputs
+(an unreadable certificate or trust store, no artifacts) raise :class:`AttestError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import stat
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from attest._artifacts import (
+    ArtifactSpec,
+    artifact_name_and_path,
+    hash_directory,
+    hash_regular_file,
+)
+from attest._certificate_format import (
+    PAYLOAD_TYPE,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    format_timestamp,
+    parse_timestamp,
+)
+from attest._envelope import (
+    Envelope,
+    Rejected,
+    check_signatures,
+    parse_envelope,
+    read_certificate,
+)
+from attest._io import StrictJSONError, loads_strict
+from attest._rollback import is_rollback, record_verified
+from attest.errors import AttestError, InputError
+from attest.trust import TrustStore, load_trust_store
+
+__all__ = [
+    "DEFAULT_CLOCK_SKEW",
+    "REASON_CODES",
+    "ArtifactSpec",
+    "VerificationReport",
+    "verify",
+]
+
+REASON_CODES: tuple[str, ...] = (
+    "MALFORMED",
+    "SIGNATURE_INVALID",
+    "UNTRUSTED_KEY",
+    "KEY_REVOKED",
+    "EXPIRED",
+    "NOT_YET_VALID",
+    "SUBJECT_MISMATCH",
+    "ARTIFACT_MISSING",
+    "POLICY_FAILED",
+    "ROLLBACK",
+    "ENVIRONMENT_MISMATCH",
+    "PROBE_MISMATCH",
+)
+DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
+MAX_CLOCK_SKEW = timedelta(days=1)
+
+# Extension points, imported lazily and only when asked for (they need numpy/onnxruntime):
+#   attest.deploy.probe.run_probe(onnx_path, probe_path, *, certified_env, onnx_sha256)
+#       -> object with .passed: bool, .message: str (and optionally .to_dict())
+#   attest.deploy.environment.local_environment(*, threads, execution_provider) -> dict
+#   attest.deploy.environment.compare_environment(certified, local, fatal)
+#       -> list of objects with .fatal: bool, .message: str (and optionally .to_dict())
+#   attest.deploy.environment.DEFAULT_FATAL: keys fatal when the certificate names none
+# A missing extension fails closed (PROBE_MISMATCH / ENVIRONMENT_MISMATCH), never passes.
+PROBE_MODULE = "attest.deploy.probe"
+ENVIRONMENT_MODULE = "attest.deploy.environment"
+
+
+@dataclass
+class VerificationReport:
+    """What :func:`verify` found. ``statement`` is set only when ``verified`` is true."""
+
+    verified: bool
+    reasons: list[tuple[str, str]]
+    checked_at: datetime
+    certificate_path: str
+    certificate_sha256: str | None = None
+    subjects_checked: list[str] = field(default_factory=list)
+    subjects_not_checked: list[str] = field(default_factory=list)
+    signers: list[dict[str, str]] = field(default_factory=list)
+    model: dict[str, str] | None = None  # as signed; set once the payload passed its checks
+    certificate_id: str | None = None
+    policy: dict[str, Any] | None = None
+    statement: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    probe: dict[str, Any] | None = None
+    environment_differences: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def codes(self) -> list[str]:
+        """The reason codes, in the order the steps found them."""
+        return [code for code, _ in self.reasons]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as ``attest verify --json`` prints it."""
+        return {
+            "verified": self.verified,
+            "reasons": [{"code": c, "message": m} for c, m in self.reasons],
+            "subjects_checked": self.subjects_checked,
+            "subjects_not_checked": self.subjects_not_checked,
+            "signers": self.signers,
+            "certificate": {
+                "path": self.certificate_path,
+                "sha256": self.certificate_sha256,
+                "id": self.certificate_id,
+            },
+            "model": self.model,
+            "policy": self.policy,
+            "checked_at": format_timestamp(self.checked_at),
+            "notes": self.notes,
+            "probe": self.probe,
+            "environment_differences": self.environment_differences,
+        }
+
+
+# ---------------------------------------------------------------------------- step 4
+
+
+def _statement_validator() -> Any:
+    from importlib import resources
+
+    import jsonschema
+
+    try:
+        text = (
+            resources.files("attest").joinpath("schemas/statement.schema.json").read_text("utf-8")
+        )
+    except (FileNotFoundError, OSError):
+        raise AttestError(
+            "this installation lacks attest/schemas/statement.schema.json; cannot verify",
+            hint="reinstall gradient-attest",
+        ) from None
+    return jsonschema.Draft202012Validator(json.loads(text))
+
+
+def _check_payload(env: Envelope) -> dict[str, Any]:
+    if env.payload_type != PAYLOAD_TYPE:
+        raise Rejected(
+            "MALFORMED", f"payloadType is {env.payload_type!r}, expected {PAYLOAD_TYPE!r}"
+        )
+    try:
+        statement = loads_strict(env.payload)
+    except StrictJSONError as exc:
+        raise Rejected("MALFORMED", f"the signed payload is not strict JSON: {exc}") from None
+    if not isinstance(statement, dict):
+        raise Rejected("MALFORMED", "the signed payload is not a JSON object")
+    if statement.get("_type") != STATEMENT_TYPE:
+        raise Rejected(
+            "MALFORMED", f"_type is {statement.get('_type')!r}, expected {STATEMENT_TYPE!r}"
+        )
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        raise Rejected(
+            "MALFORMED",
+            f"predicateType is {statement.get('predicateType')!r}, expected {PREDICATE_TYPE!r}",
+        )
+    import jsonschema.exceptions
+
+    error = jsonschema.exceptions.best_match(_statement_validator().iter_errors(statement))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "<root>"
+        what = error.message[:300]
+        if error.validator == "pattern":  # the regex itself helps nobody
+            what = f"{str(error.instance)[:100]!r} is not of the required form"
+        raise Rejected("MALFORMED", f"the statement breaks its schema at {where}: {what}")
+    # What the schema cannot say (the pydantic model's validators say the same):
+    names = [s["name"] for s in statement["subject"]]
+    if len(set(names)) != len(names):
+        raise Rejected("MALFORMED", "the statement names a subject twice")
+    predicate = statement["predicate"]
+    try:
+        issued = parse_timestamp(predicate["issued_at"])
+        expires = parse_timestamp(predicate["expires_at"])
+    except ValueError as exc:
+        raise Rejected("MALFORMED", f"the statement has an invalid timestamp: {exc}") from None
+    if expires <= issued:
+        raise Rejected("MALFORMED", "the statement expires before it is issued")
+    return statement
+
+
+# ---------------------------------------------------------------------------- step 6
+
+
+def _match_directory(
+    name: str, root: Path, subjects: dict[str, str]
+) -> tuple[list[str], list[tuple[str, str]]]:
+    expected = {n[len(name) + 1 :]: d for n, d in subjects.items() if n.startswith(name + "/")}
+    if not expected:
+        return [], [("SUBJECT_MISMATCH", f"directory {root} ({name}/) matches no subject")]
+    listing = hash_directory(root, wanted=set(expected))
+    problems = [
+        ("SUBJECT_MISMATCH", f"{name}/{rel} is {why}; refused") for rel, why in listing.refused
+    ]
+    problems += [
+        ("SUBJECT_MISMATCH", f"{name}/{rel} is not a subject of the certificate")
+        for rel in listing.unexpected
+    ]
+    checked = []
+    for rel, digest in sorted(listing.digests.items()):
+        if digest == expected[rel]:
+            checked.append(f"{name}/{rel}")
+        else:
+            problems.append(
+                ("SUBJECT_MISMATCH", f"{name}/{rel}: sha256 differs from the certificate")
+            )
+    problems += [
+        ("ARTIFACT_MISSING", f"{name}/{rel} is in the certificate but not in {root}")
+        for rel in sorted(set(expected) - set(listing.digests))
+    ]
+    return checked, problems
+
+
+def _match_artifacts(
+    specs: list[tuple[str, Path]], subjects: dict[str, str]
+) -> tuple[list[str], list[tuple[str, str]], dict[str, Path]]:
+    """(subjects checked, problems, checked file name -> path)."""
+    checked: list[str] = []
+    problems: list[tuple[str, str]] = []
+    paths: dict[str, Path] = {}
+    for name, path in specs:
+        try:
+            mode = path.stat().st_mode
+            if stat.S_ISDIR(mode):
+                got, bad = _match_directory(name, path, subjects)
+                checked += got
+                problems += bad
+                continue
+            if name not in subjects:
+                problems.append(
+                    ("SUBJECT_MISMATCH", f"artifact {path} ({name}) matches no subject")
+                )
+                continue
+            digest = hash_regular_file(path, follow=True)
+        except FileNotFoundError:
+            problems.append(("ARTIFACT_MISSING", f"artifact {path} does not exist"))
+            continue
+        except OSError as exc:
+            problems.append(("ARTIFACT_MISSING", f"artifact {path} cannot be read: {exc.strerror}"))
+            continue
+        if digest is None:
+            problems.append(("SUBJECT_MISMATCH", f"artifact {path} is not a regular file"))
+        elif digest != subjects[name]:
+            problems.append(
+                (
+                    "SUBJECT_MISMATCH",
+                    f"artifact {path} ({name}): sha256 {digest[:16]}... differs from the certificate's {subjects[name][:16]}...",
+                )
+            )
+        else:
+            checked.append(name)
+            paths[name] = path
+    return checked, problems, paths
+
+
+# ---------------------------------------------------------------------------- step 8
+
+
+# ---------------------------------------------------------------------------- steps 9 and 10
+
+
+def _extension(module_name: str) -> Any | None:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            return None  # this installation does not have it
+        raise
+
+
+def _run_probe(
+    probe: Path, onnx_files: list[Path], predicate: dict[str, Any], report: VerificationReport
+) -> tuple[str, str] | None:
+    module = _extension(PROBE_MODULE)
+    if module is None:
+        return (
+            "PROBE_MISMATCH",
+            f"this installation has no behavioural probe ({PROBE_MODULE}); --probe cannot pass",
+        )
+    if len(onnx_files) != 1:
+        return (
+            "ARTIFACT_MISSING",
+            "--probe needs exactly one certified ONNX file among the artifacts "
+            f"(got {len(onnx_files)}); pass it with --artifact",
+        )
+    try:
+        outcome = module.run_probe(
+            onnx_files[0], probe, certified_env=dict(predicate["deployment"].get("runtime", {}))
+        )
+    except AttestError as exc:
+        return ("PROBE_MISMATCH", f"the probe could not run: {exc.message}")
+    except Exception as exc:  # fail closed: a probe that crashed did not pass
+        return ("PROBE_MISMATCH", f"the probe failed: {type(exc).__name__}: {exc}")
+    if hasattr(outcome, "to_dict"):
+        report.probe = outcome.to_dict()
+    return None if outcome.passed is True else ("PROBE_MISMATCH", str(outcome.message))
+
+
+def _compare_environment(
+    deployment: dict[str, Any], report: VerificationReport
+) -> list[tuple[str, str]]:
+    module = _extension(ENVIRONMENT_MODULE)
+    if module is None:
+        return [
+            (
+                "ENVIRONMENT_MISMATCH",
+                f"this installation cannot check the environment ({ENVIRONMENT_MODULE} is missing)",
+            )
+        ]
+    runtime = dict(deployment.get("runtime", {}))
+    fatal = list(deployment.get("fatal_differences") or module.DEFAULT_FATAL)
+    try:
+        local = module.local_environment(
+            threads=runtime.get("intra_op_threads"),
+            execution_provider=runtime.get("execution_provider", "CPUExecutionProvider"),
+        )
+        differences = module.compare_environment(runtime, local, fatal)
+    except Exception as exc:  # fail closed
+        return [
+            ("ENVIRONMENT_MISMATCH", f"the environment check failed: {type(exc).__name__}: {exc}")
+        ]
+    reasons = []
+    for diff in differences:
+        if hasattr(diff, "to_dict"):
+            report.environment_differences.append(diff.to_dict())
+        if diff.fatal:
+            reasons.append(("ENVIRONMENT_MISMATCH", str(diff.message)))
+        else:
+            report.notes.append(f"environment: {diff.message}")
+    return reasons
+
+
+# ---------------------------------------------------------------------------- verify
+
+
+def verify(
+    cert_path: str | Path,
+    *,
+    trust: TrustStore | str | Path,
+    artifacts: list[ArtifactSpec] | tuple[ArtifactSpec, ...],
+    at: datetime | None = None,
+    clock_skew: timedelta = DEFAULT_CLOCK_SKEW,
+    state_file: str | Path | None = None,
+    probe: str | Path | None = None,
+    check_environment: bool = False,
+    require_artifacts: bool = True,
+) -> VerificationReport:
+    """Verify ``cert_path`` offline against ``trust`` and the ``artifacts`` at hand.
+
+    ``artifacts`` are paths (named by their file name) or ``NAME=PATH`` strings or
+    ``(name, path)`` pairs; at least one. ``at`` verifies as of a past time (audits);
+    ``state_file`` turns on rollback protection (updated only on success, and not when ``at``
+    is given); ``probe`` runs the behavioural probe on the certified ONNX artifact;
+    ``check_environment`` compares this machine with the deployment envelope.
+
+    Returns a report; raises :class:`AttestError` only for unusable inputs of the caller.
+    """
+    path = Path(cert_path)
+    live = at is None
+    now = datetime.now(timezone.utc) if at is None else at
+    if now.tzinfo is None:
+        raise InputError("the verification time has no time zone", hint="e.g. 2026-01-31T12:00:00Z")
+    if not timedelta(0) <= clock_skew <= MAX_CLOCK_SKEW:
+        raise InputError(f"clock skew {clock_skew} is outside 0..{MAX_CLOCK_SKEW}")
+    specs = [artifact_name_and_path(a) for a in artifacts]
+    if probe is not None:
+        specs.append(artifact_name_and_path(probe))
+    if not specs and require_artifacts:  # False: signature/validity only (attest report)
+        raise InputError("no artifact given", hint="pass the file(s) to check with --artifact PATH")
+    store = trust if isinstance(trust, TrustStore) else load_trust_store(trust)
+    report = VerificationReport(
+        verified=False, reasons=[], checked_at=now, certificate_path=str(path)
+    )
+    try:
+        data = read_certificate(path)
+        report.certificate_sha256 = hashlib.sha256(data).hexdigest()
+        envelope = parse_envelope(data)
+        signers, problems, notes = check_signatures(envelope, store, now, clock_skew)
+        report.notes += notes
+        if problems:
+            report.reasons = problems
+            return report
+        report.signers = [{"keyid": k.keyid, "name": k.name} for k in signers]
+        statement = _check_payload(envelope)
+    except Rejected as rejected:
+        report.reasons = [(rejected.code, rejected.message)]
+        return report
+    predicate = statement["predicate"]
+    report.model = {"name": predicate["model"]["name"], "version": predicate["model"]["version"]}
+    report.certificate_id = predicate["certificate_id"]
+    report.policy = predicate["policy"]
+    reasons: list[tuple[str, str]] = []
+    # 5. validity window
+    if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
+        reasons.append(
+            ("NOT_YET_VALID", f"issued at {predicate['issued_at']}, after {format_timestamp(now)}")
+        )
+    if parse_timestamp(predicate["expires_at"]) <= now - clock_skew:
+        reasons.append(
+            ("EXPIRED", f"expired at {predicate['expires_at']}, before {format_timestamp(now)}")
+        )
+    # 6. artifacts
+    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    checked, problems, paths = _match_artifacts(specs, subjects)
+    reasons += problems
+    report.subjects_checked = sorted(set(checked))
+    report.subjects_not_checked = sorted(set(subjects) - set(checked))
+    # 7. verdict
+    if predicate["verdict"] != "pass":
+        reasons.append(("POLICY_FAILED", f"the certificate's verdict is {predicate['verdict']!r}"))
+    # 8. rollback
+    if state_file is not None:
+        higher = is_rollback(state_file, report.model["name"], report.model["version"])
+        if higher is not None:
+            reasons.append(
+                (
+                    "ROLLBACK",
+                    f"{report.model['name']} {report.model['version']} is lower than version "
+                    f"{higher}, already verified here (state file {state_file})",
+                )
+            )
+    else:
+        report.notes.append("rollback not checked (no state file)")
+    # 9. behavioural probe: runs the model file, so only once everything above holds
+    if probe is not None:
+        if reasons:
+            report.notes.append("probe not run: the certificate is already rejected")
+        else:
+            onnx = [p for n, p in paths.items() if n.endswith(".onnx")]
+            found = _run_probe(Path(probe), onnx, predicate, report)
+            if found is not None:
+                reasons.append(found)
+    # 10. environment
+    if check_environment:
+        reasons += _compare_environment(predicate["deployment"], report)
+    report.reasons = reasons
+    report.verified = not reasons
+    if report.verified:
+        report.statement = statement
+        if state_file is not None and live:
+            record_verified(
+                state_file,
+                report.model["name"],
+                report.model["version"],
+                report.certificate_id,
+                now,
+            )
+    return report
