@@ -63,8 +63,13 @@ def drift(root: Path = ROOT) -> list[str]:
         if not path.exists() or path.read_text(encoding="utf-8") != render(generate(target)):
             out.append(name)
         packaged = PACKAGE_ROOT / name
-        if name in PACKAGED and root == ROOT and (
-            not packaged.exists() or packaged.read_text(encoding="utf-8") != render(generate(target))
+        if (
+            name in PACKAGED
+            and root == ROOT
+            and (
+                not packaged.exists()
+                or packaged.read_text(encoding="utf-8") != render(generate(target))
+            )
         ):
             out.append(f"attest/schemas/{name}")
     return out

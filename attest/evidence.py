@@ -143,7 +143,11 @@ class _RowMapping(_Strict):
         return default if value is None else value
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in type(self).model_fields and getattr(self, key) is not None
+        return (
+            isinstance(key, str)
+            and key in type(self).model_fields
+            and getattr(self, key) is not None
+        )
 
     def keys(self) -> list[str]:
         """Field names, as a dict would list them."""

@@ -32,10 +32,8 @@ Example::
 
 from __future__ import annotations
 
-import fnmatch
-import math
 import operator
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -46,7 +44,7 @@ from attest._io import read_json_file
 from attest._version import __version__
 from attest._yaml import load_yaml_mapping, validation_problems
 from attest.errors import EvidenceError, PolicyError
-from attest.evidence import CHECK_IDS, CheckId, CheckItem, Evidence, Metric, Subject
+from attest.evidence import CHECK_IDS, CheckId, Evidence, Metric, Subject
 from attest.signing import canonical_json
 
 __all__ = [
@@ -184,8 +182,17 @@ class Policy(_Strict):
     accept_annotations: bool = False
     require_every_check: bool = False
     extends: str | None = Field(default=None, description="base policy file this one extends")
+    settings: dict[str, float | int | bool | str | list[int]] = Field(
+        default_factory=dict,
+        description="check settings (attest.collect.context.CheckSettings fields) that certify "
+        "collects with, e.g. ig_tolerance; the tolerances behind the checks' own item verdicts",
+    )
     rules: list[Rule] = Field(min_length=1)
     waivers: list[Waiver] = Field(default_factory=list)
+    diff: dict[str, float] | None = Field(
+        default=None,
+        description="tolerances of `attest diff` between releases (attest.report.diff.DiffTolerances)",
+    )
 
     @model_validator(mode="after")
     def _cross_references(self) -> Policy:
@@ -352,355 +359,6 @@ def load_evidence(path: str | Path) -> Evidence:
         ) from None
 
 
-# ---------------------------------------------------------------- evaluation
-
-
-def _precision_of(evidence: Evidence) -> str | None:
-    for section in (evidence.model, evidence.environment):
-        value = section.get("precision")
-        if isinstance(value, str):
-            return value
-    return None
-
-
-def _matches(patterns: list[str], value: str | None) -> bool:
-    return value is not None and any(fnmatch.fnmatchcase(value, p) for p in patterns)
-
-
-def _subject_selected(rule: Rule, subject: Subject) -> bool:
-    if rule.operators and not _matches(rule.operators, subject.op):
-        return False
-    return not (rule.modules and not _matches(rule.modules, subject.module))
-
-
-def _compare(observed: Metric, comparator: str, threshold: Threshold) -> bool | None:
-    """True/False, or None if ``observed`` cannot be compared (wrong type, not finite)."""
-    if comparator == "==":
-        if isinstance(threshold, bool) or isinstance(observed, bool):
-            return (
-                isinstance(observed, bool) and isinstance(threshold, bool) and observed == threshold
-            )
-        if isinstance(threshold, str) or isinstance(observed, str):
-            return observed == threshold
-        if isinstance(observed, (int, float)) and isinstance(threshold, (int, float)):
-            return bool(observed == threshold)
-        return None
-    if isinstance(observed, bool) or not isinstance(observed, (int, float)):
-        return None
-    if isinstance(observed, float) and math.isnan(observed):
-        return None
-    return bool(_ORDERED[comparator](observed, threshold))
-
-
-_MODEL = Subject(kind="model")
-
-
-def _operator_subject(row: Any) -> Subject:  # an OperatorRow (reads like a mapping)
-    op_id = row.get("id")
-    return Subject(
-        kind="operator",
-        operator_id=op_id if isinstance(op_id, int) and not isinstance(op_id, bool) else None,
-        op=str(row["op"]) if row.get("op") is not None else None,
-        module=str(row["module"]) if row.get("module") is not None else None,
-    )
-
-
-class _Observation:
-    """One value a rule reads: from an item, a summary, an operator row or model metrics."""
-
-    __slots__ = ("item_status", "present", "reason", "subject", "value")
-
-    def __init__(
-        self,
-        subject: Subject,
-        value: Metric,
-        *,
-        present: bool,
-        item_status: str | None = None,
-        reason: str | None = None,
-    ) -> None:
-        self.subject = subject
-        self.value = value
-        self.present = present
-        self.item_status = item_status
-        self.reason = reason  # why an operator row's figure was not measured
-
-
-def _observations(rule: Rule, evidence: Evidence) -> Iterator[_Observation]:
-    result = evidence.checks[rule.check]
-    metric = rule.metric
-    if rule.source == "check":
-        yield _Observation(_MODEL, result.status, present=True, item_status="pass")
-    elif rule.source == "items":
-        for item in result.items:
-            if metric is None:
-                yield _Observation(item.subject, item.status, present=True, item_status=item.status)
-            else:
-                yield _item_observation(item, metric)
-    elif rule.source == "summary":
-        assert metric is not None
-        yield _Observation(_MODEL, result.summary.get(metric), present=metric in result.summary)
-    elif rule.source == "model":
-        assert metric is not None
-        metrics = evidence.model_metrics
-        yield _Observation(_MODEL, metrics.get(metric), present=metric in metrics)
-    else:
-        assert metric is not None
-        for row in evidence.operators:
-            value = row.get(metric)
-            if isinstance(value, (dict, list)):
-                value = None
-            reasons = row.get("not_computed")
-            reason = reasons.get(metric) if isinstance(reasons, Mapping) else None
-            yield _Observation(
-                _operator_subject(row),
-                value,
-                present=value is not None,
-                reason=str(reason) if reason else None,
-            )
-
-
-def _item_observation(item: CheckItem, metric: str) -> _Observation:
-    return _Observation(
-        item.subject,
-        item.metrics.get(metric),
-        present=metric in item.metrics,
-        item_status=item.status,
-    )
-
-
-class _Evaluator:
-    def __init__(self, evidence: Evidence, policy: Policy, at: datetime) -> None:
-        self.evidence = evidence
-        self.policy = policy
-        self.at = at
-        self.precision = _precision_of(evidence)
-        self.active_waivers = [w for w in policy.waivers if w.expires >= at.date()]
-        self.expired = [w for w in policy.waivers if w.expires < at.date()]
-        self.annotations = [a for a in evidence.annotations if isinstance(a, Mapping)]
-
-    # -- waivers
-    def _policy_waiver(self, rule: Rule, subject: Subject) -> AppliedWaiver | None:
-        for waiver in self.active_waivers:
-            if waiver.rule is not None and waiver.rule != rule.id:
-                continue
-            if waiver.check is not None and waiver.check != rule.check:
-                continue
-            names = [subject.module, subject.op, subject.name, subject.label()]
-            if waiver.subject != "*" and not any(_matches([waiver.subject], n) for n in names):
-                continue
-            return AppliedWaiver(
-                kind="policy",
-                label=waiver.label(),
-                approved_by=waiver.approved_by,
-                justification=waiver.justification,
-                reference=waiver.reference,
-                expires=waiver.expires,
-            )
-        return None
-
-    def _annotation_waiver(self, rule: Rule, subject: Subject) -> AppliedWaiver | None:
-        accept = rule.accept_annotations
-        if accept is None:
-            accept = self.policy.accept_annotations
-        if not accept or subject.module is None:
-            return None
-        for note in self.annotations:
-            module = note.get("module", note.get("path"))
-            if not isinstance(module, str):
-                continue
-            checks = note.get("checks")
-            if isinstance(checks, list) and checks and rule.check not in checks:
-                continue
-            inside = (
-                module == "" or subject.module == module or subject.module.startswith(module + ".")
-            )
-            if inside:
-                return AppliedWaiver(
-                    kind="annotation",
-                    label=f"@unstable_grad:{module or '<root>'}",
-                    justification=str(note.get("reason", "")) or "annotated @attest.unstable_grad",
-                    module=module,
-                )
-        return None
-
-    def _negative(self, rule: Rule, subject: Subject, verdict: Verdict, **fields: Any) -> Finding:
-        """A failing (or warning) finding, waived if a waiver or accepted annotation covers it."""
-        waiver = self._policy_waiver(rule, subject) or self._annotation_waiver(rule, subject)
-        message = fields.pop("message")
-        if waiver is not None:
-            message = f"{message} [waived by {waiver.label}: {waiver.justification}]"
-            verdict = "waived"
-        return Finding(
-            rule=rule.id,
-            check=rule.check,
-            subject=subject,
-            verdict=verdict,
-            severity=rule.severity,
-            message=message,
-            waiver=waiver,
-            **fields,
-        )
-
-    def _not_computed(self, rule: Rule, subject: Subject, why: str) -> Finding:
-        if rule.required:
-            return self._negative(
-                rule, subject, rule.severity, message=f"required but not computed: {why}"
-            )
-        return Finding(
-            rule=rule.id,
-            check=rule.check,
-            subject=subject,
-            verdict="not_computed",
-            severity=rule.severity,
-            message=f"not computed: {why}",
-        )
-
-    # -- rules
-    def rule_findings(self, rule: Rule) -> list[Finding]:
-        result = self.evidence.checks.get(rule.check)
-        if result is None:
-            return [
-                self._not_computed(rule, _MODEL, f"check {rule.check!r} is not in the evidence")
-            ]
-        if result.status != "computed":
-            why = f"check {rule.check!r} is {result.status}" + (
-                f": {result.reason}" if result.reason else ""
-            )
-            return [self._not_computed(rule, _MODEL, why)]
-        threshold = rule.threshold_for(self.precision)
-        out: list[Finding] = []
-        seen_metric = False
-        considered = 0
-        for obs in _observations(rule, self.evidence):
-            if not _subject_selected(rule, obs.subject):
-                continue
-            considered += 1
-            seen_metric = seen_metric or obs.present
-            finding = self._observation_finding(rule, obs, threshold)
-            if finding is not None:
-                out.append(finding)
-        if rule.metric is not None and not seen_metric and considered:
-            where = {
-                "items": "items of",
-                "summary": "summary of",
-                "operators": "operator rows for",
-                "model": "model metrics for",
-            }[rule.source]
-            return [
-                self._not_computed(
-                    rule, _MODEL, f"no {where} check {rule.check!r} report metric {rule.metric!r}"
-                )
-            ]
-        if considered < rule.min_subjects:
-            return [
-                self._not_computed(
-                    rule,
-                    _MODEL,
-                    f"check {rule.check!r} reported {considered} subject(s) for this rule, "
-                    f"fewer than the {rule.min_subjects} it requires",
-                )
-            ]
-        if not considered:
-            why = (
-                "no subject matches the rule's operator/module patterns"
-                if rule.operators or rule.modules
-                else f"check {rule.check!r} ran and reported no subjects to hold against this rule"
-            )
-            return [
-                Finding(
-                    rule=rule.id,
-                    check=rule.check,
-                    subject=_MODEL,
-                    verdict="pass",
-                    severity=rule.severity,
-                    threshold=threshold,
-                    comparator=rule.comparator if rule.metric else None,
-                    message=why,
-                )
-            ]
-        return out
-
-    def _observation_finding(
-        self, rule: Rule, obs: _Observation, threshold: Threshold | None
-    ) -> Finding | None:
-        subject = obs.subject
-        if rule.source == "check":  # reached only for a computed check
-            return Finding(
-                rule=rule.id,
-                check=rule.check,
-                subject=subject,
-                verdict="pass",
-                observed=obs.value,
-                severity=rule.severity,
-                message=f"check {rule.check!r} was computed",
-            )
-        if rule.metric is None:  # the check's own reading of the item
-            status = obs.item_status
-            if status == "pass":
-                return Finding(
-                    rule=rule.id,
-                    check=rule.check,
-                    subject=subject,
-                    verdict="pass",
-                    observed=status,
-                    severity=rule.severity,
-                    message="the check passed this subject",
-                )
-            if status in ("not_computed", "error"):
-                return self._not_computed(
-                    rule, subject, f"the check reports {status} for {subject.label()}"
-                )
-            verdict: Verdict = "warn" if status == "warn" else rule.severity
-            return self._negative(
-                rule,
-                subject,
-                verdict,
-                observed=status,
-                message=f"the check reports {status} for {subject.label()}",
-            )
-        if obs.value is None:
-            if obs.item_status in ("not_computed", "error"):
-                return self._not_computed(
-                    rule, subject, f"{rule.metric} of {subject.label()} is {obs.item_status}"
-                )
-            if obs.reason:  # an operator row says why this figure was not measured: listed
-                return Finding(
-                    rule=rule.id,
-                    check=rule.check,
-                    subject=subject,
-                    verdict="not_computed",
-                    severity=rule.severity,
-                    message=f"{rule.metric} not measured for {subject.label()}: {obs.reason}",
-                )
-            return None  # the metric does not apply to this subject (e.g. an integer-valued op)
-        assert threshold is not None
-        ok = _compare(obs.value, rule.comparator, threshold)
-        text = f"{rule.metric} = {obs.value!r} (required {rule.comparator} {threshold!r})"
-        common: dict[str, Any] = {
-            "observed": obs.value,
-            "threshold": threshold,
-            "comparator": rule.comparator,
-        }
-        if ok:
-            return Finding(
-                rule=rule.id,
-                check=rule.check,
-                subject=subject,
-                verdict="pass",
-                severity=rule.severity,
-                message=text,
-                **common,
-            )
-        if ok is None:
-            text = (
-                f"{rule.metric} = {obs.value!r} cannot be compared {rule.comparator} {threshold!r}"
-            )
-        return self._negative(
-            rule, subject, rule.severity, message=f"{subject.label()}: {text}", **common
-        )
-
-
 def evaluate(
     evidence: Evidence | Mapping[str, Any] | str | Path,
     policy: Policy | str | Path,
@@ -721,11 +379,13 @@ def evaluate(
             raise EvidenceError(f"evidence is not valid: {validation_problems(exc)}") from None
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
+    from attest._policy_eval import Evaluator  # the engine imports this module
+
     moment = at or datetime.now(timezone.utc)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     moment = moment.astimezone(timezone.utc)
-    evaluator = _Evaluator(evidence, policy, moment)
+    evaluator = Evaluator(evidence, policy, moment)
     findings = [f for rule in policy.rules for f in evaluator.rule_findings(rule)]
     counts = {v: 0 for v in ("pass", "fail", "warn", "waived", "not_computed")}
     for f in findings:

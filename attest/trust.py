@@ -277,7 +277,7 @@ def load_trust_store(path: str | Path) -> TrustStore:
         data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"trust store {p} is not valid YAML: {exc}") from None
-    return _parse(data, str(p))
+    return _parse(data, f"trust store {p}")
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -360,4 +360,4 @@ def revoke_key(
 
 def empty_trust_store(source: str) -> TrustStore:
     """A store with no keys, for ``attest trust add`` on a file that does not exist yet."""
-    return TrustStore(source=source)
+    return TrustStore(source=f"trust store {source}")

@@ -110,6 +110,7 @@ class VerificationReport:
     signers: list[dict[str, str]] = field(default_factory=list)
     model: dict[str, str] | None = None  # as signed; set once the payload passed its checks
     certificate_id: str | None = None
+    certificate_subjects: list[dict[str, Any]] = field(default_factory=list)  # as signed
     policy: dict[str, Any] | None = None
     statement: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
@@ -133,6 +134,7 @@ class VerificationReport:
                 "path": self.certificate_path,
                 "sha256": self.certificate_sha256,
                 "id": self.certificate_id,
+                "subjects": self.certificate_subjects,
             },
             "model": self.model,
             "policy": self.policy,
@@ -297,7 +299,10 @@ def _extension(module_name: str) -> Any | None:
 
 
 def _run_probe(
-    probe: Path, onnx_files: list[Path], predicate: dict[str, Any], report: VerificationReport
+    probe: Path,
+    onnx_files: list[tuple[Path, str]],
+    predicate: dict[str, Any],
+    report: VerificationReport,
 ) -> tuple[str, str] | None:
     module = _extension(PROBE_MODULE)
     if module is None:
@@ -312,8 +317,12 @@ def _run_probe(
             f"(got {len(onnx_files)}); pass it with --artifact",
         )
     try:
+        onnx_path, onnx_sha256 = onnx_files[0]
         outcome = module.run_probe(
-            onnx_files[0], probe, certified_env=dict(predicate["deployment"].get("runtime", {}))
+            onnx_path,
+            probe,
+            certified_env=dict(predicate["deployment"].get("runtime", {})),
+            onnx_sha256=onnx_sha256,  # hashed and matched above; no second read
         )
     except AttestError as exc:
         return ("PROBE_MISMATCH", f"the probe could not run: {exc.message}")
@@ -380,6 +389,10 @@ def verify(
     ``state_file`` turns on rollback protection (updated only on success, and not when ``at``
     is given); ``probe`` runs the behavioural probe on the certified ONNX artifact;
     ``check_environment`` compares this machine with the deployment envelope.
+    ``require_artifacts=False`` (library only, for displaying a certificate's status in a
+    report) allows no artifact at all: such a report vouches for the signatures, payload,
+    validity, verdict and rollback only, and its ``subjects_checked`` is empty. The command
+    line always requires ``--artifact``.
 
     Returns a report; raises :class:`AttestError` only for unusable inputs of the caller.
     """
@@ -416,6 +429,7 @@ def verify(
     predicate = statement["predicate"]
     report.model = {"name": predicate["model"]["name"], "version": predicate["model"]["version"]}
     report.certificate_id = predicate["certificate_id"]
+    report.certificate_subjects = statement["subject"]
     report.policy = predicate["policy"]
     reasons: list[tuple[str, str]] = []
     # 5. validity window
@@ -454,8 +468,8 @@ def verify(
         if reasons:
             report.notes.append("probe not run: the certificate is already rejected")
         else:
-            onnx = [p for n, p in paths.items() if n.endswith(".onnx")]
-            found = _run_probe(Path(probe), onnx, predicate, report)
+            onnx = [(p, subjects[n]) for n, p in paths.items() if n.endswith(".onnx")]
+            found = _run_probe(artifact_name_and_path(probe)[1], onnx, predicate, report)
             if found is not None:
                 reasons.append(found)
     # 10. environment

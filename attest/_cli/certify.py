@@ -146,3 +146,134 @@ def _stderr_progress() -> Any:
         click.echo(f"  {stage}{': ' + detail if detail else ''}", err=True)
 
     return progress
+
+
+@click.command("certify")
+@click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Policy YAML, e.g. policies/clinical-strict.yaml.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Private signing key (passphrase from ATTEST_KEY_PASSPHRASE or a prompt).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("gradient_certificate.json"),
+    show_default=True,
+    help="Certificate to write on pass.",
+)
+@click.option(
+    "--evidence-out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Evidence file [default: evidence.json next to the certificate].",
+)
+@click.option(
+    "--findings-out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Findings file [default: findings.json next to the certificate].",
+)
+@click.option(
+    "--report",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the HTML report here.",
+)
+@click.option(
+    "--expires-in",
+    default="365d",
+    show_default=True,
+    help="Certificate lifetime: 365d, 26w, 1y, 12h.",
+)
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    help="Reference time for waiver expiry and issued_at (default: now).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of text.")
+@click.pass_context
+def certify(
+    ctx: click.Context,
+    spec: Path,
+    policy_path: Path,
+    key_path: Path,
+    output: Path,
+    evidence_out: Path | None,
+    findings_out: Path | None,
+    report: Path | None,
+    expires_in: str,
+    at_text: str | None,
+    as_json: bool,
+) -> None:
+    """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
+
+    On a failed policy no certificate is written; the evidence and findings are, and the
+    failing rules are listed. Exit 0 pass, 1 policy failed, 2 bad input.
+    """
+    from attest.pipeline import certify as run_certify
+
+    progress = None if as_json else _stderr_progress()
+    result = run_certify(
+        spec,
+        policy=policy_path,
+        key=key_path,
+        out=output,
+        evidence_out=evidence_out,
+        findings_out=findings_out,
+        report=report,
+        expires_in=expires_in,
+        progress=progress,
+        at=parse_at(at_text),
+    )
+    outputs = {
+        "certificate": str(result.certificate_path) if result.certificate_path else None,
+        "evidence": str(result.evidence_path),
+        "findings": str(result.findings_path),
+        "report": str(result.report_path) if result.report_path else None,
+    }
+    if as_json:
+        statement = result.statement
+        click.echo(
+            json.dumps(
+                {
+                    "verdict": result.verdict,
+                    "counts": result.findings.counts,
+                    "policy": result.findings.policy.model_dump(mode="json"),
+                    "certificate_id": statement.predicate.certificate_id if statement else None,
+                    "outputs": outputs,
+                    "failed": [f.model_dump(mode="json") for f in result.findings.failed],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for line in findings_summary(result.findings):
+            click.echo(line)
+        failure = result.evidence.model_failure
+        if failure is not None:
+            click.echo(
+                f"the model raised during {failure.phase}: {failure.error_type}: {failure.message}"
+                + (f" (module {failure.module})" if failure.module else "")
+            )
+        if result.passed:
+            click.echo(f"certificate: {result.certificate_path}")
+        else:
+            click.echo("no certificate written: the policy failed")
+        click.echo(f"evidence:    {result.evidence_path}")
+        click.echo(f"findings:    {result.findings_path}")
+        if result.report_path:
+            click.echo(f"report:      {result.report_path}")
+    if not result.passed:
+        ctx.exit(EXIT_NEGATIVE)

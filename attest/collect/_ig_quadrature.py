@@ -15,6 +15,7 @@ rule re-uses every earlier evaluation: ``new = old/2 + h_new * sum(g at the new 
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import numpy as np
@@ -53,18 +54,23 @@ def quadrature(method: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes in [0, 1] and weights (float64, summing to 1) of ``method`` with ``steps`` nodes."""
     name = canonical_method(method)
     minimum = 2 if name == "trapezoid" else 1
-    if int(steps) != steps or steps < minimum:
+    if isinstance(steps, bool) or int(steps) != steps or steps < minimum:
         raise InputError(f"steps must be an integer >= {minimum} for {name}, got {steps!r}")
-    n = int(steps)
+    nodes, weights = _rule(name, int(steps))
+    return nodes.copy(), weights.copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _rule(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    # Cached: leggauss solves an eigenproblem, milliseconds at n = 50, on every call otherwise.
     j = np.arange(n, dtype=np.float64)
     if name == "gausslegendre":
         x, w = np.polynomial.legendre.leggauss(n)
         return 0.5 * (x + 1.0), 0.5 * w
     if name == "trapezoid":
-        nodes = j / (n - 1)
         weights = np.full(n, 1.0 / (n - 1))
         weights[0] = weights[-1] = 0.5 / (n - 1)
-        return nodes, weights
+        return j / (n - 1), weights
     offset = {"riemann_left": 0.0, "riemann_right": 1.0, "riemann_middle": 0.5}[name]
     return (j + offset) / n, np.full(n, 1.0 / n)
 

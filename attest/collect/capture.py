@@ -110,6 +110,7 @@ class ForwardCall:
     kwargs: dict[str, Any]
     outputs: list[torch.Tensor]
     elapsed_ns: int
+    allocator_delta_bytes: int | None = None  # CUDA: memory_allocated() after - before
 
 
 @dataclass
@@ -151,6 +152,9 @@ class CaptureObserver:
 
     def before_write(self, tensor: torch.Tensor) -> None:
         """An ATen call is about to write into ``tensor`` (in-place or out=)."""
+
+    def mark(self, event: str) -> None:
+        """``"forward_done"`` after the forward pass, ``"backward_done"`` after backward."""
 
 
 class VaultBox:
@@ -304,6 +308,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         observers: Sequence[CaptureObserver],
         *,
         cuda_timing: bool = False,
+        cuda_memory: bool = False,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.modules = modules
@@ -320,6 +325,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self._deferred: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any, str, int]] = []
         self._wants_saved = any(o.wants_saved for o in self.observers)
         self._cuda_timing = cuda_timing
+        self._cuda_memory = cuda_memory
         self._cuda_events: list[tuple[int, bool, Any, Any]] = []
         self._hook_handles: list[Any] = []
 
@@ -412,14 +418,16 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             start_ev = _cuda_event()
             end_ev = _cuda_event()
             start_ev.record()
+        allocated = torch.cuda.memory_allocated() if self._cuda_memory else 0
         t0 = time.perf_counter_ns()
         out = func(*args, **kwargs)
         elapsed = time.perf_counter_ns() - t0
         if start_ev is not None and end_ev is not None:
             end_ev.record()
             self._cuda_events.append((op_id, True, start_ev, end_ev))
+        delta = int(torch.cuda.memory_allocated() - allocated) if self._cuda_memory else None
         self.in_flight = None
-        self._register(func, args, kwargs, out, module, elapsed)
+        self._register(func, args, kwargs, out, module, elapsed, delta)
         return out
 
     def _register(
@@ -430,13 +438,16 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         out: Any,
         module: str,
         elapsed: int,
+        allocator_delta: int | None = None,
     ) -> None:
         op_id = len(self.ops)
         name = op_name(func)
         self.ops.append((name, module))
         self.forward_ns.append(elapsed)
         outputs = flat_tensors(out)
-        call = ForwardCall(op_id, func, name, module, args, kwargs, outputs, elapsed)
+        call = ForwardCall(
+            op_id, func, name, module, args, kwargs, outputs, elapsed, allocator_delta
+        )
         for obs in self.observers:
             obs.forward(call)
         self._pending = (op_id, outputs)
@@ -537,6 +548,9 @@ class RunOutcome:
     backward_ns: dict[int, int] = field(default_factory=dict)
     no_grad_path: bool = False  # the target does not depend on anything that requires grad
     nodes: dict[int, Any] = field(default_factory=dict)
+    memory_marks: tuple[int, int] | None = (
+        None  # CUDA memory_allocated after forward, after backward
+    )
 
 
 def _failure(
@@ -599,6 +613,8 @@ def run_model(
     backward: bool = True,
     seed: int | None = 0,
     cuda_timing: bool = False,
+    cuda_memory: bool = False,
+    memory_marks: bool = False,
 ) -> RunOutcome:
     """One forward (+ backward) pass of ``model`` on ``inputs`` under :class:`OperatorCapture`.
 
@@ -612,23 +628,30 @@ def run_model(
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     outcome = RunOutcome(ops=[])
     with _seeded(seed), _ModuleStack(model) as modules:
-        capture = OperatorCapture(modules, observers, cuda_timing=cuda_timing)
+        capture = OperatorCapture(
+            modules, observers, cuda_timing=cuda_timing, cuda_memory=cuda_memory
+        )
+        after_forward = 0
         try:
             try:
                 with capture:
                     output = model(x)
                     capture.settle()
+                if memory_marks:
+                    after_forward = int(torch.cuda.memory_allocated(x.device))
+                for obs in observers:
+                    obs.mark("forward_done")
             except Exception as exc:
                 outcome.failure = _failure("forward", exc, capture, modules, model)
                 return _finish(outcome, capture)
             try:
                 out_tensor = model_output_tensor(output)
-                if classes is None:
-                    classes = _classes_for(out_tensor, spec, labels)
                 outcome.output = out_tensor.detach()
-                outcome.classes = classes
                 if not backward:
                     return _finish(outcome, capture)
+                if classes is None:
+                    classes = _classes_for(out_tensor, spec, labels)
+                outcome.classes = classes
                 fixed = replace(spec, target="label") if classes is not None else spec
                 objective = target_scalar(out_tensor, fixed, classes).sum()
             except Exception as exc:
@@ -647,6 +670,10 @@ def run_model(
             except Exception as exc:
                 outcome.failure = _failure("backward", exc, capture, None, model)
                 return _finish(outcome, capture)
+            for obs in observers:
+                obs.mark("backward_done")
+            if memory_marks:
+                outcome.memory_marks = (after_forward, int(torch.cuda.memory_allocated(x.device)))
             outcome.input_grad = grads[0].detach() if grads[0] is not None else None
             outcome.param_grads = {
                 n: (g.detach() if g is not None else None)

@@ -79,6 +79,17 @@ class CheckSettings:
     ig_tolerance: float = 1e-3
     ig_memory_budget_bytes: int = 256 * 1024 * 1024
     ig_repeats: int = 3
+    ig_max_inputs: int | None = None  # IG on the first k probe inputs (None: all)
+    ig_baseline_max_target_probability: float = 0.5  # fail: the baseline already reads as the target
+    ig_baseline_min_entropy_ratio: float = 0.5  # warn: softmax at the baseline far from uniform
+    ig_baseline_max_output_ratio: float = 0.5  # non-classifiers: fail when |F(b)| > this * |F(x)|
+    ig_monotonicity_max_jump: float = 0.05  # fail: F jumps by more than this share of the path's variation
+    ig_monotonicity_max_spike_share: float = 0.05  # fail: one node's spike carries this share
+    ig_monotonicity_flip_tolerance: float = 0.1  # warn: sign flips between slopes above this share
+    ig_randomization_max_spearman: float = 0.5  # fail: |rank correlation| after full randomization
+    ig_randomization_max_layers: int = 8  # cascade checkpoints at which IG is recomputed
+    ig_randomization_inputs: int = 4  # probe inputs used by the randomization test
+    ig_attribution_max_bytes: int = 1 << 20  # stored attributions for the report
     accumulation_microbatches: tuple[int, ...] = (2, 4)
     second_order_directions: int = 2
     extra: dict[str, Any] = field(default_factory=dict)

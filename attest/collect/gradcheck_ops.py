@@ -40,12 +40,14 @@ from attest.collect.finite_differences import (
 from attest.collect.kink_detectors import scan_kinks
 from attest.evidence import CheckItem, CheckResult, Subject
 
-__all__ = ["check_operator", "fd_settings", "prepare_case", "run"]
+__all__ = ["CaseSkipped", "check_operator", "fd_settings", "nudge_off_kinks", "prepare_case", "run"]
 
-# Scale of the nudge that moves a captured value off a kink, relative to the input's RMS:
-# far larger than any finite-difference step (so no step crosses the kink again) and far
-# smaller than the values themselves.
+# Values within KINK_REACH of a kink could be crossed by a finite-difference step of the
+# default size (1e-6 times a Gaussian direction). They are nudged by KINK_NUDGE times the
+# input's RMS (at least KINK_NUDGE_MIN): far beyond that reach, far below the values.
+KINK_REACH = 1e-5
 KINK_NUDGE = 1e-3
+KINK_NUDGE_MIN = 1e-4
 
 _NOT_IMPLEMENTED = re.compile(
     r"derivative for '?([A-Za-z_0-9.]+)'? is not implemented"
@@ -110,25 +112,40 @@ def prepare_case(
     raise CaseSkipped("no floating-point input is differentiable")
 
 
-def _nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int) -> int:
-    """Move captured values that sit exactly on a kink off it (in place on ``call.tensors``)."""
-    scan = scan_kinks(op_short_name(record.op), bind_schema(call.func, call.args, call.kwargs))
-    if scan is None or scan.raw_hits == 0:
-        return 0
+def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int) -> int:
+    """Move captured values on or next to a kink away from it (replacing ``call.tensors``).
+
+    "Next to" is within the reach of the default finite-difference step; the nudge is far
+    larger than that reach. Ties are broken by independent random nudges, re-scanned until
+    none is left (three rounds at most)."""
+    name = op_short_name(record.op)
     generator = torch.Generator().manual_seed(seed + 7919)
     moved = 0
-    for i in use:
-        mask = scan.masks.get(call.names[i])
-        x = call.tensors[i]
-        if mask is None or mask.shape != x.shape or not bool(mask.any()):
-            continue
-        rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
-        size = KINK_NUDGE * (rms if rms > 0 else 1.0)
-        sign = torch.randint(0, 2, x.shape, generator=generator).to(x.device) * 2 - 1
-        mag = 0.5 + 0.5 * torch.rand(x.shape, generator=generator, dtype=torch.float64).to(x.device)
-        call.tensors[i] = torch.where(mask.to(x.device), x + size * sign * mag, x)
-        moved += int(mask.sum())
+    for _ in range(3):
+        bound = bind_schema(call.func, call.args, call.kwargs)
+        for i in range(len(call.tensors)):  # the scan must see the nudged values
+            _replace_bound(bound, call.names[i], call.tensors, i)
+        scan = scan_kinks(name, bound, tolerance=KINK_REACH)
+        if scan is None or scan.raw_hits == 0:
+            return moved
+        for i in use:
+            mask = scan.masks.get(call.names[i])
+            x = call.tensors[i]
+            if mask is None or mask.shape != x.shape or not bool(mask.any()):
+                continue
+            rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
+            size = max(KINK_NUDGE * rms, KINK_NUDGE_MIN)
+            sign = torch.randint(0, 2, x.shape, generator=generator).to(x.device) * 2 - 1
+            mag = 0.5 + 0.5 * torch.rand(x.shape, generator=generator, dtype=torch.float64)
+            call.tensors[i] = torch.where(mask.to(x.device), x + size * sign * mag.to(x.device), x)
+            moved += int(mask.sum())
     return moved
+
+
+def _replace_bound(bound: dict[str, Any], name: str, tensors: list[torch.Tensor], i: int) -> None:
+    value = bound.get(name)
+    if isinstance(value, torch.Tensor) and value.shape == tensors[i].shape:
+        bound[name] = tensors[i]
 
 
 def _slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall | None:
@@ -174,7 +191,7 @@ def check_operator(record: OpRecord, settings: FiniteDifferenceSettings) -> Chec
         use, fixed = prepare_case(call)
         if not use:
             raise CaseSkipped("no floating-point input is differentiable")
-        nudged = _nudge_off_kinks(record, call, use, settings.seed)
+        nudged = nudge_off_kinks(record, call, use, settings.seed)
         checks: list[tuple[str, BackwardCheck]] = []
         fn = call.function(use)
         checks.append(("captured input", check_backward(fn, [call.tensors[i] for i in use], settings)))

@@ -23,6 +23,7 @@ its float32 step weights and its trapezoid rule are deliberately not copied.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,6 +62,11 @@ _MEMORY_SAFETY_FACTOR = 1.5
 # On CPU, chunks whose estimated working set is about this size ran fastest (benchmarks/bench_ig.py);
 # one batch of every step, Captum's default, was up to 2x slower.
 CPU_WORKING_SET_BYTES = 32 * 1024 * 1024
+# Bytes per path sample measured by the probe step, per model and input shape: activation
+# memory does not depend on the weights' values, so a repeat run need not probe again.
+_SAMPLE_BYTES: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, ...], int]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 # ----------------------------------------------------------------------------- results
@@ -143,24 +149,21 @@ def _argmax_classes(output: torch.Tensor) -> torch.Tensor:
 @contextmanager
 def _eval_mode(model: nn.Module) -> Iterator[dict[str, Any]]:
     """Eval mode for the duration; every module's own training flag is restored after."""
-    flags = {name: module.training for name, module in model.named_modules()}
+    modules = list(model.named_modules())
+    flags = [(module, module.training) for _, module in modules]
     model.eval()
-    kinds = [type(m).__name__ for m in model.modules()]
     info: dict[str, Any] = {
-        "was_training": bool(model.training or any(flags.values())),
-        "has_batchnorm": any(
-            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()
-        ),
-        "has_dropout": any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules()),
-        "still_training_after_eval": [n for n, m in model.named_modules() if m.training],
-        "module_kinds": sorted(set(kinds)),
+        "was_training": any(training for _, training in flags),
+        "has_batchnorm": any(isinstance(m, nn.modules.batchnorm._BatchNorm) for _, m in modules),
+        "has_dropout": any(isinstance(m, nn.modules.dropout._DropoutNd) for _, m in modules),
+        # modules whose train()/eval() override leaves them training (their outputs may vary)
+        "still_training_after_eval": [name for name, m in modules if m.training],
     }
     try:
         yield info
     finally:
-        for name, module in model.named_modules():
-            if name in flags:
-                module.training = flags[name]
+        for module, training in flags:
+            module.training = training
 
 
 class _PathEvaluator:
@@ -185,9 +188,24 @@ class _PathEvaluator:
             return self.target_fn(output)
         return _select_target(output, None if self.classes is None else self.classes[idx])
 
-    def forward_f(self, points: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    def endpoints(
+        self, x64: torch.Tensor, b64: torch.Tensor, chunk: int, *, find_classes: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """F(x) and F(b) (float64), inputs and baselines in one forward per chunk; with
+        ``find_classes``, each input's class is its argmax at x."""
+        n = x64.shape[0]
+        f_x, f_b = np.empty(n), np.empty(n)
         with torch.no_grad():
-            return self.target(self.model(points.to(self.dtype)), idx).to(torch.float64)
+            for s in range(0, n, chunk):
+                e = min(n, s + chunk)
+                out = self.model(torch.cat([x64[s:e], b64[s:e]]).to(self.dtype))
+                if find_classes:
+                    assert self.classes is not None
+                    self.classes[s:e] = _argmax_classes(out[: e - s])
+                idx = torch.arange(s, e)
+                f_x[s:e] = self.target(out[: e - s], idx).to(torch.float64).cpu().numpy()
+                f_b[s:e] = self.target(out[e - s :], idx).to(torch.float64).cpu().numpy()
+        return f_x, f_b
 
     def grad(self, points: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradient of F (model dtype, shape of ``points``) and F (k,) float64 at ``points``.
@@ -276,30 +294,28 @@ def _evaluate_level(
     m, k = len(idx_active), len(nodes)
     f_out = np.empty((k, m))
     slope_out = np.empty((k, m))
+    nodes_t = torch.from_numpy(nodes).to(b64.device)
+    shape = (-1,) + (1,) * (b64.dim() - 1)
     total = k * m
     for start in range(0, total, chunk):
         stop = min(total, start + chunk)
-        # Runs of one node over consecutive active inputs: (node, first input, last+1, offset).
-        runs: list[tuple[int, int, int, int]] = []
-        flat = start
-        while flat < stop:
-            j, p0 = divmod(flat, m)
-            p1 = min(m, p0 + (stop - flat))
-            runs.append((j, p0, p1, flat - start))
-            flat += p1 - p0
-        points = torch.empty((stop - start, *b64.shape[1:]), dtype=torch.float64, device=b64.device)
-        for j, p0, p1, c0 in runs:
-            torch.add(
-                b64[p0:p1], diff64[p0:p1], alpha=float(nodes[j]), out=points[c0 : c0 + p1 - p0]
-            )
-        positions = torch.arange(start, stop) % m
-        grads, fs = evaluator.grad(points, idx_active[positions])
-        fs_np = fs.cpu().numpy()
-        for j, p0, p1, c0 in runs:
-            g = grads[c0 : c0 + p1 - p0]
-            acc[p0:p1].add_(g, alpha=float(weights[j]))
-            slope_out[j, p0:p1] = (g * diff64[p0:p1]).reshape(p1 - p0, -1).sum(dim=1).cpu().numpy()
-            f_out[j, p0:p1] = fs_np[c0 : c0 + p1 - p0]
+        flat = torch.arange(start, stop)
+        node_of, pos = flat // m, flat % m
+        pos_dev = pos.to(b64.device)
+        diff = diff64[pos_dev]
+        points = torch.addcmul(b64[pos_dev], nodes_t[node_of.to(b64.device)].view(shape), diff)
+        grads, fs = evaluator.grad(points, idx_active[pos])
+        slopes = (grads * diff).reshape(stop - start, -1).sum(dim=1)
+        f_out[node_of.numpy(), pos.numpy()] = fs.cpu().numpy()
+        slope_out[node_of.numpy(), pos.numpy()] = slopes.cpu().numpy()
+        # Runs of one node over consecutive active inputs, added in node order.
+        flat_i = start
+        while flat_i < stop:
+            j, p0 = divmod(flat_i, m)
+            p1 = min(m, p0 + (stop - flat_i))
+            c0 = flat_i - start
+            acc[p0:p1].add_(grads[c0 : c0 + p1 - p0], alpha=float(weights[j]))
+            flat_i += p1 - p0
     return _Level(nodes=nodes, f=f_out, slope=slope_out, inputs=idx_active.numpy().copy())
 
 
@@ -382,27 +398,14 @@ def integrated_gradients(
             with torch.no_grad():
                 evaluator.classes = torch.zeros(n, dtype=torch.long)
                 evaluator.classes[:1] = _argmax_classes(model(x64[:1].to(dtype)))
-        per_sample = evaluator.measure_sample_bytes(x64[:1], everyone[:1])
+        key = (tuple(x64.shape[1:]), dtype, str(x64.device))
+        cache = _SAMPLE_BYTES.setdefault(model, {})
+        if key not in cache:  # one probe step per model and input shape
+            cache[key] = evaluator.measure_sample_bytes(x64[:1], everyone[:1])
+        per_sample = cache[key]
         chunk = _chunk_size(per_sample, memory_budget_bytes, x64.device)
-        if pending == "argmax":
-            with torch.no_grad():
-                evaluator.classes = torch.cat(
-                    [
-                        _argmax_classes(model(x64[s : s + chunk].to(dtype)))
-                        for s in range(0, n, chunk)
-                    ]
-                )
-        f_x = np.concatenate(
-            [
-                evaluator.forward_f(x64[s : s + chunk], everyone[s : s + chunk]).cpu().numpy()
-                for s in range(0, n, chunk)
-            ]
-        )
-        f_b = np.concatenate(
-            [
-                evaluator.forward_f(b64[s : s + chunk], everyone[s : s + chunk]).cpu().numpy()
-                for s in range(0, n, chunk)
-            ]
+        f_x, f_b = evaluator.endpoints(
+            x64, b64, max(1, chunk // 2), find_classes=pending == "argmax"
         )
         delta_f = f_x - f_b
 

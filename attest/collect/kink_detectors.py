@@ -53,7 +53,7 @@ class KinkScan:
 
 
 Bound = dict[str, Any]
-Detector = Callable[[Bound, "Bound | None"], "KinkScan | None"]
+Detector = Callable[[Bound, "Bound | None", float], "KinkScan | None"]
 
 
 def _first(mask: torch.Tensor) -> list[list[int]]:
@@ -91,13 +91,13 @@ def _scan(
 def _point(kind: str, points: Sequence[float]) -> Detector:
     """Kinks at fixed values of ``self`` (relu at 0, hardsigmoid at +-3...)."""
 
-    def detect(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
         x = _tensor(bound, "self")
         if x is None:
             return None
         hits = torch.zeros_like(x, dtype=torch.bool)
         for p in points:
-            hits |= x == p
+            hits |= _near(x, p, tolerance)
         px = _matching(x, _tensor(perturbed, "self"))
         moved = None
         if px is not None:
@@ -116,40 +116,48 @@ def _scalar(bound: Bound, name: str, default: float) -> float:
     return float(value.item()) if isinstance(value, torch.Tensor) else float(value)
 
 
-def _threshold(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
-    return _point("threshold at its threshold", [_scalar(bound, "threshold", 0.0)])(bound, perturbed)
+def _near(x: torch.Tensor, value: Any, tolerance: float) -> torch.Tensor:
+    """Exactly on ``value`` (tolerance 0, the kinks check) or within ``tolerance`` of it."""
+    if tolerance <= 0:
+        return x == value
+    return (x - value).abs() <= tolerance
 
 
-def _hardtanh(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+def _threshold(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
+    point = [_scalar(bound, "threshold", 0.0)]
+    return _point("threshold at its threshold", point)(bound, perturbed, tolerance)
+
+
+def _hardtanh(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
     lo, hi = _scalar(bound, "min_val", -1.0), _scalar(bound, "max_val", 1.0)
-    return _point("hardtanh at its bounds", [lo, hi])(bound, perturbed)
+    return _point("hardtanh at its bounds", [lo, hi])(bound, perturbed, tolerance)
 
 
 def _shrink(kind: str) -> Detector:
-    def detect(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
         lam = _scalar(bound, "lambd", 0.5)
-        return _point(kind, [-lam, lam])(bound, perturbed)
+        return _point(kind, [-lam, lam])(bound, perturbed, tolerance)
 
     return detect
 
 
-def _leaky_relu(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+def _leaky_relu(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
     if _scalar(bound, "negative_slope", 0.01) == 1.0:
         return None
-    return _point("leaky_relu at 0", [0.0])(bound, perturbed)
+    return _point("leaky_relu at 0", [0.0])(bound, perturbed, tolerance)
 
 
-def _elu(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+def _elu(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
     # elu's one-sided derivatives at 0 are scale*alpha*input_scale and scale: a kink unless equal.
     if _scalar(bound, "alpha", 1.0) * _scalar(bound, "input_scale", 1.0) == 1.0:
         return None
-    return _point("elu at 0", [0.0])(bound, perturbed)
+    return _point("elu at 0", [0.0])(bound, perturbed, tolerance)
 
 
 def _bound_ties(kind: str, names: Sequence[str]) -> Detector:
     """Kinks where ``self`` equals a bound given as a scalar or a tensor (clamp, maximum...)."""
 
-    def detect(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
         x = _tensor(bound, "self")
         if x is None:
             return None
@@ -161,7 +169,7 @@ def _bound_ties(kind: str, names: Sequence[str]) -> Detector:
             value = bound.get(name)
             if value is None:
                 continue
-            on = x == value
+            on = _near(x, value, tolerance)
             hits = on if hits is None else hits | on
             pv: Any = value
             if isinstance(value, torch.Tensor):
@@ -196,20 +204,20 @@ def _reduce_to(mask: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return m.reshape(shape)
 
 
-def _round(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+def _round(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
     x = _tensor(bound, "self")
     if x is None:
         return None
     scale = 10.0 ** int(bound.get("decimals", 0) or 0)
     xs = x.double() * scale
-    hits = torch.isfinite(xs) & ((xs - xs.floor()) == 0.5)
+    hits = torch.isfinite(xs) & _near(xs - xs.floor(), 0.5, tolerance * scale)
     px = _matching(x, _tensor(perturbed, "self"))
     moved = None if px is None else (px * scale - (px * scale).floor()) != 0.5
     return _scan("round at half-integers", hits, moved, "input self", {"self": hits})
 
 
 def _integer_jump(kind: str) -> Detector:
-    def detect(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
         x = _tensor(bound, "self")
         if x is None:
             return None
@@ -217,7 +225,7 @@ def _integer_jump(kind: str) -> Detector:
         if isinstance(period, torch.Tensor):
             return None  # a tensor period: not a fixed jump set
         xs = x.double() / float(period)
-        hits = torch.isfinite(xs) & (xs == xs.round())
+        hits = torch.isfinite(xs) & _near(xs, xs.round(), tolerance / abs(float(period)))
         px = _matching(x, _tensor(perturbed, "self"))
         moved = None
         if px is not None:
@@ -239,7 +247,7 @@ def _reduce_dims(bound: Bound, x: torch.Tensor) -> tuple[int, ...]:
 def _selection_ties(kind: str, select: Callable[[torch.Tensor, tuple[int, ...], Bound], torch.Tensor]) -> Detector:
     """Ties with the value selected along some dims (max/min/median/kthvalue...)."""
 
-    def detect(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
         x = _tensor(bound, "self")
         if x is None or x.numel() == 0:
             return None
@@ -247,7 +255,7 @@ def _selection_ties(kind: str, select: Callable[[torch.Tensor, tuple[int, ...], 
         if x.dim() == 0:
             return None
         chosen = select(x, dims, bound)  # keepdim shape
-        eq = x == chosen
+        eq = _near(x, chosen, tolerance)
         tie = eq.sum(dim=dims, keepdim=True) >= 2
         tied = eq & tie
         px = _matching(x, _tensor(perturbed, "self"))
@@ -284,7 +292,7 @@ def _select_kth(median: bool) -> Callable[[torch.Tensor, tuple[int, ...], Bound]
 def _sort_ties(kind: str, topk: bool) -> Detector:
     """Adjacent equal values after sorting (within the top k for topk)."""
 
-    def detect(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
         x = _tensor(bound, "self")
         if x is None or x.dim() == 0 or x.numel() == 0:
             return None
@@ -292,7 +300,7 @@ def _sort_ties(kind: str, topk: bool) -> Detector:
         descending = bool(bound.get("largest", True)) if topk else bool(bound.get("descending", False))
         values, order = x.sort(dim=dim, descending=descending, stable=True)
         n = values.shape[dim]
-        pairs = values.narrow(dim, 1, n - 1) == values.narrow(dim, 0, n - 1)
+        pairs = _near(values.narrow(dim, 1, n - 1), values.narrow(dim, 0, n - 1), tolerance)
         if topk:
             k = int(bound.get("k", n))
             keep = torch.arange(n - 1, device=x.device) < k
@@ -364,7 +372,7 @@ def _ints(value: Any, d: int, default: int) -> list[int]:
 
 
 def _pool_ties(d: int, adaptive: bool) -> Detector:
-    def detect(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
         x = _tensor(bound, "self")
         if x is None or x.dim() < d or x.numel() == 0:
             return None
@@ -387,7 +395,7 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
         index = torch.arange(x.numel(), device=x.device).reshape(x.shape)
         index_windows = _gather_windows(index, per_dim, -1)
         top = windows.amax(dim=-1, keepdim=True)
-        eq = (windows == top) & (index_windows >= 0) & torch.isfinite(top)
+        eq = (windows >= top - tolerance) & (index_windows >= 0) & torch.isfinite(top)
         tie = eq.sum(dim=-1) >= 2
         tied = eq & tie.unsqueeze(-1)
         mask = torch.zeros(x.numel(), dtype=torch.bool, device=x.device)
@@ -404,7 +412,7 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
     return detect
 
 
-def _zero_norm(bound: Bound, perturbed: Bound | None) -> KinkScan | None:
+def _zero_norm(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
     x = _tensor(bound, "self")
     order = bound.get("ord", 2)
     if x is None or x.dim() == 0 or (isinstance(order, (int, float)) and (math.isinf(order) or order <= 0)):
@@ -470,12 +478,18 @@ DETECTORS: dict[str, Detector] = {
 }
 
 
-def scan_kinks(short_name: str, bound: Bound, perturbed: Bound | None = None) -> KinkScan | None:
+def scan_kinks(
+    short_name: str, bound: Bound, perturbed: Bound | None = None, *, tolerance: float = 0.0
+) -> KinkScan | None:
     """The kink scan of one call, or None when the operator has no non-differentiable points
-    (or none this detector understands for these arguments)."""
+    (or none this detector understands for these arguments).
+
+    ``tolerance`` > 0 also reports values within that distance of a kink (the gradcheck
+    check uses it to keep finite-difference steps from crossing one); the kinks check uses
+    exact hits only."""
     detector = DETECTORS.get(short_name)
     if detector is None:
         return None
     if short_name in ("max", "min") and isinstance(bound.get("other"), torch.Tensor):
         detector = _bound_ties(f"{short_name}imum tie", ["other"])
-    return detector(bound, perturbed)
+    return detector(bound, perturbed, tolerance)

@@ -148,7 +148,7 @@ def tensor_sha256(tensor: torch.Tensor, digest: hashlib._Hash | None = None) -> 
     h.update(f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)};".encode())
     if t.numel():
         raw = t.reshape(-1).contiguous().cpu().view(torch.uint8)
-        h.update(raw.numpy().tobytes() if raw.numel() < 4096 else memoryview(raw.numpy()))
+        h.update(raw.numpy().data)
     return h
 
 

@@ -54,6 +54,15 @@ def _output_dir(ctx: CollectContext) -> Path:
     return Path(tempfile.mkdtemp(prefix="attest-export-"))
 
 
+def _probe_file_name(ctx: CollectContext) -> str:
+    """``probe.npz``, unless the spec's own probe inputs already carry that name (both become
+    certificate subjects, and the output folder may be the spec's)."""
+    inputs_file = ctx.spec.artifacts.get("probe")
+    if inputs_file is not None and Path(inputs_file).name == PROBE_FILE_NAME:
+        return "probe_bundle.npz"
+    return PROBE_FILE_NAME
+
+
 def _flat_tensors(output: Any) -> list[torch.Tensor]:
     leaves, _spec = pytree.tree_flatten(output)
     return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
@@ -302,7 +311,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     )
     environment = {k: v for k, v in deployment["runtime"].items() if k in (*COMPARED_KEYS, "os")}
     assert result.sha256 is not None
-    probe_path = out_dir / PROBE_FILE_NAME
+    probe_path = out_dir / _probe_file_name(ctx)
     probe_sha = write_probe_bundle(
         probe_path,
         ProbeBundle(
@@ -325,7 +334,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "probe_sha256": probe_sha,
         "subjects": {
             ONNX_FILE_NAME: str(onnx_path.resolve()),
-            PROBE_FILE_NAME: str(probe_path.resolve()),
+            probe_path.name: str(probe_path.resolve()),
         },
         # Shaped as attest.certificate.DeploymentEnvelope: pass as build_statement(deployment=...).
         "deployment": deployment,
@@ -333,7 +342,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "onnx_mapping": {
             "file": ONNX_FILE_NAME,
             "sha256": result.sha256,
-            "probe": PROBE_FILE_NAME,
+            "probe": probe_path.name,
             "opset": result.opset,
             "dynamic_batch": result.dynamic_batch,
             "inputs": list(result.input_names),
@@ -343,6 +352,18 @@ def run(ctx: CollectContext) -> list[CheckResult]:
             "nodes": [m.to_dict() for m in result.node_mapping],
         },
     }
+    # The same facts in the evidence, which (unlike ctx.extras) outlives collect() and may be
+    # certified on another machine.
+    parameters["artifacts"] = {
+        "onnx": {"name": ONNX_FILE_NAME, "path": str(onnx_path.resolve()), "sha256": result.sha256},
+        "probe_bundle": {
+            "name": probe_path.name,
+            "path": str(probe_path.resolve()),
+            "sha256": probe_sha,
+        },
+    }
+    parameters["deployment"] = ctx.extras["onnx"]["deployment"]
+    parameters["onnx_mapping"] = ctx.extras["onnx"]["onnx_mapping"]
     summary: dict[str, Any] = {
         "exported": True,
         "outputs": len(ort_outputs),

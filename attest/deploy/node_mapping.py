@@ -188,9 +188,20 @@ def source_of(metadata: dict[str, str]) -> SourceOperator | None:
     return None
 
 
-def _absorbed(node: GraphNode, producers: dict[str, GraphNode], cut: set[str]) -> list[GraphNode]:
-    """Raw nodes on the paths into ``node``'s outputs, stopping at values in ``cut``."""
-    seen: dict[str, GraphNode] = {}
+def _absorbed(
+    node: GraphNode,
+    producers: dict[str, GraphNode],
+    consumers: dict[int, set[int]],
+    cut: set[str],
+) -> list[GraphNode]:
+    """Raw nodes on the paths into ``node``'s outputs, stopping at values in ``cut``.
+
+    A raw node whose result also feeds nodes outside this slice is shared, not absorbed: the
+    exporter reuses one constant (a zero bias, say) across many operators, and attributing it
+    to every consumer would map one module's node to another module. Pruned to a fixpoint,
+    since a constant that only fed a shared node is shared as well.
+    """
+    seen: dict[int, GraphNode] = {}
     stack = [o for o in node.outputs if o]
     visited_values: set[str] = set()
     while stack:
@@ -199,38 +210,91 @@ def _absorbed(node: GraphNode, producers: dict[str, GraphNode], cut: set[str]) -
             continue
         visited_values.add(value)
         producer = producers.get(value)
-        if producer is None:
+        if producer is None or id(producer) in seen:
             continue
-        key = producer.name or f"#{id(producer)}"
-        if key in seen:
-            continue
-        seen[key] = producer
+        seen[id(producer)] = producer
         for inp in producer.inputs:
             if inp and inp not in cut:
                 stack.append(inp)
-    return list(seen.values())
+    roots = {id(producers[o]) for o in node.outputs if o in producers}
+    kept = set(seen)
+    changed = True
+    while changed:
+        changed = False
+        for key in list(kept):
+            if key not in roots and not consumers.get(key, set()) <= kept:
+                kept.discard(key)
+                changed = True
+    return [seen[key] for key in kept]
+
+
+def _period(ops: Sequence[str]) -> int:
+    """The shortest period of a sequence (its length when it does not repeat)."""
+    n = len(ops)
+    for p in range(1, n + 1):
+        if n % p == 0 and all(ops[i] == ops[i % p] for i in range(n)):
+            return p
+    return n
+
+
+class _Matcher:
+    """Finds the certified operators of one exporter-level operator.
+
+    Both sides list a module's operators in execution order. A module called several times
+    (one ReLU or pooling module reused) repeats its operator sequence once per call on both
+    sides; the k-th call on one side is the k-th call on the other, so each exporter node is
+    matched to its own call's operators, not to every call's.
+    """
+
+    def __init__(
+        self, exporter_ops: Sequence[SourceOperator], certified: Sequence[CertifiedOperator]
+    ) -> None:
+        self.fx: dict[str, list[SourceOperator]] = {}
+        for source in exporter_ops:
+            if source.module is not None:
+                self.fx.setdefault(source.module, []).append(source)
+        self.certified: dict[str, list[CertifiedOperator]] = {}
+        for op in sorted(certified, key=lambda c: c.id):
+            self.certified.setdefault(op.module, []).append(op)
+
+    def match(self, source: SourceOperator) -> tuple[list[CertifiedOperator], MatchKind]:
+        if source.module is None:
+            return [], "none"
+        candidates = self.certified.get(source.module, [])
+        fx = self.fx.get(source.module, [])
+        position = next((i for i, f in enumerate(fx) if f.fx_node == source.fx_node), None)
+        exact = [c for c in candidates if c.op == source.op]
+        if exact:
+            same_fx = [f for f in fx if f.op == source.op]
+            if position is not None and len(same_fx) == len(exact):
+                return [exact[same_fx.index(fx[position])]], "op"
+            return exact, "op"
+        if not candidates:
+            return [], "none"
+        if position is not None and fx:
+            fx_period = _period([f.op for f in fx])
+            calls = len(fx) // fx_period
+            if calls > 1 and len(candidates) % calls == 0:
+                size = len(candidates) // calls
+                if _period([c.op for c in candidates]) == size:
+                    call = position // fx_period
+                    return candidates[call * size : (call + 1) * size], "module"
+        return candidates, "module"
 
 
 def _match(
-    sources: Sequence[SourceOperator], certified: Sequence[CertifiedOperator] | None
+    sources: Sequence[SourceOperator], matcher: _Matcher | None
 ) -> tuple[list[int], MatchKind]:
     if not sources:
         return [], "no_source"
-    if certified is None:
+    if matcher is None:
         return [], "none"
-    by_module: dict[str, list[CertifiedOperator]] = {}
-    for op in certified:
-        by_module.setdefault(op.module, []).append(op)
     ids: dict[int, None] = {}
     kinds: set[str] = set()
     for source in sources:
-        if source.module is None:
-            continue
-        candidates = by_module.get(source.module, [])
-        exact = [c for c in candidates if c.op == source.op]
-        chosen = exact or candidates
+        chosen, kind = matcher.match(source)
         if chosen:
-            kinds.add("op" if exact else "module")
+            kinds.add(kind)
         for c in chosen:
             ids.setdefault(c.id, None)
     if not ids:
@@ -258,13 +322,26 @@ def map_nodes(
         for out in raw.outputs:
             if out:
                 producers[out] = raw
+    consumers: dict[int, set[int]] = {}
+    for raw in raw_nodes:
+        for inp in raw.inputs:
+            if inp in producers:
+                consumers.setdefault(id(producers[inp]), set()).add(id(raw))
+    exporter_ops: dict[str, SourceOperator] = {}
+    for raw in raw_nodes:
+        found = source_of(raw.metadata)
+        if found is not None:
+            exporter_ops.setdefault(found.fx_node, found)
+    matcher = None if certified is None else _Matcher(list(exporter_ops.values()), certified)
     deployed_values: set[str] = set(deployed_boundary) | set(raw_boundary)
     for node in deployed_nodes:
         deployed_values.update(v for v in (*node.inputs, *node.outputs) if v)
     mappings: list[NodeMapping] = []
     for node in deployed_nodes:
         cut = deployed_values - set(node.outputs)
-        absorbed = sorted(_absorbed(node, producers, cut), key=lambda n: order.get(id(n), -1))
+        absorbed = sorted(
+            _absorbed(node, producers, consumers, cut), key=lambda n: order.get(id(n), -1)
+        )
         sources_by_key: dict[tuple[str, str | None, str], SourceOperator] = {}
         for raw in absorbed or [node]:
             source = source_of(raw.metadata)
@@ -276,7 +353,7 @@ def map_nodes(
                 sources_by_key[(own.op, own.module, own.fx_node)] = own
         sources = list(sources_by_key.values())
         rules = [r.strip() for r in node.metadata.get(RULE_KEY, "").split(",") if r.strip()]
-        ids, kind = _match(sources, certified)
+        ids, kind = _match(sources, matcher)
         mappings.append(
             NodeMapping(
                 node=node.name,

@@ -25,7 +25,7 @@ from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from attest.ledger.entries import entry_from_leaf_data
 from attest.ledger.merkle import EMPTY_ROOT, frontier_push, frontier_root, leaf_hash
-from attest.ledger.storage import LedgerStorage, StoredCheckpoint
+from attest.ledger.storage import LedgerStorage, StoredCheckpoint, TreeHead
 from attest.signing import PublicKey
 
 __all__ = ["AuditReport", "Problem", "audit_ledger"]
@@ -155,9 +155,18 @@ def audit_ledger(
     report = AuditReport()
     out = _Collector(report, max_problems)
     with storage.snapshot():
-        head = storage.tree_head()
-        stored_size, stored_frontier = storage.stored_frontier()
-        by_size = _check_checkpoint_rows(storage.checkpoints(), public_keys, out)
+        try:
+            head: TreeHead | None = storage.tree_head()
+            stored_size, stored_frontier = storage.stored_frontier()
+        except LedgerError as exc:  # a head row altered beyond reading
+            out.add(None, "head", exc.message)
+            head, stored_size, stored_frontier = None, -1, []
+        try:
+            stored_checkpoints = storage.checkpoints()
+        except LedgerError as exc:
+            out.add(None, "checkpoint", exc.message)
+            stored_checkpoints = []
+        by_size = _check_checkpoint_rows(stored_checkpoints, public_keys, out)
         for cp in by_size.get(0, []):
             if cp.root != EMPTY_ROOT:
                 out.add(
@@ -239,7 +248,9 @@ def audit_ledger(
             pending = next(nodes, None)
         report.tree_size = expected
         report.root = frontier_root(frontier) if not broken else EMPTY_ROOT
-        if stored_size != expected:
+        if head is None:
+            pass  # already reported
+        elif stored_size != expected:
             out.add(
                 None,
                 "head",

@@ -39,7 +39,10 @@ __all__ = [
     "load_checkpoint_key",
     "note_key_id",
     "open_checkpoint",
+    "open_note",
+    "parse_verifier_key",
     "sign_checkpoint",
+    "sign_note",
     "verifier_key",
 ]
 
@@ -130,13 +133,19 @@ def verifier_key(name: str, public_key: PublicKey) -> str:
     return f"{name}+{note_key_id(name, public_key).hex()}+{base64.b64encode(raw).decode('ascii')}"
 
 
+def sign_note(text: str, key: PrivateKey, name: str) -> str:
+    """A signed note: ``text`` (ending in a newline), a blank line, and one Ed25519 signature
+    line ``— name base64(key ID || signature)``."""
+    if not text.endswith("\n"):
+        raise LedgerError("note text must end in a newline")
+    signature = key.sign(text.encode("utf-8"))
+    blob = base64.b64encode(note_key_id(name, key.public_key) + signature).decode("ascii")
+    return f"{text}\n{_EM_DASH} {name} {blob}\n"
+
+
 def sign_checkpoint(checkpoint: Checkpoint, key: PrivateKey) -> str:
     """The signed note of ``checkpoint``, signed by ``key`` under the origin as key name."""
-    name = check_origin(checkpoint.origin)
-    key_id = note_key_id(name, key.public_key)
-    body = checkpoint.body
-    signature = key.sign(body.encode("utf-8"))
-    return f"{body}\n{_EM_DASH} {name} {base64.b64encode(key_id + signature).decode('ascii')}\n"
+    return sign_note(checkpoint.body, key, check_origin(checkpoint.origin))
 
 
 def _split_note(note: str) -> tuple[str, list[tuple[str, bytes]]]:
@@ -169,30 +178,59 @@ def _split_note(note: str) -> tuple[str, list[tuple[str, bytes]]]:
     return text, signatures
 
 
-def open_checkpoint(note: str, public_key: PublicKey, *, key_name: str | None = None) -> Checkpoint:
-    """Verify a signed checkpoint note and return its checkpoint.
-
-    ``key_name`` defaults to the checkpoint's origin. Signatures from other keys are ignored;
-    a bad signature from the expected key, or none at all, raises :class:`CheckpointError`.
-    """
-    text, signatures = _split_note(note)
-    checkpoint = Checkpoint.parse_body(text)
-    name = key_name or checkpoint.origin
+def _verify_note(
+    text: str, signatures: list[tuple[str, bytes]], public_key: PublicKey, name: str
+) -> None:
     expected_id = note_key_id(name, public_key)
     known = [blob[4:] for signer, blob in signatures if signer == name and blob[:4] == expected_id]
     if not known:
         raise CheckpointError(
-            f"checkpoint is not signed by the given key under the name {name!r}",
+            f"note is not signed by the given key under the name {name!r}",
             code="UNKNOWN_KEY",
             hint="pass the public key of the ledger that signed it (--key) and check its origin",
         )
     message = text.encode("utf-8")
     if not all(verify_signature(public_key, sig, message) for sig in known):
         raise CheckpointError(
-            "checkpoint signature is invalid: the note was altered or the key is wrong",
+            "note signature is invalid: the note was altered or the key is wrong",
             code="SIGNATURE_INVALID",
         )
+
+
+def open_note(note: str, public_key: PublicKey, key_name: str) -> str:
+    """Verify a signed note signed by ``public_key`` under ``key_name``; returns its text.
+
+    Signatures from other keys are ignored; a bad signature from the expected key, or none at
+    all, raises :class:`CheckpointError`.
+    """
+    text, signatures = _split_note(note)
+    _verify_note(text, signatures, public_key, key_name)
+    return text
+
+
+def open_checkpoint(note: str, public_key: PublicKey, *, key_name: str | None = None) -> Checkpoint:
+    """Verify a signed checkpoint note (key name: ``key_name``, default its origin) and
+    return its checkpoint; see :func:`open_note`."""
+    text, signatures = _split_note(note)
+    checkpoint = Checkpoint.parse_body(text)
+    _verify_note(text, signatures, public_key, key_name or checkpoint.origin)
     return checkpoint
+
+
+def parse_verifier_key(text: str) -> tuple[PublicKey, str]:
+    """Parse a note verifier key ``name+hex(key ID)+base64(0x01 || public key)``."""
+    name, _, rest = text.strip().partition("+")
+    hex_id, _, material = rest.partition("+")
+    try:
+        raw = base64.b64decode(material, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not name or len(raw) != 33 or raw[:1] != SIGNATURE_TYPE_ED25519:
+        raise KeyError_("not an Ed25519 note verifier key (name+keyid+base64)")
+    key = ed25519.Ed25519PublicKey.from_public_bytes(raw[1:])
+    if note_key_id(name, key).hex() != hex_id.lower():
+        raise KeyError_("note verifier key: the key ID does not match the name and key")
+    return key, name
 
 
 def load_checkpoint_key(path: str | Path) -> tuple[PublicKey, str | None]:
@@ -205,18 +243,15 @@ def load_checkpoint_key(path: str | Path) -> tuple[PublicKey, str | None]:
         raise KeyError_(f"cannot read key {p}: {exc.strerror}", hint="check the path") from None
     if b"-----BEGIN" in data:
         return load_public_key_pem(data, source=str(p)), None
-    text = data.decode("utf-8", "replace").strip()
-    parts = text.split("+")
-    if len(parts) == 3:
-        try:
-            raw = base64.b64decode(parts[2], validate=True)
-        except (binascii.Error, ValueError):
-            raw = b""
-        if len(raw) == 33 and raw[:1] == SIGNATURE_TYPE_ED25519:
-            key = ed25519.Ed25519PublicKey.from_public_bytes(raw[1:])
-            if note_key_id(parts[0], key).hex() != parts[1].lower():
-                raise KeyError_(f"verifier key in {p}: the key ID does not match the name and key")
-            return key, parts[0]
+    try:
+        key, name = parse_verifier_key(data.decode("utf-8", "replace"))
+    except KeyError_ as exc:
+        if "key ID does not match" in exc.message:
+            raise KeyError_(
+                f"verifier key in {p}: the key ID does not match the name and key"
+            ) from None
+    else:
+        return key, name
     raise KeyError_(
         f"{p} is neither a PEM public key nor a note verifier key (name+keyid+base64)",
         hint="pass the .pub file written by attest keygen",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import getpass
+import json
 import os
 import re
 import socket
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from attest._io import StrictJSONError, loads_strict, sha256_bytes
 from attest._version import __version__
-from attest.errors import InputError, LedgerError
+from attest.errors import AttestError, InputError, LedgerError
 from attest.signing import canonical_json
 
 __all__ = [
@@ -123,15 +124,48 @@ class LedgerEntry(_Strict):
         return canonical_json(self.model_dump(mode="json"))
 
 
+MAX_LEAF_BYTES = 64 * 1024
+
+
 def entry_from_leaf_data(data: bytes) -> LedgerEntry:
-    """Parse leaf data back into an entry, refusing anything that is not its canonical form."""
+    """Parse leaf data back into an entry, refusing anything that is not its canonical form.
+
+    pydantic's JSON parser reads the bytes (it keeps the last of duplicate keys, but then the
+    re-encoding below differs from ``data``, so duplicates are refused too).
+    """
+    if len(data) > MAX_LEAF_BYTES:
+        raise LedgerError(f"leaf data is {len(data)} bytes, over the {MAX_LEAF_BYTES}-byte limit")
     try:
-        entry = LedgerEntry.model_validate(loads_strict(data))
-    except (StrictJSONError, ValidationError) as exc:
+        entry = LedgerEntry.model_validate_json(data)
+    except ValidationError as exc:
         raise LedgerError(f"leaf data is not a valid ledger entry: {_short(exc)}") from None
-    if entry.leaf_data != data:
+    if not _is_canonical(entry, data):
         raise LedgerError("leaf data is not the RFC 8785 canonical encoding of its entry")
     return entry
+
+
+def _is_canonical(entry: LedgerEntry, data: bytes) -> bool:
+    """``entry.leaf_data == data``, with a fast first look for ``ledger verify``.
+
+    For an entry's value types (strings without control characters, booleans, null, lists and
+    objects with ASCII keys; no numbers) the standard library's sorted, compact, non-ASCII-
+    preserving encoding is byte-identical to RFC 8785 (a test holds the two encoders to that on
+    generated entries). It is about four times faster than the ``rfc8785`` package, so it
+    decides the common case; whenever it disagrees with ``data``, ``rfc8785`` decides.
+    """
+    plain = entry.model_dump(mode="json")
+    try:
+        quick = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+            "utf-8"
+        )
+    except UnicodeEncodeError:
+        quick = b""
+    if quick == data:
+        return True
+    try:
+        return canonical_json(plain) == data
+    except AttestError:  # not representable as canonical JSON at all
+        return False
 
 
 def utc_now() -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from attest.errors import AttestError
 from attest.evidence import CheckResult
 from attest.report import plots
 from attest.report._rows import numeric_metric
@@ -28,6 +29,8 @@ def _decode(raw: dict[str, Any]) -> dict[str, np.ndarray] | str:
         )
     try:
         decoded = decode_attributions(raw)
+    except AttestError as exc:
+        return f"the attributions in this input cannot be decoded: {exc.message}"
     except (ValueError, KeyError, TypeError) as exc:
         return f"the attributions in this input cannot be decoded: {exc}"
     return {str(k): np.asarray(v) for k, v in decoded.items()}
@@ -46,7 +49,7 @@ def _completeness_by_input(check: CheckResult | None) -> dict[int, float]:
         return out
     for item in check.items:
         idx = item.subject.input_index
-        err = numeric_metric(item.metrics, "relative", "error")
+        err = numeric_metric(item.metrics, "completeness_rel_error", "relative", "error")
         if idx is not None and err is not None:
             out[idx] = err
     return out
@@ -73,20 +76,56 @@ def heatmaps_svg(src: ReportSource, max_inputs: int = 8) -> str:
     if inputs is not None and inputs.shape[0] != attributions.shape[0]:
         inputs = None
     targets = _pick(decoded, _TARGET_KEYS)
+    indices = decoded.get("input_indices")
     errors = _completeness_by_input(src.checks.get("ig_completeness"))
     titles = []
     for i in range(min(len(attributions), max_inputs)):
-        title = f"input {i}"
+        index = int(indices[i]) if indices is not None and i < len(indices) else i
+        title = f"input {index}"
         if targets is not None and i < len(targets):
             title += f" · target {targets[i]}"
-        if i in errors:
-            title += f" · completeness err {errors[i]:.1e}"
+        if index in errors:
+            title += f" · completeness err {errors[index]:.1e}"
         titles.append(title)
     svg = plots.ig_heatmaps(inputs, attributions, titles, max_inputs=max_inputs)
     shown = min(len(attributions), max_inputs)
     if shown < len(attributions):
         svg += f'<p class="na">showing {shown} of {len(attributions)} probe inputs</p>'
     return svg
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _curves(check: CheckResult) -> tuple[list[str], dict[str, list[float | None]]]:
+    """(layer labels, {series label: correlations}) from the check's items.
+
+    Layout of attest's own check: one item per probe input whose ``details`` hold the curve
+    (``layers`` and ``spearman`` lists). Otherwise: one item per randomized layer with a
+    correlation metric, drawn as a single curve.
+    """
+    layers: list[str] = []
+    curves: dict[str, list[float | None]] = {}
+    for item in check.items:
+        names, values = item.details.get("layers"), item.details.get("spearman")
+        if isinstance(names, list) and isinstance(values, list) and len(names) == len(values):
+            layers = layers or [str(n) for n in names]
+            if [str(n) for n in names] == layers:
+                index = item.subject.input_index
+                curves[f"input {index}" if index is not None else item.subject.label()] = [
+                    _number(v) for v in values
+                ]
+    if curves:
+        return layers, curves
+    single: list[float | None] = []
+    for item in check.items:
+        value = numeric_metric(item.metrics, "spearman", "corr", "rho")
+        if value is not None:
+            s = item.subject
+            layers.append(s.module or s.name or s.label())
+            single.append(value)
+    return layers, ({"rank correlation": single} if single else {})
 
 
 def randomization_svg(src: ReportSource) -> str:
@@ -96,25 +135,13 @@ def randomization_svg(src: ReportSource) -> str:
         return "the ig_randomization check is not available in this input"
     if check.status != "computed":
         return f"ig_randomization was {check.status}: {check.reason or 'no reason given'}"
-    layers: list[str] = []
-    values: list[float | None] = []
-    for item in check.items:
-        value = numeric_metric(item.metrics, "corr", "spearman", "rho")
-        if value is None:
-            continue
-        s = item.subject
-        layers.append(
-            s.module
-            or s.name
-            or (f"input {s.input_index}" if s.input_index is not None else s.kind)
-        )
-        values.append(value)
-    if not values:
+    layers, curves = _curves(check)
+    if not curves:
         return "the ig_randomization check recorded no rank correlations"
     threshold = None
     for key, val in check.parameters.items():
-        named = "threshold" in key or ("max" in key and "corr" in key)
-        if named and isinstance(val, int | float) and not isinstance(val, bool):
+        named = "threshold" in key or ("max" in key and ("corr" in key or "spearman" in key))
+        if named and _number(val) is not None:
             threshold = float(val)
             break
-    return plots.randomization_curve(layers, values, threshold=threshold)
+    return plots.randomization_curve(layers, curves, threshold=threshold)

@@ -43,7 +43,8 @@ dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; word-break: break-all; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; margin: 6px 0 12px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 7px; text-align: left; vertical-align: top; }
 th { background: var(--bg); font-weight: 600; position: sticky; top: 0; }
-td code { word-break: break-all; }
+.card td code { word-break: break-all; }
+#op-table td code { white-space: nowrap; }
 .card table { table-layout: fixed; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.sortable th { cursor: pointer; user-select: none; }

@@ -113,7 +113,11 @@ def policy_threshold(findings: list[dict[str, Any]], keyword: str) -> float | No
 
 
 def numeric_metric(metrics: dict[str, Any], *fragments: str) -> float | None:
-    """The first numeric metric whose name contains one of ``fragments`` (tolerant lookup)."""
+    """The metric named exactly like a fragment, else the first numeric metric whose name
+    contains one of ``fragments`` (tolerant lookup across evidence versions)."""
+    for name in fragments:
+        if _num(metrics.get(name)) is not None:
+            return float(metrics[name])
     for key, value in metrics.items():
         if any(f in key.lower() for f in fragments) and _num(value) is not None:
             return float(value)

@@ -169,10 +169,25 @@ _OP_COLUMNS: list[tuple[str, str, Any]] = [
     ("local_fidelity_pct", "local fidelity %", fmt_pct),
     ("stability_score", "stability", fmt_number),
     ("bit_exact_rate", "bit-exact rate", fmt_number),
+    ("max_relative_deviation", "max rel. deviation", fmt_number),
     ("memory_delta_bytes", "saved for backward", fmt_bytes),
     ("forward_ns", "forward", fmt_ns),
     ("backward_ns", "backward", fmt_ns),
 ]
+# Operator flags worth a word in the notes column (field -> text when true).
+_OP_FLAGS = {
+    "random": "random op",
+    "thread_sensitive": "thread-sensitive",
+    "nonfinite": "non-finite values",
+}
+
+
+def _op_notes(row: dict[str, Any]) -> str:
+    notes = [text for key, text in _OP_FLAGS.items() if row.get(key) is True]
+    not_computed = row.get("not_computed")
+    if isinstance(not_computed, dict):
+        notes += [f"{k} not computed: {v}" for k, v in not_computed.items()]
+    return "; ".join(notes)
 
 
 def operators_section(src: ReportSource, flagged: set[int]) -> str:
@@ -193,7 +208,8 @@ def operators_section(src: ReportSource, flagged: set[int]) -> str:
             '<p class="sub">rolled up by this report from the operator rows '
             "(the input has no module table)</p>"
         )
-    keys = list(dict.fromkeys(k for r in mods for k in r))
+    hidden = {"operator_ids"}  # a long list; the operator table has the module of each row
+    keys = [k for k in dict.fromkeys(k for r in mods for k in r) if k not in hidden]
 
     def fmt_for(key: str) -> Any:
         if "fidelity" in key:
@@ -202,13 +218,18 @@ def operators_section(src: ReportSource, flagged: set[int]) -> str:
             return fmt_bytes
         return fmt_ns if key.endswith("_ns") else fmt_number
 
+    def module_cell(r: dict[str, Any], key: str) -> Cell:
+        if key == "module":
+            return Cell(esc(r.get("module") or "<root>"))
+        return cell(r.get(key), fmt_for(key))
+
     rows = (
-        ([cell(r.get(k), fmt_for(k)) for k in keys], {"id": module_anchor(r.get("module"))})
-        for r in mods
+        ([module_cell(r, k) for k in keys], {"id": module_anchor(r.get("module"))}) for r in mods
     )
+    heads = [k.replace("_", " ") for k in keys]
     out.append(
         '<div class="scroll">'
-        + table(keys, rows, table_id="module-table", sortable=True)
+        + table(heads, rows, table_id="module-table", sortable=True)
         + "</div>"
     )
     return "".join(out)
@@ -236,9 +257,7 @@ def _operator_charts(src: ReportSource, flagged: set[int]) -> str:
 
 
 def _operator_table(src: ReportSource, flagged: set[int]) -> str:
-    known = {"id", "op", "module", "hardware_affinity_mask", *(k for k, _, _ in _OP_COLUMNS)}
-    extra = [k for k in dict.fromkeys(k for r in src.operators for k in r) if k not in known][:6]
-    heads = ["id", "op", "module", *(h for _, h, _ in _OP_COLUMNS), "verified on", *extra]
+    heads = ["id", "op", "module", *(h for _, h, _ in _OP_COLUMNS), "verified on", "notes"]
 
     def rows() -> Any:
         for r in src.operators:
@@ -255,7 +274,7 @@ def _operator_table(src: ReportSource, flagged: set[int]) -> str:
                     mod_link,
                     *(cell(r.get(k), f) for k, _, f in _OP_COLUMNS),
                     ", ".join(str(m) for m in mask) if isinstance(mask, list) else fmt_number(mask),
-                    *(cell(r.get(k)) for k in extra),
+                    _op_notes(r),
                 ],
                 {"id": operator_anchor(oid), **({"class": "flag"} if oid in flagged else {})},
             )

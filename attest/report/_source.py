@@ -97,6 +97,9 @@ class ReportSource:
     payload_sha256: str | None = None
     attributions: dict[str, Any] | None = None
     attributions_source: str | None = None
+    model_failure: dict[str, Any] | None = None
+    targets: list[str] = field(default_factory=list)
+    evidence_digest: str | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -170,6 +173,9 @@ def _from_evidence(path: Path, digest: str, evidence: Evidence) -> ReportSource:
     src.annotations = [dict(a) for a in evidence.annotations]
     src.created_at = evidence.created_at
     src.tool_version = evidence.tool_version
+    src.targets = list(evidence.targets)
+    if evidence.model_failure is not None:
+        src.model_failure = evidence.model_failure.model_dump()
     if evidence.attributions:
         src.attributions = dict(evidence.attributions)
         src.attributions_source = str(path)
@@ -214,6 +220,8 @@ def _from_statement(
     policy = predicate.get("policy")
     src.policy = dict(policy) if isinstance(policy, dict) else None
     src.created_at = src.issued_at
+    src.evidence_digest = _as_dict(predicate.get("evidence_digest")).get("sha256")
+    src.targets = [str(t) for t in _as_dict(src.deployment).get("targets", []) if t]
     return src
 
 
@@ -320,7 +328,9 @@ def attach_evidence(path: str | Path, source: ReportSource) -> None:
 
 
 def evidence_bound(source: ReportSource, evidence_digest: str) -> bool:
-    """Whether the certificate names this evidence digest among its subjects."""
+    """Whether the certificate names this evidence digest (its evidence_digest or a subject)."""
+    if source.evidence_digest == evidence_digest:
+        return True
     for subject in source.subjects:
         if _as_dict(subject.get("digest")).get("sha256") == evidence_digest:
             return True
@@ -364,8 +374,14 @@ def verify_source(
         else:
             reasons.append((str(getattr(r, "code", r)), str(getattr(r, "message", ""))))
     if bool(getattr(result, "verified", False)):
+        checked = list(getattr(result, "subjects_checked", []) or [])
+        what = (
+            f"; artifacts checked against the subjects: {', '.join(checked)}"
+            if checked
+            else "; no artifact was checked against the subjects (give --artifact)"
+        )
         return Verification(
-            "verified", f"signature verified against trust store {trust}", str(trust), reasons
+            "verified", f"signature verified against trust store {trust}{what}", str(trust), reasons
         )
     if reasons and not any(code in _SIGNATURE_REASONS for code, _ in reasons):
         codes = ", ".join(code for code, _ in reasons)

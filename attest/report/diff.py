@@ -20,10 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from attest.errors import ConfigError, InputError
+from attest.errors import ConfigError
 from attest.report._page import flatten
 from attest.report._rows import short_op
 from attest.report._source import ReportSource, load_findings, load_source
@@ -125,25 +124,20 @@ class DiffResult:
 
 
 def load_tolerances(policy: str | Path | None) -> DiffTolerances:
-    """Defaults, or the ``diff:`` mapping of a policy YAML file."""
+    """Defaults, or the ``diff:`` mapping of a policy file (validated as a whole policy)."""
     if policy is None:
         return DiffTolerances()
-    p = Path(policy)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read policy {p}: {exc.strerror}", hint="check the path") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"policy {p} is not valid YAML: {exc}") from None
-    section = doc.get("diff") if isinstance(doc, dict) else None
-    if section is None:
+    from attest.policy import load_policy
+
+    section = load_policy(policy).diff
+    if not section:
         return DiffTolerances()
     try:
         return DiffTolerances.model_validate(section)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise ConfigError(
-            f"policy {p}: diff.{'.'.join(str(x) for x in err['loc'])}: {err['msg']}",
+            f"policy file {policy}: diff.{'.'.join(str(x) for x in err['loc'])}: {err['msg']}",
             hint=f"allowed keys: {', '.join(DiffTolerances.model_fields)}",
         ) from None
 

@@ -302,8 +302,8 @@ def write_report(
     ``artifacts`` against its subjects); otherwise the report marks every number as unverified.
     """
     src = load_source(source)
-    if findings is not None:
-        load_findings(findings, src)
+    if findings is not None and not (src.signed and src.findings_source == "certificate"):
+        load_findings(findings, src)  # a certificate's own (signed) findings take precedence
     evidence_digest = None
     if evidence is not None:
         if src.kind == "evidence":

@@ -237,7 +237,7 @@ def render_openmetrics(src: ReportSource, *, ledger: str | Path | None = None) -
     )
     check = src.checks.get("ig_completeness")
     for item in check.items if check else []:
-        err = numeric_metric(item.metrics, "relative", "error")
+        err = numeric_metric(item.metrics, "completeness_rel_error", "relative", "error")
         if err is not None:
             ig.samples.append(({**base, "input_index": str(item.subject.input_index)}, err))
     families.append(ig)

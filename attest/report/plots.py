@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,7 @@ SERIES_A = "#1f5fa8"
 SERIES_B = "#e08a1e"
 MUTED = "#9aa5b1"
 _PROLOG = re.compile(r"^.*?(?=<svg)", re.DOTALL)
+_METADATA = re.compile(r"\s*<metadata>.*?</metadata>", re.DOTALL)
 _ID_ATTR = re.compile(r'\b(id)="([^"]+)"')
 _ID_REF = re.compile(r'(url\(|href=")#([^)"]+)')
 
@@ -64,6 +65,7 @@ def figure_to_svg(fig: Figure, name: str) -> str:
             buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight"
         )
     text = _PROLOG.sub("", buf.getvalue(), count=1)
+    text = _METADATA.sub("", text, count=1)  # RDF block: namespace URIs, nothing to show
     # matplotlib numbers its element ids per figure (figure_1, axes_1, clip paths...): prefix
     # them with the figure's name so several figures can share one HTML document.
     text = _ID_ATTR.sub(lambda m: f'{m.group(1)}="{name}-{m.group(2)}"', text)
@@ -357,29 +359,42 @@ def ig_heatmaps(
 
 def randomization_curve(
     layers: Sequence[str],
-    correlations: Sequence[float | None],
+    curves: Mapping[str, Sequence[float | None]],
     *,
     threshold: float | None = None,
 ) -> str:
-    """Rank correlation of attributions as the weights are randomized from the top down."""
+    """Rank correlation of attributions with the original as the weights are randomized layer
+    by layer from the top (one line per probe input); ``threshold`` bounds ``|rho|`` at the end."""
     n = len(layers)
     x = np.arange(n)
-    y = _arr(correlations)
-    fig = _new_figure(8.5, 3.4)
+    fig = _new_figure(8.5, 3.6)
     ax = fig.subplots()
-    ax.plot(x, y, marker="o", color=SERIES_A, lw=1.5, label="rank correlation with original")
+    palette = [SERIES_A, SERIES_B, GOOD, "#7b4fa0", "#5b6b7a", "#b0562b", "#2a8fa0", "#8a8a2a"]
+    lowest = 0.0
+    for k, (label, values) in enumerate(curves.items()):
+        y = _arr(values)
+        if np.isfinite(y).any():
+            lowest = min(lowest, float(np.nanmin(y)))
+        ax.plot(x, y, marker="o", ms=4, lw=1.4, color=palette[k % len(palette)], label=label)
+        last = y[-1] if y.size else np.nan
+        if threshold is not None and np.isfinite(last) and abs(last) >= threshold:
+            ax.scatter([x[-1]], [last], s=80, facecolors="none", edgecolors=BAD, lw=1.6, zorder=5)
     if threshold is not None:
-        ax.axhline(threshold, color=BAD, ls="--", lw=1, label=f"policy threshold {threshold:g}")
-        above = y > threshold
-        if above.any():
-            ax.scatter(
-                x[above], y[above], s=60, facecolors="none", edgecolors=BAD, lw=1.4, zorder=5
-            )
+        ax.axhline(
+            threshold, color=BAD, ls="--", lw=1, label=f"limit |ρ| < {threshold:g} at the end"
+        )
+        ax.axhline(-threshold, color=BAD, ls="--", lw=1)
+    ax.axhline(0, color=MUTED, lw=0.8)
     ax.set_xticks(x)
-    ax.set_xticklabels(list(layers), rotation=60, ha="right", fontsize=7)
-    ax.set_ylim(min(-0.05, float(np.nanmin(y)) - 0.05) if np.isfinite(y).any() else -0.05, 1.05)
-    ax.set_xlabel("randomized down to (cascading, from the top)")
-    ax.set_ylabel("Spearman ρ")
-    ax.set_title("Model-randomization test (Adebayo et al. 2018): should fall", loc="left")
-    ax.legend(loc="upper right", fontsize=7.5, frameon=False)
+    ax.set_xticklabels(
+        [t if len(t) <= 28 else t[:27] + "…" for t in layers], rotation=40, ha="right", fontsize=7
+    )
+    ax.set_ylim(min(-0.1, lowest - 0.05), 1.05)
+    ax.set_xlabel("randomized down to this layer (cascading, from the output)")
+    ax.set_ylabel("Spearman ρ with original")
+    ax.set_title(
+        "Model-randomization test (Adebayo et al. 2018): attributions should decorrelate",
+        loc="left",
+    )
+    ax.legend(loc="upper right", fontsize=7, frameon=False, ncol=2)
     return figure_to_svg(fig, "ig-randomization")

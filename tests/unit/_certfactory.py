@@ -114,9 +114,7 @@ class World:
     def with_keys(self, *keys: PrivateKey, threshold: int = 1, **window: Any) -> TrustStore:
         store = empty_trust_store("test trust store")
         for index, key in enumerate(keys):
-            store, _ = add_key(
-                store, public_key_pem(key.public_key), name=f"key{index}", **window
-            )
+            store, _ = add_key(store, public_key_pem(key.public_key), name=f"key{index}", **window)
         return replace(store, threshold=threshold)
 
 

@@ -97,23 +97,28 @@ def checks_for(rows: list[dict[str, Any]], *, n_inputs: int = 3) -> dict[str, Ch
             CheckItem(
                 subject=Subject(kind="input", input_index=i),
                 status="pass",
-                metrics={"relative_error": 1e-6 * (i + 1)},
+                metrics={"completeness_rel_error": 1e-6 * (i + 1), "steps_used": 32},
             )
             for i in range(n_inputs)
         ],
     )
+    # attest's layout: one item per input, the curve over the cascade in its details
     layers = ["classifier.3", "classifier.1", "features.4", "features.0"]
     randomization = CheckResult(
         check="ig_randomization",
         status="computed",
-        parameters={"max_rank_correlation": 0.5, "cascading": True},
+        parameters={"max_spearman": 0.5, "cascade": layers},
         items=[
             CheckItem(
-                subject=Subject(kind="module", module=m),
+                subject=Subject(kind="input", input_index=i),
                 status="pass",
-                metrics={"spearman": 0.8 * math.exp(-k)},
+                metrics={"spearman_final": 0.8 * math.exp(-3) / (i + 1)},
+                details={
+                    "layers": layers,
+                    "spearman": [0.8 * math.exp(-k) / (i + 1) for k in range(len(layers))],
+                },
             )
-            for k, m in enumerate(layers)
+            for i in range(2)
         ],
     )
     determinism = CheckResult(

@@ -16,7 +16,8 @@ from attest.ledger import merkle
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VECTORS = REPO_ROOT.parent / "shared" / "vectors" / "rfc6962"
 needs_vectors = pytest.mark.skipif(
-    not VECTORS.is_dir(), reason=f"RFC 6962 vectors not found at {VECTORS} (shared/ must sit beside the repo)"
+    not VECTORS.is_dir(),
+    reason=f"RFC 6962 vectors not found at {VECTORS} (shared/ must sit beside the repo)",
 )
 
 
@@ -120,7 +121,11 @@ def test_every_vector_is_exercised() -> None:
     # guards against the parametrization silently finding nothing
     assert len(_cases("inclusion")) >= 80
     assert len(_cases("consistency")) >= 80
-    happy = [p for p in _cases("inclusion") + _cases("consistency") if not json.loads(p.read_text())["wantErr"]]
+    happy = [
+        p
+        for p in _cases("inclusion") + _cases("consistency")
+        if not json.loads(p.read_text())["wantErr"]
+    ]
     assert len(happy) >= 10
 
 
@@ -131,7 +136,11 @@ def test_generated_proofs_equal_vector_happy_paths() -> None:
     read = _reader(leaves)
     for path in _cases("inclusion"):
         case = json.loads(path.read_text())
-        if case["wantErr"] or case["treeSize"] > len(leaves) or _b64(case["leafHash"]) != leaves[case["leafIdx"]]:
+        if (
+            case["wantErr"]
+            or case["treeSize"] > len(leaves)
+            or _b64(case["leafHash"]) != leaves[case["leafIdx"]]
+        ):
             continue
         assert merkle.inclusion_proof(read, case["leafIdx"], case["treeSize"]) == _proof(case)
     for path in _cases("consistency"):
@@ -167,7 +176,9 @@ def test_proofs_match_brute_force_on_random_large_trees() -> None:
     levels = [hashes]
     while len(levels[-1]) > 1:
         below = levels[-1]
-        levels.append([merkle.node_hash(below[j], below[j + 1]) for j in range(0, len(below) - 1, 2)])
+        levels.append(
+            [merkle.node_hash(below[j], below[j + 1]) for j in range(0, len(below) - 1, 2)]
+        )
 
     def read(keys: Sequence[merkle.NodeKey]) -> list[bytes]:
         return [levels[level][index] for level, index in keys]

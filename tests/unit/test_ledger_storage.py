@@ -24,7 +24,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _entry(actor: str) -> LedgerEntry:
-    return LedgerEntry(event="issued", time="2026-01-01T00:00:00Z", certificate_checked=False, actor=actor)
+    return LedgerEntry(
+        event="issued", time="2026-01-01T00:00:00Z", certificate_checked=False, actor=actor
+    )
 
 
 def test_append_returns_dense_indexes_and_matching_roots(tmp_path: Path) -> None:
@@ -34,7 +36,9 @@ def test_append_returns_dense_indexes_and_matching_roots(tmp_path: Path) -> None
             result = storage.append(data)
             assert (result.index, result.tree_size) == (i, i + 1)
             assert result.leaf_hash == merkle.leaf_hash(data)
-            assert result.root == merkle.root_from_leaf_hashes(merkle.leaf_hash(d) for d in datas[: i + 1])
+            assert result.root == merkle.root_from_leaf_hashes(
+                merkle.leaf_hash(d) for d in datas[: i + 1]
+            )
         assert storage.tree_head().size == 37
         assert storage.leaf(5).data == b"leaf-5"
         with pytest.raises(LedgerError, match="no entry 37"):
@@ -43,7 +47,10 @@ def test_append_returns_dense_indexes_and_matching_roots(tmp_path: Path) -> None
 
 def test_append_many_equals_single_appends(tmp_path: Path) -> None:
     datas = [f"x{i}".encode() for i in range(100)]
-    with SQLiteStorage(tmp_path / "a.sqlite", create=True) as one, SQLiteStorage(tmp_path / "b.sqlite", create=True) as bulk:
+    with (
+        SQLiteStorage(tmp_path / "a.sqlite", create=True) as one,
+        SQLiteStorage(tmp_path / "b.sqlite", create=True) as bulk,
+    ):
         for data in datas:
             one.append(data)
         last = bulk.append_many(datas[:40])
@@ -68,7 +75,9 @@ def test_stored_nodes_are_every_perfect_subtree(tmp_path: Path) -> None:
         for n in range(1, 24):
             for i in range(n):
                 proof = merkle.inclusion_proof(storage.read_nodes, i, n)
-                assert merkle.verify_inclusion(i, n, hashes[i], proof, merkle.root_from_leaf_hashes(hashes[:n]))
+                assert merkle.verify_inclusion(
+                    i, n, hashes[i], proof, merkle.root_from_leaf_hashes(hashes[:n])
+                )
 
 
 def test_proof_reads_are_logarithmic(tmp_path: Path) -> None:
@@ -189,7 +198,9 @@ def test_sigkill_mid_append_keeps_every_reported_append(tmp_path: Path, synchron
         reported.append((int(index), hex_hash))
     os.kill(proc.pid, signal.SIGKILL)
     rest, _ = proc.communicate(timeout=30)
-    reported += [(int(a), b) for a, b in (line.split() for line in rest.splitlines() if line.strip())]
+    reported += [
+        (int(a), b) for a, b in (line.split() for line in rest.splitlines() if line.strip())
+    ]
     assert proc.returncode == -signal.SIGKILL
     assert len(reported) >= 60
     with open_ledger(path) as ledger:

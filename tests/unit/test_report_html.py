@@ -17,7 +17,16 @@ from attest.errors import AttestError, InputError
 from attest.evidence import Evidence
 from attest.report.html import write_report
 
-SECTIONS = ("summary", "findings", "checks", "operators", "modules", "ig", "gradient-checks", "other-checks")
+SECTIONS = (
+    "summary",
+    "findings",
+    "checks",
+    "operators",
+    "modules",
+    "ig",
+    "gradient-checks",
+    "other-checks",
+)
 
 
 class _Page(HTMLParser):
@@ -113,7 +122,9 @@ def test_findings_failures_first_and_linked_to_their_operator(
         assert href.startswith("#") and href[1:] in page.ids, href
 
 
-def test_report_is_self_contained(tmp_path: Path, failed_evaluation: tuple[Path, Path, Evidence]) -> None:
+def test_report_is_self_contained(
+    tmp_path: Path, failed_evaluation: tuple[Path, Path, Evidence]
+) -> None:
     ev, findings, _ = failed_evaluation
     page, text = parse(write_report(ev, tmp_path / "r.html", findings=findings).path)
     assert page.fetching == []
@@ -143,7 +154,9 @@ def test_fidelity_is_shown_with_its_shortfall(
 
 
 def test_empty_evidence_renders_and_says_not_available(tmp_path: Path) -> None:
-    ev = write_evidence(tmp_path / "e.json", Evidence(tool_version="0.1.0", created_at="2026-01-01T00:00:00Z"))
+    ev = write_evidence(
+        tmp_path / "e.json", Evidence(tool_version="0.1.0", created_at="2026-01-01T00:00:00Z")
+    )
     page, text = parse(write_report(ev, tmp_path / "r.html").path)
     for section in ("summary", "findings", "checks", "operators", "ig", "gradient-checks"):
         assert section in page.ids
@@ -154,7 +167,11 @@ def test_empty_evidence_renders_and_says_not_available(tmp_path: Path) -> None:
 def test_error_and_unreadable_checks_are_shown_not_dropped(tmp_path: Path) -> None:
     evidence = make_evidence()
     doc = evidence.model_dump(mode="json")
-    doc["checks"]["numerics"] = {"check": "numerics", "status": "error", "reason": "RuntimeError in forward at features.2"}
+    doc["checks"]["numerics"] = {
+        "check": "numerics",
+        "status": "error",
+        "reason": "RuntimeError in forward at features.2",
+    }
     path = tmp_path / "e.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     page, text = parse(write_report(path, tmp_path / "r.html").path)
@@ -163,7 +180,10 @@ def test_error_and_unreadable_checks_are_shown_not_dropped(tmp_path: Path) -> No
 
 
 def test_large_model_charts_aggregate_per_module_and_table_lists_all(tmp_path: Path) -> None:
-    ops = [(f"blocks.{i // 6}.{['conv', 'norm', 'act'][i % 3]}", "aten.add.Tensor") for i in range(1200)]
+    ops = [
+        (f"blocks.{i // 6}.{['conv', 'norm', 'act'][i % 3]}", "aten.add.Tensor")
+        for i in range(1200)
+    ]
     ev = write_evidence(tmp_path / "e.json", make_evidence(ops=ops))
     start = time.perf_counter()
     result = write_report(ev, tmp_path / "r.html")
@@ -184,7 +204,9 @@ def test_malformed_inputs_are_attest_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="neither a certificate"):
         write_report(other, tmp_path / "r.html")
     broken_ev = tmp_path / "ev.json"
-    broken_ev.write_text(json.dumps({"tool_version": "0.1", "created_at": "x", "checks": 3}), encoding="utf-8")
+    broken_ev.write_text(
+        json.dumps({"tool_version": "0.1", "created_at": "x", "checks": 3}), encoding="utf-8"
+    )
     with pytest.raises(AttestError, match="not a valid evidence file"):
         write_report(broken_ev, tmp_path / "r.html")
     with pytest.raises(InputError):
@@ -207,12 +229,130 @@ def _subject_anchor_cases() -> list[tuple[dict[str, Any], str]]:
 
 
 @pytest.mark.parametrize(("subject", "anchor"), _subject_anchor_cases())
-def test_each_finding_links_to_its_row(tmp_path: Path, subject: dict[str, Any], anchor: str) -> None:
+def test_each_finding_links_to_its_row(
+    tmp_path: Path, subject: dict[str, Any], anchor: str
+) -> None:
     ev = write_evidence(tmp_path / "e.json", make_evidence())
     findings = tmp_path / "f.json"
-    findings.write_text(json.dumps({"verdict": "fail", "findings": [
-        {"rule": "r", "check": "ig_completeness", "subject": subject, "verdict": "fail",
-         "observed": 1.0, "threshold": 0.5, "message": "m"}]}), encoding="utf-8")
+    findings.write_text(
+        json.dumps(
+            {
+                "verdict": "fail",
+                "findings": [
+                    {
+                        "rule": "r",
+                        "check": "ig_completeness",
+                        "subject": subject,
+                        "verdict": "fail",
+                        "observed": 1.0,
+                        "threshold": 0.5,
+                        "message": "m",
+                    }
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     page, text = parse(write_report(ev, tmp_path / "r.html", findings=findings).path)
     assert f'<a href="{anchor}">' in text
     assert anchor[1:] in page.ids
+
+
+# ------------------------------------------------------------------ certificates and signatures
+
+
+def _certificate(
+    tmp_path: Path, evidence: Evidence, *, evidence_path: Path | None = None
+) -> tuple[Path, Path]:
+    """A signed certificate of ``evidence`` and a trust store holding its key."""
+    from attest._io import sha256_file
+    from attest.certificate import build_statement, sign_statement, write_certificate
+    from attest.signing import generate_keypair, load_private_key
+    from attest.trust import add_key, empty_trust_store, save_trust_store
+
+    key_path, pub_path, _ = generate_keypair(tmp_path / "release", passphrase=None)
+    doc = evidence.model_dump(mode="json")
+    sections = {k: doc[k] for k in ("operators", "modules", "checks", "model_metrics")}
+    if evidence_path is not None:
+        sections["evidence_digest"] = {"sha256": sha256_file(evidence_path)}
+    statement = build_statement(
+        subjects={"weights.safetensors": "ab" * 32},
+        model={"name": "digits-cnn", "version": "1.0.0"},
+        policy={"id": "clinical-strict", "version": "1", "digest": {"sha256": "ef" * 32}},
+        verdict="pass",
+        environment=doc["environment"],
+        findings=findings_for(evidence)["findings"],
+        **sections,
+    )
+    cert = write_certificate(
+        tmp_path / "cert.json", sign_statement(statement, [load_private_key(key_path)])
+    )
+    store, _ = add_key(
+        empty_trust_store(str(tmp_path / "trust.yaml")), pub_path.read_text(), name="release"
+    )
+    trust = save_trust_store(store, tmp_path / "trust.yaml")
+    return cert, trust
+
+
+def test_certificate_verified_with_trust(tmp_path: Path) -> None:
+    evidence = make_evidence()
+    cert, trust = _certificate(tmp_path, evidence)
+    result = write_report(cert, tmp_path / "r.html", trust=trust)
+    assert result.verification.status == "verified", result.verification
+    assert result.certified
+    page, text = parse(result.path)
+    assert "SIGNATURE VERIFIED" in text and ">CERTIFIED<" in text
+    verified_part = text[text.index("Verified by signature:") : text.index('<nav class="toc">')]
+    assert "read from the signed statement" in verified_part
+    for row in evidence.operators:
+        assert f"op-{row['id']}" in page.ids
+
+
+def test_certificate_without_trust_is_marked_unverified(tmp_path: Path) -> None:
+    cert, _ = _certificate(tmp_path, make_evidence())
+    result = write_report(cert, tmp_path / "r.html")
+    assert result.verification.status == "not_checked"
+    _, text = parse(result.path)
+    assert "CERTIFIED AS CLAIMED" in text and "UNVERIFIED" in text
+    assert "Verified by signature:</b> nothing" in text
+
+
+def test_tampered_certificate_fails_verification(tmp_path: Path) -> None:
+    import base64
+
+    cert, trust = _certificate(tmp_path, make_evidence())
+    envelope = json.loads(cert.read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"]["operators"][9]["fidelity_pct"] = 100.0
+    envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    cert.write_text(json.dumps(envelope))
+    result = write_report(cert, tmp_path / "r.html", trust=trust)
+    assert result.verification.status == "failed"
+    assert "SIGNATURE_INVALID" in [code for code, _ in result.verification.reasons]
+    _, text = parse(result.path)
+    assert "NOT TRUSTED" in text and "SIGNATURE VERIFICATION FAILED" in text
+    assert "Verified by signature:</b> nothing" in text
+
+
+def test_ig_heatmaps_beside_inputs_from_bound_evidence(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    ig = pytest.importorskip("attest.collect.ig")
+    rng = np.random.default_rng(0)
+    inputs = rng.random((3, 1, 8, 8))
+    evidence = make_evidence()
+    evidence.attributions = ig.encode_attributions(inputs * 0.1 - 0.05, inputs)
+    ev_path = write_evidence(tmp_path / "evidence.json", evidence)
+    cert, trust = _certificate(tmp_path, evidence, evidence_path=ev_path)
+    result = write_report(cert, tmp_path / "r.html", trust=trust, evidence=ev_path)
+    _, text = parse(result.path)
+    ig_section = text[text.index('id="ig"') : text.index('id="check-ig_completeness"')]
+    assert 'aria-label="ig-heatmaps"' in ig_section
+    # each input beside its attribution map, and each map's colour bar
+    assert ig_section.count("<image") == 3 * 3
+    assert "input 2 · completeness err 3.0e-06" in ig_section
+    assert "whose digest the certificate names" in text
+    # the same evidence unbound (no digest in the certificate) is reported as not verified
+    (tmp_path / "other").mkdir()
+    cert2, trust2 = _certificate(tmp_path / "other", evidence)
+    _, text2 = parse(write_report(cert2, tmp_path / "r2.html", trust=trust2, evidence=ev_path).path)
+    assert "which the certificate does not name" in text2

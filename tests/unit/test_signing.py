@@ -50,7 +50,9 @@ def test_keygen_writes_an_encrypted_key_0600_and_refuses_to_overwrite(
     tmp_path: Path, algorithm: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key_path, pub_path, keyid = generate_keypair(
-        tmp_path / "k" / "release", algorithm=algorithm, passphrase=b"correct horse"  # type: ignore[arg-type]
+        tmp_path / "k" / "release",
+        algorithm=algorithm,
+        passphrase=b"correct horse",  # type: ignore[arg-type]
     )
     assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
     assert b"ENCRYPTED PRIVATE KEY" in key_path.read_bytes()

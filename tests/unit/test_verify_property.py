@@ -4,7 +4,6 @@ our own error (the verifier reports, it does not crash)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from _certfactory import World, decode, encode, make_world

@@ -24,7 +24,11 @@ def world(tmp_path: Path) -> World:
 
 def test_rollback_state_rises_only_on_success_and_compares_semver(world: World) -> None:
     state = world.root / "state" / "verify.json"
-    assert world.verify(world.write(world.envelope(model={"name": "m", "version": "1.9.0"})), state_file=state, at=None).verified
+    assert world.verify(
+        world.write(world.envelope(model={"name": "m", "version": "1.9.0"})),
+        state_file=state,
+        at=None,
+    ).verified
     recorded = json.loads(state.read_text())["models"]["m"]
     assert recorded["version"] == "1.9.0" and recorded["certificate_id"] == "cert-0001"
     newer = world.write(world.envelope(model={"name": "m", "version": "1.10.0"}), "newer.json")
@@ -120,14 +124,17 @@ def test_probe_extension_is_called_with_the_checked_files(
 ) -> None:
     calls: list[tuple[Path, Path, dict[str, Any]]] = []
 
-    def run_probe(onnx: Path, probe: Path, *, certified_env: dict[str, Any]) -> _Outcome:
+    def run_probe(
+        onnx: Path, probe: Path, *, certified_env: dict[str, Any], onnx_sha256: str
+    ) -> _Outcome:
+        assert len(onnx_sha256) == 64
         calls.append((onnx, probe, certified_env))
         return _Outcome(passed=len(calls) == 1, message="largest error 0.5 at (0, 3)")
 
     _install(monkeypatch, "fake_probe", run_probe=run_probe)
     monkeypatch.setattr("attest.verify.PROBE_MODULE", "fake_probe")
     cert = world.write(world.envelope(deployment={"runtime": {"intra_op_threads": 1}}))
-    report = world.verify(cert, artifacts=[world.onnx], probe=world.probe)
+    report = world.verify(cert, artifacts=[world.onnx], probe=f"probe.npz={world.probe}")
     assert report.verified, report.reasons
     assert calls == [(world.onnx, world.probe, {"intra_op_threads": 1})]
     assert report.probe == {"passed": True, "message": "largest error 0.5 at (0, 3)"}
@@ -137,7 +144,9 @@ def test_probe_extension_is_called_with_the_checked_files(
     stray.write_bytes(b"not the certified bundle")
     assert world.verify(cert, artifacts=[world.onnx], probe=stray).codes == ["SUBJECT_MISMATCH"]
     assert len(calls) == 2  # not run on a rejected certificate
-    assert world.verify(cert, artifacts=[world.weights], probe=world.probe).codes == ["ARTIFACT_MISSING"]
+    assert world.verify(cert, artifacts=[world.weights], probe=world.probe).codes == [
+        "ARTIFACT_MISSING"
+    ]
 
 
 def test_a_crashing_probe_fails_closed(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,3 +202,29 @@ def test_environment_differences_reject_only_when_fatal(
     assert report.environment_differences == [{"key": "onnxruntime_version", "fatal": True}]
     monkeypatch.setattr("attest.verify.ENVIRONMENT_MODULE", "attest.no_such_environment")
     assert world.verify(cert, check_environment=True).codes == ["ENVIRONMENT_MISMATCH"]
+
+
+def test_real_environment_extension(world: World) -> None:
+    environment = pytest.importorskip("attest.deploy.environment")
+    pytest.importorskip("onnxruntime")
+    local = environment.local_environment(threads=1)
+    runtime = {k: local[k] for k in ("cpu_arch", "execution_provider", "onnxruntime_version")}
+    runtime["intra_op_threads"] = 1
+    same = world.write(world.envelope(deployment={"runtime": runtime}))
+    assert world.verify(same, check_environment=True).verified
+    elsewhere = dict(runtime, cpu_arch="sparc64")
+    cert = world.write(
+        world.envelope(deployment={"runtime": elsewhere, "fatal_differences": ["cpu_arch"]}),
+        "elsewhere.json",
+    )
+    report = world.verify(cert, check_environment=True)
+    assert report.codes == ["ENVIRONMENT_MISMATCH"] and "sparc64" in report.reasons[0][1]
+
+
+def test_without_required_artifacts_nothing_is_checked_but_the_certificate(world: World) -> None:
+    cert = world.write(world.envelope())
+    report = world.verify(cert, artifacts=[], require_artifacts=False)
+    assert report.verified and report.subjects_checked == []
+    assert report.subjects_not_checked == ["model.onnx", "probe.npz", "weights.safetensors"]
+    tampered = world.write(world.envelope(verdict="fail"), "failed.json")
+    assert world.verify(tampered, artifacts=[], require_artifacts=False).codes == ["POLICY_FAILED"]

@@ -1,0 +1,142 @@
+"""The ``accumulation`` check: gradients accumulated over micro-batches equal the full batch's.
+
+With a loss in the spec and targets in the probe, the probe batch is split into ``k``
+contiguous micro-batches (``k`` = 2 and 4 by default; ``torch.tensor_split``, so sizes differ
+by at most one) and the loss gradients of the micro-batches are accumulated, in float64, with
+the model in eval mode (so that batch statistics cannot couple examples). Two accumulation
+conventions are correct and both are tried:
+
+- mean-reduced losses: ``sum_i (n_i / N) * grad L(B_i)`` (scale each micro-batch loss by its
+  share of the examples, the usual ``loss / k`` for equal sizes);
+- sum-reduced losses: ``sum_i grad L(B_i)``.
+
+The check passes when either reproduces ``grad L(B)`` within ``rtol`` (relative L2 norm over
+all trainable parameters). A loss that normalizes by a count of its own micro-batch (tokens,
+pixels, valid labels: the denominator defect) matches neither whenever that count varies
+between micro-batches; the item then gives the relative error and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from attest.collect.capture import model_output_tensor
+from attest.collect.context import CollectContext
+from attest.collect.finite_differences import finite_or_none
+from attest.evidence import CheckItem, CheckResult, Subject
+
+__all__ = ["FIX_SENTENCE", "run"]
+
+FIX_SENTENCE = (
+    "The loss most likely normalizes by a count taken inside each micro-batch (tokens, pixels, "
+    "valid labels), so micro-batches with different counts get different weights. Fix: reduce "
+    "the per-element loss with a sum inside each micro-batch and divide by the count over the "
+    "whole batch (or weight each micro-batch's loss by its share of that global count)."
+)
+
+
+def _loss_gradients(
+    model: nn.Module, params: list[tuple[str, nn.Parameter]], loss_fn: Any, x: torch.Tensor, y: torch.Tensor
+) -> list[torch.Tensor]:
+    with torch.enable_grad():
+        loss = loss_fn(model_output_tensor(model(x)), y)
+    grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g.detach() for (_, p), g in zip(params, grads, strict=True)]
+
+
+def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors]) if tensors else torch.zeros(0, dtype=torch.float64)
+
+
+def run(ctx: CollectContext) -> CheckResult:
+    """The ``accumulation`` result: one item per micro-batch count."""
+    spec = ctx.spec
+    rtol = float(ctx.settings.extra.get("accumulation_rtol", 1e-6))
+    counts = tuple(int(k) for k in ctx.settings.accumulation_microbatches)
+    parameters: dict[str, Any] = {"microbatches": list(counts), "rtol": rtol, "dtype": "float64",
+                                  "conventions": ["mean (weights n_i/N)", "sum (weights 1)"], "split": "tensor_split"}
+    if spec.loss_fn is None:
+        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
+                           reason="the spec has no loss (add `loss: module:callable` to attest.yaml to enable this check)")
+    if spec.labels is None:
+        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
+                           reason="the probe inputs have no 'target' tensor for the loss")
+    model = ctx.fresh_model(torch.float64)
+    x = ctx.inputs(torch.float64) if spec.inputs.is_floating_point() else spec.inputs.to(spec.device)
+    y = spec.labels.to(spec.device)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    try:
+        full = _loss_gradients(model, params, spec.loss_fn, x, y)
+    except Exception as exc:
+        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
+                           reason=f"the loss gradient cannot be computed (see gradient_flow): {type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())[:300]}")
+    full_flat = _flat(full)
+    full_norm = float(full_flat.norm())
+    if full_norm == 0.0 or not math.isfinite(full_norm):
+        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
+                           reason=f"the full-batch loss gradient has norm {full_norm}: nothing to compare")
+    n = x.shape[0]
+    items: list[CheckItem] = []
+    for k in counts:
+        subject = Subject(kind="model", name=f"{k} micro-batches")
+        if n < k:
+            items.append(CheckItem(subject=subject, status="not_computed",
+                                   message=f"the probe batch has {n} examples, fewer than {k} micro-batches"))
+            continue
+        chunks = torch.arange(n, device=x.device).tensor_split(k)
+        mean_acc = [torch.zeros_like(g) for g in full]
+        sum_acc = [torch.zeros_like(g) for g in full]
+        try:
+            for idx in chunks:
+                grads = _loss_gradients(model, params, spec.loss_fn, x[idx], y[idx])
+                for m, s, g in zip(mean_acc, sum_acc, grads, strict=True):
+                    m.add_(g, alpha=len(idx) / n)
+                    s.add_(g)
+        except Exception as exc:
+            items.append(CheckItem(subject=subject, status="error",
+                                   message=f"the loss of a micro-batch raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+            continue
+        errors = {
+            "mean": float((_flat(mean_acc) - full_flat).norm()) / full_norm,
+            "sum": float((_flat(sum_acc) - full_flat).norm()) / full_norm,
+        }
+        convention = min(errors, key=lambda c: errors[c])
+        error = errors[convention]
+        acc = mean_acc if convention == "mean" else sum_acc
+        worst_name, worst = "", 0.0
+        for (name, _), a, g in zip(params, acc, full, strict=True):
+            norm = float(g.norm())
+            if norm > 0:
+                rel = float((a - g).norm()) / norm
+                if rel > worst:
+                    worst_name, worst = name, rel
+        passed = error <= rtol
+        metrics: dict[str, Any] = {
+            "microbatches": k,
+            "max_rel_error": finite_or_none(error),
+            "rel_error_mean_convention": finite_or_none(errors["mean"]),
+            "rel_error_sum_convention": finite_or_none(errors["sum"]),
+            "convention": convention,
+            "rtol": rtol,
+            "worst_parameter": worst_name,
+            "worst_parameter_rel_error": finite_or_none(worst),
+        }
+        sizes = [len(c) for c in chunks]
+        if passed:
+            message = (f"{k} micro-batches of sizes {sizes} accumulate to the full-batch gradient "
+                       f"(relative error {error:.1e}, {convention}-reduction convention)")
+        else:
+            message = (f"{k} micro-batches of sizes {sizes} accumulate to a gradient {error:.2%} away from the "
+                       f"full batch's (relative L2; best convention: {convention}). {FIX_SENTENCE}")
+        items.append(CheckItem(subject=subject, status="pass" if passed else "fail", metrics=metrics,
+                               message=message, details={"microbatch_sizes": sizes}))
+    failed = [i for i in items if i.status == "fail"]
+    errors_seen = [i.metrics.get("max_rel_error") for i in items]
+    finite = [e for e in errors_seen if isinstance(e, float)]
+    summary: dict[str, Any] = {"max_rel_error": max(finite) if finite else None, "failed": len(failed)}
+    return CheckResult(check="accumulation", status="computed", parameters=parameters, summary=summary, items=items)

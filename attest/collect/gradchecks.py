@@ -1,0 +1,88 @@
+"""The gradient correctness checks of DESIGN.md section 5, run as one collect runner.
+
+``run(ctx)`` returns, in this order, the results of ``gradcheck`` (every ATen operator's
+backward vs finite differences), ``custom_ops`` (every ``torch.autograd.Function``),
+``kinks`` (probe values exactly on non-differentiable points), ``gradient_flow`` (every
+trainable parameter gets a gradient), ``accumulation`` (micro-batch accumulation equals the
+full batch) and ``second_order`` (Hessian-vector products). Each lives in its own module;
+a check that raises becomes an ``error`` result naming where, and never stops the others.
+
+Library use, on a context the orchestrator (or a test) built::
+
+    from attest.collect import gradchecks
+    for result in gradchecks.run(ctx):
+        print(result.check, result.status, [i.subject.label() for i in result.failed_items])
+
+The per-operator checks re-run each captured operator alone on its own captured arguments,
+so they do not depend on the operator alignment that a failed ``topology`` check withdraws.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attest.collect import accumulation, custom_ops, gradcheck_ops, gradient_flow, kinks, second_order
+from attest.collect.context import CollectContext
+from attest.errors import AttestError
+from attest.evidence import CheckResult
+
+__all__ = ["CHECKS", "run"]
+
+CheckFn = Callable[[CollectContext], CheckResult]
+
+# Order matters a little: custom_ops shares the custom Function calls it captured with
+# second_order, gradient_flow tells the later checks whether backward raises.
+CHECKS: list[tuple[str, CheckFn]] = [
+    ("gradcheck", gradcheck_ops.run),
+    ("custom_ops", custom_ops.run),
+    ("kinks", kinks.run),
+    ("gradient_flow", gradient_flow.run),
+    ("accumulation", accumulation.run),
+    ("second_order", second_order.run),
+]
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {Path(last.filename).name}:{last.lineno} in {last.name})"
+
+
+def run_check(check_id: str, fn: CheckFn, ctx: CollectContext) -> CheckResult:
+    """One check, timed; an exception becomes an ``error`` result that says where."""
+    progress = ctx.extras.get("attest.progress")
+    if callable(progress):
+        progress(f"checks: {check_id}")
+    started = time.perf_counter()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            result = fn(ctx)
+    except AttestError:
+        raise
+    except Exception as exc:
+        text = " ".join(str(exc).split())[:500]
+        result = CheckResult(
+            check=check_id,  # type: ignore[arg-type]
+            status="error",
+            reason=f"{check_id} raised {type(exc).__name__}: {text}{_where(exc)}",
+        )
+    result.duration_s = round(time.perf_counter() - started, 6)
+    return result
+
+
+def run(ctx: CollectContext) -> list[CheckResult]:
+    """Every gradient correctness check on ``ctx`` (see the module docstring)."""
+    previous = torch.get_num_threads()
+    if ctx.spec.threads:
+        torch.set_num_threads(ctx.spec.threads)
+    try:
+        return [run_check(check_id, fn, ctx) for check_id, fn in CHECKS]
+    finally:
+        torch.set_num_threads(previous)

@@ -1,0 +1,727 @@
+"""The operator profiler: one reference run, float64 fidelity, repeats, thread count.
+
+Phases (each a forward + backward pass under :class:`~attest.collect.capture.OperatorCapture`,
+each measuring through its own :class:`~attest.collect.capture.CaptureObserver`):
+
+1. reference (run 0, deployed precision, configured threads): the operator inventory, every
+   operator's outputs, the gradient flowing into them (``grad_outputs``) and the gradient they
+   compute (``grad_inputs``), kept copy-on-write in a :class:`TensorVault`; what each operator
+   saves for backward; sha256 fingerprints.
+2. float64: the same model in float64. Accumulated fidelity compares each operator's outputs
+   and output gradients with the reference; local fidelity re-runs each operator (and each of
+   its backward ATen calls) alone in the deployed precision on the float64 inputs cast down.
+3. repeats (runs 1..R-1): bitwise comparison with the reference, per operator, and the
+   largest relative deviation where the bits differ.
+4. thread count: one run at 1 intra-op thread (or 2 when 1 is configured), compared bitwise.
+
+Nothing is estimated: every figure comes from these runs. The checks ``determinism``,
+``fidelity``, ``numerics`` and ``thread_sensitivity`` are built from the result in
+``checks.py``; :func:`run` is their entry in ``attest.collect.CHECK_RUNNERS``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+
+from attest.collect.capture import (
+    BackwardCall,
+    CaptureObserver,
+    ForwardCall,
+    ModelFailure,
+    RunOutcome,
+    TensorVault,
+    VaultBox,
+    _RecordObserver,
+    _written_args,
+    flat_tensors,
+    run_model,
+)
+from attest.collect.context import CollectContext, precision_dtype
+from attest.collect.metrics import bits_equal, relative_deviation, relative_error, tensors_sha256
+from attest.evidence import CheckResult
+
+__all__ = [
+    "FAILURE_KEY",
+    "PROFILE_KEY",
+    "OpMeasure",
+    "Profile",
+    "capture_reference",
+    "is_random_op",
+    "median_or_none",
+    "run",
+]
+
+PROFILE_KEY = "attest.profile"
+FAILURE_KEY = "attest.model_failure"
+
+# The ATen random family: a forward that calls one of these is not deterministic unless the
+# generator is seeded identically before every call, which a deployment rarely guarantees.
+_RANDOM_PREFIXES = (
+    "aten.bernoulli",
+    "aten.native_dropout",
+    "aten.dropout",
+    "aten.feature_dropout",
+    "aten.alpha_dropout",
+    "aten.feature_alpha_dropout",
+    "aten.rand",
+    "aten.randn",
+    "aten.randint",
+    "aten.randperm",
+    "aten.rand_like",
+    "aten.randn_like",
+    "aten.randint_like",
+    "aten.normal",
+    "aten.uniform",
+    "aten.exponential",
+    "aten.geometric",
+    "aten.cauchy",
+    "aten.log_normal",
+    "aten.multinomial",
+    "aten.poisson",
+    "aten.random_",
+    "aten.rrelu",
+    "aten._standard_gamma",
+    "aten._sample_dirichlet",
+    "aten.binomial",
+    "aten._fused_dropout",
+)
+
+
+def is_random_op(op: str) -> bool:
+    """True for ATen operators that draw from a random generator."""
+    return op.startswith(_RANDOM_PREFIXES)
+
+
+@dataclass
+class OpMeasure:
+    """Everything measured about one operator of the reference run."""
+
+    id: int
+    op: str
+    module: str
+    output_shapes: list[list[int]]
+    output_dtypes: list[str]
+    random: bool
+    outputs: list[VaultBox] = field(default_factory=list)
+    grad_outputs: list[VaultBox | None] | None = None
+    grad_inputs: list[VaultBox | None] | None = None
+    forward_ns: list[int] = field(default_factory=list)
+    backward_ns: list[int] = field(default_factory=list)
+    # determinism
+    runs_compared: int = 0
+    runs_exact: int = 0
+    max_deviation: float = 0.0
+    # thread sensitivity
+    thread_changed: bool | None = None
+    thread_deviation: float | None = None
+    # fidelity (relative errors; None = not measured)
+    out_err: float | None = None
+    grad_err: float | None = None
+    local_out_err: float | None = None
+    local_grad_sq: list[float] = field(default_factory=lambda: [0.0, 0.0])  # diff^2, ref^2
+    local_grad_failed: str | None = None
+    local_out_failed: str | None = None
+    float64_aligned: bool = False
+    # memory
+    saved_activation_bytes: int | None = None
+    saved_parameter_bytes: int | None = None
+    memory_delta_bytes: int | None = None
+    allocator_delta_bytes: int | None = None
+    # fingerprints
+    output_sha256: str | None = None
+    grad_sha256: str | None = None
+
+    @property
+    def local_grad_err(self) -> float | None:
+        diff_sq, ref_sq = self.local_grad_sq
+        if self.local_grad_failed or (
+            diff_sq == 0.0 and ref_sq == 0.0 and self.grad_inputs is None
+        ):
+            return None
+        if ref_sq == 0.0:
+            return 0.0 if diff_sq == 0.0 else math.inf
+        return math.sqrt(diff_sq / ref_sq)
+
+
+@dataclass
+class Profile:
+    """The profiler's result, shared with the checks through ``ctx.extras[PROFILE_KEY]``."""
+
+    precision: str
+    device: str
+    ops: list[OpMeasure]
+    reference: RunOutcome
+    failure: ModelFailure | None = None
+    runs: int = 1
+    model_exact_runs: int = 0  # repeats whose output and all gradients equal run 0's
+    sequence_changed_runs: int = 0
+    float64_failure: ModelFailure | None = None
+    float64_unaligned_ops: int = 0
+    thread_counts: tuple[int, int] | None = None
+    thread_failure: ModelFailure | None = None
+    thread_model_changed: bool | None = None
+    forward_memory_bytes: list[int] = field(default_factory=list)
+    backward_memory_bytes: list[int] = field(default_factory=list)
+    peak_memory_bytes: int | None = None
+    fragmentation: float | None = None
+    model_forward_ns: list[int] = field(default_factory=list)
+    model_backward_ns: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --- phase 1: reference ----------------------------------------------------------------------
+
+
+class _ReferenceObserver(CaptureObserver):
+    wants_grads = True
+    wants_saved = True
+
+    def __init__(self, vault: TensorVault, parameter_storages: set[int], cuda: bool) -> None:
+        self.vault = vault
+        self.parameter_storages = parameter_storages
+        self.ops: list[OpMeasure] = []
+        self.seen_storages: set[int] = set()
+        self.parameter_bytes: dict[int, int] = {}
+        self.cuda = cuda
+
+    def forward(self, call: ForwardCall) -> None:
+        measure = OpMeasure(
+            id=call.index,
+            op=call.op,
+            module=call.module,
+            output_shapes=[list(t.shape) for t in call.outputs],
+            output_dtypes=[str(t.dtype).removeprefix("torch.") for t in call.outputs],
+            random=is_random_op(call.op),
+            outputs=[self.vault.keep(t) for t in call.outputs],
+        )
+        measure.forward_ns.append(call.elapsed_ns)
+        measure.allocator_delta_bytes = call.allocator_delta_bytes
+        self.ops.append(measure)
+
+    def saved(self, op_id: int, tensors: list[torch.Tensor]) -> None:
+        activations: dict[int, int] = {}
+        parameters: dict[int, int] = {}
+        for t in tensors:
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):
+                continue
+            ptr = int(storage.data_ptr())
+            if not ptr:
+                continue
+            target = parameters if ptr in self.parameter_storages else activations
+            target[ptr] = int(storage.nbytes())
+        measure = self.ops[op_id]
+        measure.saved_activation_bytes = sum(activations.values())
+        measure.saved_parameter_bytes = sum(parameters.values())
+        self.parameter_bytes.update(parameters)
+        fresh = [ptr for ptr in activations if ptr not in self.seen_storages]
+        measure.memory_delta_bytes = sum(activations[p] for p in fresh)
+        self.seen_storages.update(fresh)
+
+    def grads(
+        self,
+        op_id: int,
+        grad_outputs: Sequence[torch.Tensor | None],
+        grad_inputs: Sequence[torch.Tensor | None],
+    ) -> None:
+        measure = self.ops[op_id]
+        measure.grad_outputs = [self.vault.keep(g) if g is not None else None for g in grad_outputs]
+        measure.grad_inputs = [self.vault.keep(g) if g is not None else None for g in grad_inputs]
+
+    def before_write(self, tensor: torch.Tensor) -> None:
+        self.vault.before_write(tensor)
+
+
+def _parameter_storages(model: torch.nn.Module) -> set[int]:
+    ptrs: set[int] = set()
+    for t in [*model.parameters(), *model.buffers()]:
+        ptr = int(t.untyped_storage().data_ptr())
+        if ptr:
+            ptrs.add(ptr)
+    return ptrs
+
+
+def capture_reference(ctx: CollectContext) -> Profile:
+    """Run 0: fill ``ctx.operators`` and keep the reference every later phase compares with."""
+    spec = ctx.spec
+    model = ctx.fresh_model()
+    x = ctx.inputs()
+    cuda = x.device.type == "cuda"
+    vault = TensorVault()
+    recorder = _RecordObserver(vault)
+    reference = _ReferenceObserver(vault, _parameter_storages(model), cuda)
+    base = _allocated(x.device)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(x.device)
+    outcome = run_model(
+        model,
+        x,
+        spec,
+        [recorder, reference],
+        labels=spec.labels,
+        seed=ctx.settings.seed,
+        cuda_timing=cuda,
+        cuda_memory=cuda,
+    )
+    ctx.operators = recorder.records()
+    profile = Profile(
+        precision=spec.precision,
+        device=str(x.device),
+        ops=reference.ops,
+        reference=outcome,
+        failure=outcome.failure,
+    )
+    _attach_backward_times(profile.ops, outcome)
+    for measure in profile.ops:
+        measure.output_sha256 = tensors_sha256(b.value for b in measure.outputs)
+        if measure.grad_inputs is not None:
+            measure.grad_sha256 = tensors_sha256(
+                b.value if b is not None else None for b in measure.grad_inputs
+            )
+    profile.model_forward_ns.append(sum(outcome.forward_ns))
+    profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
+    profile.extra["saved_parameter_bytes_total"] = sum(reference.parameter_bytes.values())
+    if cuda:
+        profile.extra["reference_peak_bytes"] = (
+            int(torch.cuda.max_memory_allocated(x.device)) - base
+        )
+    vault.clear()  # later phases only read; nothing of run 0 is written any more
+    ctx.extras[PROFILE_KEY] = profile
+    if outcome.failure is not None:
+        ctx.extras[FAILURE_KEY] = outcome.failure
+    return profile
+
+
+def _attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:
+    for op_id, ns in outcome.backward_ns.items():
+        if op_id < len(ops):
+            ops[op_id].backward_ns.append(ns)
+
+
+def _allocated(device: torch.device) -> int:
+    return int(torch.cuda.memory_allocated(device)) if device.type == "cuda" else 0
+
+
+# --- phase 2: float64 fidelity ---------------------------------------------------------------
+
+
+def _cast_down(value: Any, low: torch.dtype) -> Any:
+    def cast(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.dtype == torch.float64:
+            return v.detach().to(low)
+        if isinstance(v, torch.dtype) and v == torch.float64:
+            return low
+        return v
+
+    return tree_map(cast, value)
+
+
+class _Aligner:
+    """Maps operator ids of another run onto the reference run's, tolerating local changes
+    of the sequence (an op a precision adds or drops) by searching a short window ahead."""
+
+    WINDOW = 64
+
+    def __init__(self, reference: Sequence[OpMeasure]) -> None:
+        self.keys = [(m.op, m.module) for m in reference]
+        self.pointer = 0
+        self.mapping: dict[int, int] = {}
+        self.unaligned = 0
+
+    def align(self, op_id: int, op: str, module: str) -> int | None:
+        key = (op, module)
+        end = min(len(self.keys), self.pointer + self.WINDOW)
+        for ref_id in range(self.pointer, end):
+            if self.keys[ref_id] == key:
+                self.mapping[op_id] = ref_id
+                self.pointer = ref_id + 1
+                return ref_id
+        self.unaligned += 1
+        return None
+
+
+class _FidelityObserver(CaptureObserver):
+    wants_grads = True
+
+    def __init__(self, reference: list[OpMeasure], low: torch.dtype) -> None:
+        self.reference = reference
+        self.low = low
+        self.aligner = _Aligner(reference)
+
+    def forward(self, call: ForwardCall) -> None:
+        ref_id = self.aligner.align(call.index, call.op, call.module)
+        if ref_id is None:
+            return
+        measure = self.reference[ref_id]
+        measure.float64_aligned = True
+        pairs = [
+            (box.value, out)
+            for box, out in zip(measure.outputs, call.outputs, strict=False)
+            if out.is_floating_point() and box.value.is_floating_point()
+        ]
+        if not pairs:
+            return
+        measure.out_err = relative_error(pairs)
+        if measure.random:
+            measure.local_out_failed = (
+                "random operator: re-running it alone draws different numbers"
+            )
+            return
+        try:
+            local = _run_alone(call.func, call.args, call.kwargs, self.low)
+        except Exception as exc:
+            measure.local_out_failed = (
+                f"re-running in the deployed precision raised {type(exc).__name__}: {exc}"
+            )
+            return
+        measure.local_out_err = relative_error(
+            (lo, out)
+            for lo, out in zip(local, call.outputs, strict=False)
+            if out.is_floating_point() and lo.is_floating_point()
+        )
+
+    def grads(
+        self,
+        op_id: int,
+        grad_outputs: Sequence[torch.Tensor | None],
+        grad_inputs: Sequence[torch.Tensor | None],
+    ) -> None:
+        ref_id = self.aligner.mapping.get(op_id)
+        if ref_id is None:
+            return
+        measure = self.reference[ref_id]
+        if measure.grad_outputs is None:
+            return
+        pairs = [
+            (box.value, g)
+            for box, g in zip(measure.grad_outputs, grad_outputs, strict=False)
+            if box is not None and g is not None
+        ]
+        if pairs:
+            measure.grad_err = relative_error(pairs)
+
+    def backward(self, call: BackwardCall) -> None:
+        if call.op_id is None:
+            return
+        ref_id = self.aligner.mapping.get(call.op_id)
+        if ref_id is None:
+            return
+        measure = self.reference[ref_id]
+        floats = [t for t in call.outputs if t.is_floating_point()]
+        if not floats or measure.local_grad_failed:
+            return
+        try:
+            local = _run_alone(call.func, call.args, call.kwargs, self.low)
+        except Exception as exc:
+            measure.local_grad_failed = f"re-running backward {call.op} in the deployed precision raised {type(exc).__name__}: {exc}"
+            return
+        for lo, ref in zip(local, call.outputs, strict=False):
+            if not (ref.is_floating_point() and lo.is_floating_point()) or lo.shape != ref.shape:
+                continue
+            x = lo.detach().to(torch.float64)
+            r = ref.detach().to(device=x.device, dtype=torch.float64)
+            if not (bool(torch.isfinite(x).all()) and bool(torch.isfinite(r).all())):
+                measure.local_grad_failed = "non-finite values in the backward computation"
+                return
+            measure.local_grad_sq[0] += float(torch.linalg.vector_norm(x - r)) ** 2
+            measure.local_grad_sq[1] += float(torch.linalg.vector_norm(r)) ** 2
+
+
+def _run_alone(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], low: torch.dtype
+) -> list[torch.Tensor]:
+    """Run one ATen call on its float64 inputs cast down to ``low``; written arguments are
+    copies, so the float64 run is not disturbed."""
+    low_args = _cast_down(args, low)
+    low_kwargs = _cast_down(kwargs, low)
+    written = {id(t) for t in _written_args(func, args, kwargs)}
+    if written:
+        low_args = tree_map(
+            lambda v: v.clone() if isinstance(v, torch.Tensor) and id(v) in written else v, low_args
+        )
+        low_kwargs = tree_map(
+            lambda v: v.clone() if isinstance(v, torch.Tensor) and id(v) in written else v,
+            low_kwargs,
+        )
+    with torch.no_grad():
+        out = func(*low_args, **low_kwargs)
+    return flat_tensors(out)
+
+
+def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:
+    """Phase 2: the float64 run with accumulated and local fidelity per operator."""
+    spec = ctx.spec
+    low = precision_dtype(spec.precision)
+    model = ctx.fresh_model(torch.float64)
+    x = ctx.inputs(torch.float64)
+    observer = _FidelityObserver(profile.ops, low)
+    outcome = run_model(
+        model,
+        x,
+        spec,
+        [observer],
+        labels=spec.labels,
+        classes=profile.reference.classes,
+        seed=ctx.settings.seed,
+    )
+    profile.float64_failure = outcome.failure
+    profile.float64_unaligned_ops = sum(1 for m in profile.ops if not m.float64_aligned)
+
+
+# --- phase 3/4: repeats and thread count -----------------------------------------------------
+
+
+class _CompareObserver(CaptureObserver):
+    """Bitwise comparison of one run with the reference, per operator."""
+
+    wants_grads = True
+
+    def __init__(self, reference: list[OpMeasure]) -> None:
+        self.reference = reference
+        self.exact: dict[int, bool] = {}
+        self.deviation: dict[int, float] = {}
+        self.diverged_at: int | None = None
+        self.forward_ns: dict[int, int] = {}
+
+    def _note(self, ref_id: int, exact: bool, deviation: float) -> None:
+        self.exact[ref_id] = self.exact.get(ref_id, True) and exact
+        if not exact:
+            self.deviation[ref_id] = max(self.deviation.get(ref_id, 0.0), deviation)
+
+    def forward(self, call: ForwardCall) -> None:
+        if self.diverged_at is not None:
+            return
+        if call.index >= len(self.reference) or (
+            self.reference[call.index].op,
+            self.reference[call.index].module,
+        ) != (call.op, call.module):
+            self.diverged_at = call.index
+            return
+        measure = self.reference[call.index]
+        self.forward_ns[call.index] = call.elapsed_ns
+        exact = len(measure.outputs) == len(call.outputs)
+        dev = 0.0 if exact else math.inf
+        for box, out in zip(measure.outputs, call.outputs, strict=False):
+            if not bits_equal(out, box.value):
+                exact = False
+                dev = max(dev, relative_deviation(out, box.value))
+        self._note(call.index, exact, dev)
+
+    def grads(
+        self,
+        op_id: int,
+        grad_outputs: Sequence[torch.Tensor | None],
+        grad_inputs: Sequence[torch.Tensor | None],
+    ) -> None:
+        if op_id >= len(self.reference) or (
+            self.diverged_at is not None and op_id >= self.diverged_at
+        ):
+            return
+        ref = self.reference[op_id].grad_inputs
+        if ref is None:
+            self._note(op_id, False, math.inf)
+            return
+        exact = len(ref) == len(grad_inputs)
+        dev = 0.0 if exact else math.inf
+        for box, g in zip(ref, grad_inputs, strict=False):
+            if (box is None) != (g is None):
+                exact, dev = False, math.inf
+            elif box is not None and g is not None and not bits_equal(g, box.value):
+                exact = False
+                dev = max(dev, relative_deviation(g, box.value))
+        self._note(op_id, exact, dev)
+
+
+class _LiveBytes(CaptureObserver):
+    """Bytes of tensors created by the run's ATen calls that are still alive, over time.
+
+    Each new storage is counted when an operator returns it and uncounted when Python frees
+    it (a ``weakref.finalize`` on the storage). Parameters, buffers and the inputs existed
+    before the run and are not counted. This is how the CPU peak and the forward/backward
+    memory deltas are measured (CUDA uses the caching allocator's own counters).
+    """
+
+    def __init__(self, preexisting: set[int]) -> None:
+        self.preexisting = preexisting
+        self.live: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
+        self.marks: dict[str, int] = {}
+
+    def _track(self, tensors: Sequence[torch.Tensor]) -> None:
+        for t in tensors:
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):
+                continue
+            ptr = int(storage.data_ptr())
+            if not ptr or ptr in self.live or ptr in self.preexisting:
+                continue
+            nbytes = int(storage.nbytes())
+            self.live[ptr] = nbytes
+            self.current += nbytes
+            self.peak = max(self.peak, self.current)
+            weakref.finalize(storage, self._free, ptr)
+
+    def _free(self, ptr: int) -> None:
+        self.current -= self.live.pop(ptr, 0)
+
+    def forward(self, call: ForwardCall) -> None:
+        self._track(call.outputs)
+
+    def backward(self, call: BackwardCall) -> None:
+        self._track(call.outputs)
+
+    def mark(self, event: str) -> None:
+        self.marks[event] = self.current
+
+
+def _outcome_matches(outcome: RunOutcome, reference: RunOutcome) -> bool:
+    pairs = [(outcome.output, reference.output), (outcome.input_grad, reference.input_grad)]
+    pairs += [(outcome.param_grads.get(n), g) for n, g in reference.param_grads.items()]
+    for a, b in pairs:
+        if (a is None) != (b is None):
+            return False
+        if a is not None and b is not None and not bits_equal(a, b):
+            return False
+    return outcome.failure is None and reference.failure is None
+
+
+def _compare_run(ctx: CollectContext, profile: Profile, observer: _CompareObserver) -> RunOutcome:
+    spec = ctx.spec
+    x = ctx.inputs()
+    cuda = x.device.type == "cuda"
+    model = ctx.fresh_model()
+    before = _allocated(x.device)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(x.device)
+    preexisting = _parameter_storages(model)
+    preexisting.add(int(x.untyped_storage().data_ptr()))
+    live = _LiveBytes(preexisting)
+    outcome = run_model(
+        model,
+        x,
+        spec,
+        [observer, live],
+        labels=spec.labels,
+        classes=profile.reference.classes,
+        seed=ctx.settings.seed,
+        cuda_timing=cuda,
+        memory_marks=cuda,
+    )
+    if outcome.failure is not None:
+        return outcome
+    if cuda and outcome.memory_marks:
+        after_forward, after_backward = outcome.memory_marks
+        profile.forward_memory_bytes.append(after_forward - before)
+        profile.backward_memory_bytes.append(after_backward - after_forward)
+        peak = int(torch.cuda.max_memory_allocated(x.device)) - before
+        stats = torch.cuda.memory_stats(x.device)
+        reserved = int(stats.get("reserved_bytes.all.peak", 0))
+        if reserved:
+            fragmentation = 1.0 - int(stats.get("allocated_bytes.all.peak", 0)) / reserved
+            profile.fragmentation = max(profile.fragmentation or 0.0, fragmentation)
+    elif "forward_done" in live.marks and "backward_done" in live.marks:
+        profile.forward_memory_bytes.append(live.marks["forward_done"])
+        profile.backward_memory_bytes.append(
+            live.marks["backward_done"] - live.marks["forward_done"]
+        )
+        peak = live.peak
+    else:
+        return outcome
+    profile.peak_memory_bytes = max(profile.peak_memory_bytes or 0, peak)
+    return outcome
+
+
+def measure_repeats(
+    ctx: CollectContext, profile: Profile, progress: Callable[[str], None] | None = None
+) -> None:
+    """Phase 3: runs 1..R-1 compared bitwise with the reference, per operator."""
+    repeats = max(1, ctx.spec.repeats)
+    for run_index in range(1, repeats):
+        if progress is not None:
+            progress(f"determinism run {run_index + 1}/{repeats}")
+        observer = _CompareObserver(profile.ops)
+        outcome = _compare_run(ctx, profile, observer)
+        profile.runs += 1
+        if outcome.failure is None and _outcome_matches(outcome, profile.reference):
+            profile.model_exact_runs += 1
+        if observer.diverged_at is not None or len(outcome.ops) != len(profile.ops):
+            profile.sequence_changed_runs += 1
+        for measure in profile.ops:
+            if observer.diverged_at is not None and measure.id >= observer.diverged_at:
+                measure.runs_compared += 1
+                measure.max_deviation = math.inf
+                continue
+            measure.runs_compared += 1
+            if observer.exact.get(measure.id, True):
+                measure.runs_exact += 1
+            else:
+                measure.max_deviation = max(
+                    measure.max_deviation, observer.deviation.get(measure.id, math.inf)
+                )
+            if measure.id in observer.forward_ns:
+                measure.forward_ns.append(observer.forward_ns[measure.id])
+        _attach_backward_times(profile.ops, outcome)
+        profile.model_forward_ns.append(sum(outcome.forward_ns))
+        profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
+
+
+def measure_thread_sensitivity(ctx: CollectContext, profile: Profile) -> None:
+    """Phase 4: one run at another intra-op thread count, compared bitwise with run 0."""
+    configured = torch.get_num_threads()
+    other = 1 if configured != 1 else 2
+    profile.thread_counts = (configured, other)
+    observer = _CompareObserver(profile.ops)
+    torch.set_num_threads(other)
+    try:
+        outcome = _compare_run(ctx, profile, observer)
+    finally:
+        torch.set_num_threads(configured)
+    profile.thread_failure = outcome.failure
+    if outcome.failure is not None:
+        return
+    profile.thread_model_changed = not _outcome_matches(outcome, profile.reference)
+    for measure in profile.ops:
+        if observer.diverged_at is not None and measure.id >= observer.diverged_at:
+            measure.thread_changed = True
+            measure.thread_deviation = math.inf
+            continue
+        changed = not observer.exact.get(measure.id, True)
+        measure.thread_changed = changed
+        measure.thread_deviation = observer.deviation.get(measure.id, 0.0) if changed else 0.0
+
+
+def median_or_none(values: list[int]) -> int | None:
+    """Median of timings, as an int of nanoseconds."""
+    return int(statistics.median(values)) if values else None
+
+
+def run(ctx: CollectContext) -> list[CheckResult]:
+    """Check runner: the measurement phases, then the determinism, fidelity, numerics and
+    thread_sensitivity results built from them."""
+    from attest.collect import checks
+
+    profile = ctx.extras.get(PROFILE_KEY)
+    if not isinstance(profile, Profile):
+        profile = capture_reference(ctx)
+    progress = ctx.extras.get("attest.progress")
+    report = progress if callable(progress) else None
+    if profile.failure is None:
+        if report:
+            report("float64 fidelity")
+        measure_fidelity(ctx, profile)
+        measure_repeats(ctx, profile, report)
+        if report:
+            report("thread sensitivity")
+        measure_thread_sensitivity(ctx, profile)
+    return checks.build_results(ctx, profile)

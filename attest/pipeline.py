@@ -1,0 +1,320 @@
+"""The certify pipeline: collect evidence, evaluate it against a policy, sign on pass.
+
+:func:`certify` is what ``attest certify`` runs. It loads the policy and the signing key
+first (so a typo costs nothing), collects the evidence (:func:`attest.collect.collect`),
+writes ``evidence.json``, evaluates it (:func:`attest.policy.evaluate`), writes
+``findings.json`` and, only when the policy passes, builds the in-toto statement whose
+subjects are the weights, the spec, the probe bundle (and the ONNX file when the spec exports
+one) and signs it into ``gradient_certificate.json``. On a failed policy there is no
+certificate: the evidence and findings are still written and the result says why.
+
+Example::
+
+    result = certify("examples/digits/attest.yaml", policy="policies/clinical-strict.yaml",
+                     key="keys/release.key", out="gradient_certificate.json")
+    if not result.passed:
+        for finding in result.findings.failed:
+            print(finding.rule, finding.subject.label(), finding.message)
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from attest._io import atomic_write_bytes, atomic_write_json, sha256_file
+from attest.certificate import (
+    DeploymentEnvelope,
+    PolicyRef,
+    Statement,
+    build_statement,
+    sign_statement,
+    subjects_from_paths,
+    write_certificate,
+)
+from attest.errors import InputError, PolicyError
+from attest.evidence import Evidence
+from attest.policy import Findings, Policy, evaluate, load_policy
+from attest.signing import PrivateKey, load_private_key
+from attest.spec import parse_spec_file
+
+__all__ = [
+    "CertifyResult",
+    "Progress",
+    "certificate_subjects",
+    "certify",
+    "check_settings",
+    "parse_expiry",
+]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CertifyResult:
+    """What :func:`certify` did: the verdict and where each output is."""
+
+    verdict: str
+    findings: Findings
+    evidence: Evidence
+    evidence_path: Path
+    findings_path: Path
+    certificate_path: Path | None
+    statement: Statement | None
+    report_path: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+
+def parse_expiry(value: str | timedelta) -> timedelta:
+    """``365d``, ``26w``, ``1y`` (365 days) or ``12h``; or a timedelta as is."""
+    if isinstance(value, timedelta):
+        if value <= timedelta(0):
+            raise InputError(f"expiry {value} is not positive", hint="e.g. 365d")
+        return value
+    from attest._cli.certify import parse_duration
+
+    return parse_duration(value)
+
+
+def _recorded_digest(evidence: Evidence, role: str) -> str | None:
+    entry = evidence.artifacts.get(role)
+    value = entry.get("sha256") if isinstance(entry, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def _deployment_files(evidence: Evidence, out_dir: Path) -> dict[str, Path]:
+    """The ONNX file and probe bundle the export check wrote, placed next to the certificate
+    (copied there if the check wrote them elsewhere) and checked against their recorded digests."""
+    export = evidence.checks.get("export")
+    artifacts = (
+        export.parameters.get("artifacts") if export and export.status == "computed" else None
+    )
+    if not isinstance(artifacts, Mapping):
+        return {}
+    files: dict[str, Path] = {}
+    for role in ("onnx", "probe_bundle"):
+        entry = artifacts.get(role)
+        if not isinstance(entry, Mapping):
+            continue
+        name, source, digest = (
+            str(entry.get("name")),
+            Path(str(entry.get("path"))),
+            entry.get("sha256"),
+        )
+        target = out_dir / name
+        if not source.is_file():
+            raise InputError(f"the exported {name} ({source}) is gone; rerun attest certify")
+        if source.resolve() != target.resolve():
+            atomic_write_bytes(target, source.read_bytes())
+        if sha256_file(target) != digest:
+            raise InputError(
+                f"{target} does not have the digest the export check recorded; rerun attest certify"
+            )
+        files[name] = target
+    return files
+
+
+def certificate_subjects(evidence: Evidence, spec: Path, out_dir: Path) -> dict[str, str]:
+    """``{subject name: sha256}``: the spec, its weights and probe inputs, and (when the spec
+    exports) the ONNX file and the probe bundle, written next to the certificate.
+
+    Names are base names (what the verifier's ``--artifact`` matches). A file whose digest
+    differs from the one recorded in the evidence changed after collection and is refused.
+    """
+    parsed = parse_spec_file(spec)
+    spec_files = {
+        "spec": spec,
+        "weights": spec.parent / parsed.model.weights,
+        "probe": spec.parent / parsed.inputs.probe,
+    }
+    chosen: dict[str, Path] = {}
+    for role, path in spec_files.items():
+        recorded = _recorded_digest(evidence, role)
+        if recorded is not None and sha256_file(path) != recorded:
+            raise InputError(
+                f"{path} changed after its evidence was collected (sha256 differs)",
+                hint="rerun attest certify so the evidence and the certificate cover the same file",
+            )
+        chosen[path.name if path.name not in chosen else f"{role}-{path.name}"] = path
+    for name, path in _deployment_files(evidence, out_dir).items():
+        chosen[name if name not in chosen else f"deploy-{name}"] = path
+    return subjects_from_paths(chosen)
+
+
+def _deployment(evidence: Evidence) -> DeploymentEnvelope:
+    export = evidence.checks.get("export")
+    recorded = (
+        export.parameters.get("deployment") if export and export.status == "computed" else None
+    )
+    if isinstance(recorded, Mapping):  # the export check's envelope (onnxruntime settings)
+        return DeploymentEnvelope.model_validate(recorded)
+    env = evidence.environment
+    runtime: dict[str, Any] = {
+        key: env[key]
+        for key in (
+            "device",
+            "precision",
+            "threads",
+            "torch",
+            "cpu_isa",
+            "python",
+            "machine",
+            "system",
+        )
+        if key in env and isinstance(env[key], (str, int, float, bool))
+    }
+    return DeploymentEnvelope(targets=list(evidence.targets), runtime=runtime)
+
+
+def _onnx_mapping(evidence: Evidence) -> dict[str, Any]:
+    export = evidence.checks.get("export")
+    mapping = (
+        export.parameters.get("onnx_mapping") if export and export.status == "computed" else None
+    )
+    return dict(mapping) if isinstance(mapping, Mapping) else {}
+
+
+def check_settings(policy: Policy) -> Any:
+    """The :class:`~attest.collect.context.CheckSettings` a policy asks to collect with."""
+    import dataclasses
+
+    from attest.collect.context import CheckSettings
+
+    known = {f.name: f for f in dataclasses.fields(CheckSettings) if f.name != "extra"}
+    unknown = sorted(set(policy.settings) - set(known))
+    if unknown:
+        raise PolicyError(
+            f"policy {policy.id}: settings.{unknown[0]} is not a check setting",
+            hint="known settings: " + ", ".join(sorted(known)),
+        )
+    defaults = CheckSettings()
+    values: dict[str, Any] = {}
+    for name, raw in policy.settings.items():
+        default = getattr(defaults, name)
+        value: Any = raw
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        elif isinstance(default, tuple) and isinstance(value, list):
+            value = tuple(value)
+        wanted = type(default) if default is not None else int
+        if not isinstance(value, wanted) or isinstance(value, bool) != isinstance(default, bool):
+            raise PolicyError(
+                f"policy {policy.id}: settings.{name} is {value!r}, expected a {wanted.__name__}"
+            )
+        values[name] = value
+    return dataclasses.replace(defaults, **values)
+
+
+def _collect(spec: str | Path, policy: Policy, progress: Progress | None) -> Evidence:
+    from attest.collect import collect
+
+    return collect(spec, settings=check_settings(policy), progress=progress)
+
+
+def certify(
+    spec: str | Path,
+    *,
+    policy: str | Path | Policy,
+    key: str | Path | PrivateKey,
+    out: str | Path,
+    evidence_out: str | Path | None = None,
+    findings_out: str | Path | None = None,
+    report: str | Path | None = None,
+    expires_in: str | timedelta = "365d",
+    progress: Progress | None = None,
+    at: datetime | None = None,
+) -> CertifyResult:
+    """Collect, evaluate and, on pass, sign a gradient certificate.
+
+    ``out`` is the certificate path; evidence and findings default to ``evidence.json`` and
+    ``findings.json`` next to it. ``report`` (optional) also writes the HTML report where that
+    stage is installed. ``at`` fixes the time used for waiver expiry and the certificate's
+    ``issued_at`` (default: now). Raises :class:`attest.errors.AttestError` on bad input; a
+    failed policy is a result (``passed`` False, no certificate), not an exception.
+    """
+    out_path = Path(out)
+    evidence_path = Path(evidence_out) if evidence_out else out_path.with_name("evidence.json")
+    findings_path = Path(findings_out) if findings_out else out_path.with_name("findings.json")
+    clash = {out_path.resolve(), evidence_path.resolve(), findings_path.resolve()}
+    if len(clash) != 3:
+        raise InputError(
+            "the certificate, evidence and findings outputs must be three different files"
+        )
+    lifetime = parse_expiry(expires_in)
+    loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
+    signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
+    report_writer = _report_writer() if report is not None else None
+
+    say = progress or (lambda _message: None)
+    say(f"collecting evidence for {spec}")
+    evidence = _collect(spec, loaded_policy, progress)
+    atomic_write_json(evidence_path, evidence.model_dump(mode="json"))
+    say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
+    findings = evaluate(evidence, loaded_policy, at=at)
+    atomic_write_json(findings_path, findings.model_dump(mode="json"))
+
+    statement: Statement | None = None
+    certificate_path: Path | None = None
+    if findings.passed:
+        say("signing the certificate")
+        spec_file = Path(spec).resolve()
+        statement = build_statement(
+            subjects=certificate_subjects(evidence, spec_file, out_path.parent),
+            model={
+                "name": str(evidence.model.get("name")),
+                "version": str(evidence.model.get("version")),
+            },
+            policy=PolicyRef.model_validate(findings.policy.model_dump()),
+            verdict="pass",
+            issued_at=at,
+            expires_in=lifetime,
+            environment=evidence.environment,
+            deployment=_deployment(evidence),
+            evidence_digest={"sha256": sha256_file(evidence_path)},
+            model_metrics=evidence.model_metrics,
+            operators=[row.model_dump(mode="json") for row in evidence.operators],
+            modules=[row.model_dump(mode="json") for row in evidence.modules],
+            checks={k: v.model_dump(mode="json") for k, v in evidence.checks.items()},
+            findings=[f.model_dump(mode="json") for f in findings.findings],
+            waivers=findings.waivers_used(),
+            onnx_mapping=_onnx_mapping(evidence),
+        )
+        certificate_path = write_certificate(out_path, sign_statement(statement, [signing_key]))
+    report_path: Path | None = None
+    if report_writer is not None and report is not None:
+        say("writing the report")
+        if certificate_path is not None:  # the signed certificate, with its evidence
+            report_writer(certificate_path, report, findings=findings_path, evidence=evidence_path)
+        else:  # no certificate: the evidence and why it failed
+            report_writer(evidence_path, report, findings=findings_path)
+        report_path = Path(report)
+    return CertifyResult(
+        verdict=findings.verdict,
+        findings=findings,
+        evidence=evidence,
+        evidence_path=evidence_path,
+        findings_path=findings_path,
+        certificate_path=certificate_path,
+        statement=statement,
+        report_path=report_path,
+    )
+
+
+def _report_writer() -> Callable[..., Any]:
+    """The report stage's writer, looked up before collecting so a missing stage fails early."""
+    try:
+        module = importlib.import_module("attest.report")
+        writer = module.write_report
+    except (ModuleNotFoundError, AttributeError):
+        raise InputError(
+            "--report: this installation has no report writer (attest.report.write_report)",
+            hint="run without --report",
+        ) from None
+    return writer  # type: ignore[no-any-return]

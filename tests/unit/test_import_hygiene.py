@@ -1,0 +1,65 @@
+"""The verifier runs where torch (and numpy) may not be installed: importing it, and running
+`attest verify`, must leave both out of sys.modules. Checked in fresh interpreters."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _certfactory import make_world
+
+from attest.trust import save_trust_store
+
+HEAVY = ("torch", "numpy")
+
+
+def _run(code: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+CHECK = f"""
+import sys
+heavy = [m for m in {HEAVY!r} if m in sys.modules]
+print("HEAVY:" + ",".join(heavy))
+"""
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import attest",
+        "import attest.verify",
+        "import attest, attest.trust, attest._envelope; attest.verify",
+        "from attest._cli import main\ntry:\n    main(['verify', '--help'])\nexcept SystemExit:\n    pass",
+        "from attest._cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
+    ],
+)
+def test_imports_stay_light(setup: str) -> None:
+    out = _run(setup + "\n" + CHECK)
+    assert out.strip().endswith("HEAVY:"), out
+
+
+def test_a_full_verification_stays_light(tmp_path: Path) -> None:
+    world = make_world(tmp_path)
+    cert = world.write(world.envelope())
+    trust = save_trust_store(world.trust, tmp_path / "trust.yaml")
+    args = ["verify", str(cert), "--trust", str(trust), "--at", "2026-06-01T12:00:00Z"]
+    args += ["--artifact", str(world.onnx), "--artifact", str(world.probe)]
+    code = (
+        f"""
+from attest._cli import main
+try:
+    main({args!r})
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+"""
+        + CHECK
+    )
+    out = _run(code)
+    assert "VERIFIED" in out and out.strip().endswith("HEAVY:"), out
