@@ -117,12 +117,15 @@ def run_demo(out: Path) -> int:
     bad = verify(certificate, trust=trust, artifacts=[tampered], state_file=state)
     _show("verify with one bit flipped in weights.bin", bad)
 
+    from attest.ledger.demo import ledger_demo  # the audit record of both verifications
+
+    recorded = ledger_demo(out, certificate, [good.to_dict(), bad.to_dict()])
     print(f"outputs in {out}/: gradient_certificate.json, statement.json, trust.yaml, keys/")
     print(
         f"try: attest verify {certificate} --trust {trust} "
         f"--artifact {out / 'artifacts' / 'weights.bin'}"
     )
-    expected = good.verified and bad.codes == ["SUBJECT_MISMATCH"]
+    expected = good.verified and bad.codes == ["SUBJECT_MISMATCH"] and recorded
     if not expected:
         print("demo: UNEXPECTED outcome", file=sys.stderr)
     return 0 if expected else 1

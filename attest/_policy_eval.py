@@ -80,7 +80,7 @@ def _operator_subject(row: Any) -> Subject:  # an OperatorRow (reads like a mapp
 class _Observation:
     """One value a rule reads: from an item, a summary, an operator row or model metrics."""
 
-    __slots__ = ("item_status", "present", "reason", "subject", "value")
+    __slots__ = ("item_message", "item_status", "present", "reason", "skipped", "subject", "value")
 
     def __init__(
         self,
@@ -90,8 +90,12 @@ class _Observation:
         present: bool,
         item_status: str | None = None,
         reason: str | None = None,
+        item: CheckItem | None = None,
     ) -> None:
         self.subject = subject
+        self.item_message = item.message if item is not None else ""
+        # a check marks an item it has nothing to do for (an allocation op for gradcheck)
+        self.skipped = item is not None and item.metrics.get("skipped") is True
         self.value = value
         self.present = present
         self.item_status = item_status
@@ -106,7 +110,9 @@ def _observations(rule: Rule, evidence: Evidence) -> Iterator[_Observation]:
     elif rule.source == "items":
         for item in result.items:
             if metric is None:
-                yield _Observation(item.subject, item.status, present=True, item_status=item.status)
+                yield _Observation(
+                    item.subject, item.status, present=True, item_status=item.status, item=item
+                )
             else:
                 yield _item_observation(item, metric)
     elif rule.source == "summary":
@@ -123,7 +129,11 @@ def _observations(rule: Rule, evidence: Evidence) -> Iterator[_Observation]:
             if isinstance(value, (dict, list)):
                 value = None
             reasons = row.get("not_computed")
-            reason = reasons.get(metric) if isinstance(reasons, Mapping) else None
+            reason = (
+                reasons.get(metric) or reasons.get(metric.removesuffix("_pct"))
+                if isinstance(reasons, Mapping)
+                else None
+            )
             yield _Observation(
                 _operator_subject(row),
                 value,
@@ -138,6 +148,7 @@ def _item_observation(item: CheckItem, metric: str) -> _Observation:
         item.metrics.get(metric),
         present=metric in item.metrics,
         item_status=item.status,
+        item=item,
     )
 
 
@@ -309,6 +320,15 @@ class Evaluator:
                 severity=rule.severity,
                 message=f"check {rule.check!r} was computed",
             )
+        if obs.skipped:  # listed, never a failure: the check says it does not apply here
+            return Finding(
+                rule=rule.id,
+                check=rule.check,
+                subject=subject,
+                verdict="not_computed",
+                severity=rule.severity,
+                message=f"not applicable: {obs.item_message or 'skipped by the check'}",
+            )
         if rule.metric is None:  # the check's own reading of the item
             status = obs.item_status
             if status == "pass":
@@ -322,8 +342,9 @@ class Evaluator:
                     message="the check passed this subject",
                 )
             if status in ("not_computed", "error"):
+                detail = f": {obs.item_message}" if obs.item_message else ""
                 return self._not_computed(
-                    rule, subject, f"the check reports {status} for {subject.label()}"
+                    rule, subject, f"the check reports {status} for {subject.label()}{detail}"
                 )
             verdict: Verdict = "warn" if status == "warn" else rule.severity
             return self._negative(
@@ -331,7 +352,9 @@ class Evaluator:
                 subject,
                 verdict,
                 observed=status,
-                message=f"the check reports {status} for {subject.label()}",
+                message=f"the check reports {status}: {obs.item_message}"
+                if obs.item_message
+                else f"the check reports {status} for {subject.label()}",
             )
         if obs.value is None:
             if obs.item_status in ("not_computed", "error"):

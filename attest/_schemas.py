@@ -18,6 +18,9 @@ SCHEMAS: dict[str, str] = {
     "statement.schema.json": "attest.certificate:Statement",
     "policy.schema.json": "attest.policy:Policy",
     "findings.schema.json": "attest.policy:Findings",
+    "ledger-entry.schema.json": "attest.ledger.entries:LedgerEntry",
+    "ledger-inclusion-proof.schema.json": "attest.ledger.proofs:InclusionProofFile",
+    "ledger-consistency-proof.schema.json": "attest.ledger.proofs:ConsistencyProofFile",
 }
 
 ROOT = Path(__file__).resolve().parent.parent / "schemas"

@@ -172,6 +172,7 @@ class OperatorRow(_RowMapping):
     bit_exact_rate: float | None = None
     stability_score: float | None = None
     max_relative_deviation: float | None = None
+    nondeterminism_origin: bool | None = None
     fidelity_pct: float | None = None
     output_fidelity_pct: float | None = None
     grad_fidelity_pct: float | None = None

@@ -78,6 +78,8 @@ def _print_report(data: dict[str, Any]) -> None:
     if data["subjects_not_checked"]:
         click.echo(f"  subjects not given: {', '.join(data['subjects_not_checked'])}")
     click.echo(f"  checked at: {data['checked_at']}")
+    if data.get("probe"):
+        click.echo(f"  probe ({data['probe']['mode']}): {data['probe']['message']}")
     for note in data["notes"]:
         click.echo(f"  note: {note}")
 

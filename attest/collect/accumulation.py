@@ -40,16 +40,27 @@ FIX_SENTENCE = (
 
 
 def _loss_gradients(
-    model: nn.Module, params: list[tuple[str, nn.Parameter]], loss_fn: Any, x: torch.Tensor, y: torch.Tensor
+    model: nn.Module,
+    params: list[tuple[str, nn.Parameter]],
+    loss_fn: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
 ) -> list[torch.Tensor]:
     with torch.enable_grad():
         loss = loss_fn(model_output_tensor(model(x)), y)
     grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
-    return [torch.zeros_like(p) if g is None else g.detach() for (_, p), g in zip(params, grads, strict=True)]
+    return [
+        torch.zeros_like(p) if g is None else g.detach()
+        for (_, p), g in zip(params, grads, strict=True)
+    ]
 
 
 def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.reshape(-1) for t in tensors]) if tensors else torch.zeros(0, dtype=torch.float64)
+    return (
+        torch.cat([t.reshape(-1) for t in tensors])
+        if tensors
+        else torch.zeros(0, dtype=torch.float64)
+    )
 
 
 def run(ctx: CollectContext) -> CheckResult:
@@ -57,36 +68,66 @@ def run(ctx: CollectContext) -> CheckResult:
     spec = ctx.spec
     rtol = float(ctx.settings.extra.get("accumulation_rtol", 1e-6))
     counts = tuple(int(k) for k in ctx.settings.accumulation_microbatches)
-    parameters: dict[str, Any] = {"microbatches": list(counts), "rtol": rtol, "dtype": "float64",
-                                  "conventions": ["mean (weights n_i/N)", "sum (weights 1)"], "split": "tensor_split"}
+    parameters: dict[str, Any] = {
+        "microbatches": list(counts),
+        "rtol": rtol,
+        "dtype": "float64",
+        "conventions": ["mean (weights n_i/N)", "sum (weights 1)"],
+        "split": "tensor_split",
+    }
     if spec.loss_fn is None:
-        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
-                           reason="the spec has no loss (add `loss: module:callable` to attest.yaml to enable this check)")
+        return CheckResult(
+            check="accumulation",
+            status="not_computed",
+            parameters=parameters,
+            reason="the spec has no loss (add `loss: module:callable` to attest.yaml to enable this check)",
+        )
     if spec.labels is None:
-        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
-                           reason="the probe inputs have no 'target' tensor for the loss")
+        return CheckResult(
+            check="accumulation",
+            status="not_computed",
+            parameters=parameters,
+            reason="the probe inputs have no 'target' tensor for the loss",
+        )
     model = ctx.fresh_model(torch.float64)
-    x = ctx.inputs(torch.float64) if spec.inputs.is_floating_point() else spec.inputs.to(spec.device)
+    x = (
+        ctx.inputs(torch.float64)
+        if spec.inputs.is_floating_point()
+        else spec.inputs.to(spec.device)
+    )
     y = spec.labels.to(spec.device)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     try:
         full = _loss_gradients(model, params, spec.loss_fn, x, y)
     except Exception as exc:
-        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
-                           reason=f"the loss gradient cannot be computed (see gradient_flow): {type(exc).__name__}: "
-                                  f"{' '.join(str(exc).split())[:300]}")
+        return CheckResult(
+            check="accumulation",
+            status="not_computed",
+            parameters=parameters,
+            reason=f"the loss gradient cannot be computed (see gradient_flow): {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]}",
+        )
     full_flat = _flat(full)
     full_norm = float(full_flat.norm())
     if full_norm == 0.0 or not math.isfinite(full_norm):
-        return CheckResult(check="accumulation", status="not_computed", parameters=parameters,
-                           reason=f"the full-batch loss gradient has norm {full_norm}: nothing to compare")
+        return CheckResult(
+            check="accumulation",
+            status="not_computed",
+            parameters=parameters,
+            reason=f"the full-batch loss gradient has norm {full_norm}: nothing to compare",
+        )
     n = x.shape[0]
     items: list[CheckItem] = []
     for k in counts:
         subject = Subject(kind="model", name=f"{k} micro-batches")
         if n < k:
-            items.append(CheckItem(subject=subject, status="not_computed",
-                                   message=f"the probe batch has {n} examples, fewer than {k} micro-batches"))
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="not_computed",
+                    message=f"the probe batch has {n} examples, fewer than {k} micro-batches",
+                )
+            )
             continue
         chunks = torch.arange(n, device=x.device).tensor_split(k)
         mean_acc = [torch.zeros_like(g) for g in full]
@@ -98,8 +139,13 @@ def run(ctx: CollectContext) -> CheckResult:
                     m.add_(g, alpha=len(idx) / n)
                     s.add_(g)
         except Exception as exc:
-            items.append(CheckItem(subject=subject, status="error",
-                                   message=f"the loss of a micro-batch raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="error",
+                    message=f"the loss of a micro-batch raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                )
+            )
             continue
         errors = {
             "mean": float((_flat(mean_acc) - full_flat).norm()) / full_norm,
@@ -128,15 +174,31 @@ def run(ctx: CollectContext) -> CheckResult:
         }
         sizes = [len(c) for c in chunks]
         if passed:
-            message = (f"{k} micro-batches of sizes {sizes} accumulate to the full-batch gradient "
-                       f"(relative error {error:.1e}, {convention}-reduction convention)")
+            message = (
+                f"{k} micro-batches of sizes {sizes} accumulate to the full-batch gradient "
+                f"(relative error {error:.1e}, {convention}-reduction convention)"
+            )
         else:
-            message = (f"{k} micro-batches of sizes {sizes} accumulate to a gradient {error:.2%} away from the "
-                       f"full batch's (relative L2; best convention: {convention}). {FIX_SENTENCE}")
-        items.append(CheckItem(subject=subject, status="pass" if passed else "fail", metrics=metrics,
-                               message=message, details={"microbatch_sizes": sizes}))
+            message = (
+                f"{k} micro-batches of sizes {sizes} accumulate to a gradient {error:.2%} away from the "
+                f"full batch's (relative L2; best convention: {convention}). {FIX_SENTENCE}"
+            )
+        items.append(
+            CheckItem(
+                subject=subject,
+                status="pass" if passed else "fail",
+                metrics=metrics,
+                message=message,
+                details={"microbatch_sizes": sizes},
+            )
+        )
     failed = [i for i in items if i.status == "fail"]
     errors_seen = [i.metrics.get("max_rel_error") for i in items]
     finite = [e for e in errors_seen if isinstance(e, float)]
-    summary: dict[str, Any] = {"max_rel_error": max(finite) if finite else None, "failed": len(failed)}
-    return CheckResult(check="accumulation", status="computed", parameters=parameters, summary=summary, items=items)
+    summary: dict[str, Any] = {
+        "max_rel_error": max(finite) if finite else None,
+        "failed": len(failed),
+    }
+    return CheckResult(
+        check="accumulation", status="computed", parameters=parameters, summary=summary, items=items
+    )

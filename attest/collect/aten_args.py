@@ -150,5 +150,7 @@ def _written_argument_names(func: Any) -> set[str]:
     if schema is None or not schema.is_mutable:
         return set()
     return {
-        arg.name for arg in schema.arguments if arg.alias_info is not None and arg.alias_info.is_write
+        arg.name
+        for arg in schema.arguments
+        if arg.alias_info is not None and arg.alias_info.is_write
     }

@@ -322,6 +322,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.backward_op: int | None = None  # forward op whose node is running in backward
         self.in_backward_phase = False  # set by run_model around the backward call
         self._pending: tuple[int, list[torch.Tensor]] | None = None
+        self._settling = False
         self._deferred: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any, str, int]] = []
         self._wants_saved = any(o.wants_saved for o in self.observers)
         self._cuda_timing = cuda_timing
@@ -341,6 +342,13 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             return
         op_id, outputs = self._pending
         self._pending = None
+        self._settling = True
+        try:
+            self._settle(op_id, outputs)
+        finally:
+            self._settling = False
+
+    def _settle(self, op_id: int, outputs: list[torch.Tensor]) -> None:
         node = None
         for out in outputs:
             grad_fn = out.grad_fn
@@ -395,6 +403,8 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if self._settling:  # our own introspection (unpacking saved tensors), not the model
+            return func(*args, **kwargs)
         if self.in_backward_phase or torch._C._current_graph_task_id() != -1:
             return self._backward_call(func, args, kwargs)
         if func is _DETACH and self._pending is not None and args:

@@ -137,6 +137,7 @@ def determinism_result(ctx: CollectContext, profile: Profile) -> CheckResult:
             continue
         figures = determinism_figures(m, profile.precision)
         figures["random_op"] = m.random
+        figures["nondeterminism_origin"] = m.origin_runs > 0
         rate = figures["bit_exact_rate"]
         score = figures["stability_score"]
         if isinstance(rate, float):
@@ -148,7 +149,15 @@ def determinism_result(ctx: CollectContext, profile: Profile) -> CheckResult:
         if m.random:
             message = "random operator: its output depends on the generator state (hidden here by the fixed seed)"
         elif rate != 1.0:
-            message = f"output or gradient bytes differ in {m.runs_compared - m.runs_exact} of {m.runs_compared} repeated runs"
+            message = (
+                f"output or gradient bytes differ in {m.runs_compared - m.runs_exact} of "
+                f"{m.runs_compared} repeated runs"
+                + (
+                    "; the difference starts here"
+                    if m.origin_runs
+                    else "; inherited from another operator"
+                )
+            )
         items.append(
             CheckItem(subject=_op_subject(m), status=status, metrics=figures, message=message)
         )
@@ -157,6 +166,9 @@ def determinism_result(ctx: CollectContext, profile: Profile) -> CheckResult:
         "runs": profile.runs,
         "operators": len(profile.ops),
         "nondeterministic_operators": sum(1 for r in rates if r < 1.0),
+        "origin_operators": sum(1 for m in profile.ops if m.origin_runs),
+        "first_origin_operator": next((m.id for m in profile.ops if m.origin_runs), None),
+        "first_origin_module": next((m.module for m in profile.ops if m.origin_runs), None),
         "random_operators": len(random_ops),
         "min_bit_exact_rate": min(rates) if rates else None,
         "min_stability_score": min(scores) if scores else None,

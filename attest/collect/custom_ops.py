@@ -131,6 +131,7 @@ def _function_subclasses() -> dict[str, type]:
     stack: list[type] = [torch.autograd.Function]
     while stack:
         cls = stack.pop()
+        sub: type
         for sub in cls.__subclasses__():
             found.setdefault(f"{sub.__name__}Backward", sub)
             stack.append(sub)
@@ -156,7 +157,7 @@ def discover_custom_functions(roots: Sequence[torch.Tensor]) -> list[type]:
                 cls = by_name.get(node.name())
             if cls is not None and cls not in classes:
                 classes.append(cls)
-        queue.extend(next_node for next_node, _ in node.next_functions)
+        queue.extend(next_node for next_node, _ in node.next_functions if next_node is not None)
     return classes
 
 
@@ -164,34 +165,43 @@ def discover_custom_functions(roots: Sequence[torch.Tensor]) -> list[type]:
 class CustomCall:
     """One call of a custom Function: its arguments (detached copies) and where it happened."""
 
-    cls: type
+    cls: Any  # a torch.autograd.Function subclass
     module: str | None
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     differentiate: list[bool]  # per floating tensor leaf of (args, kwargs): required grad
 
 
-def _snapshot(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], list[bool]]:
+def _snapshot(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any], list[bool]]:
     leaves, _ = tree_flatten((args, kwargs))
     flags = [bool(leaf.requires_grad) for leaf in leaves if floating(leaf)]
-    copy = tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, (args, kwargs))
+    copy = tree_map(
+        lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, (args, kwargs)
+    )
     return copy[0], copy[1], flags
 
 
 def captured_custom_calls(
-    model: torch.nn.Module, x: torch.Tensor, classes: Sequence[type], max_calls: int
+    model: torch.nn.Module, x: torch.Tensor, classes: Sequence[Any], max_calls: int
 ) -> list[CustomCall]:
-    """Run ``model(x)`` once with each class's ``forward`` wrapped to record its calls."""
+    """Run ``model(x)`` once with each class's ``forward`` wrapped to record its calls.
+
+    The wrapping is temporary: each class's own ``forward`` attribute is restored (or removed,
+    when it was inherited) on the way out, whatever happens in between."""
     calls: list[CustomCall] = []
-    per_class: dict[type, int] = {}
-    originals: dict[type, Any] = {}
+    per_class: dict[Any, int] = {}
+    originals: dict[Any, Any] = {}
     with _ModuleStack(model) as modules:
         try:
             for cls in classes:
                 originals[cls] = cls.__dict__.get("forward")
                 static = inspect.getattr_static(cls, "forward")
                 inner = static.__func__ if isinstance(static, staticmethod) else static
-                setattr(cls, "forward", staticmethod(_recording(cls, inner, calls, per_class, modules, max_calls)))
+                cls.forward = staticmethod(
+                    _recording(cls, inner, calls, per_class, modules, max_calls)
+                )
             with torch.enable_grad():
                 model(x)
         finally:
@@ -199,15 +209,15 @@ def captured_custom_calls(
                 if original is None:
                     delattr(cls, "forward")
                 else:
-                    setattr(cls, "forward", original)
+                    cls.forward = original
     return calls
 
 
 def _recording(
-    cls: type,
+    cls: Any,
     inner: Callable[..., Any],
     calls: list[CustomCall],
-    per_class: dict[type, int],
+    per_class: dict[Any, int],
     modules: _ModuleStack,
     max_calls: int,
 ) -> Callable[..., Any]:
@@ -215,7 +225,11 @@ def _recording(
     def forward(*args: Any, **kwargs: Any) -> Any:
         if per_class.get(cls, 0) < max_calls:
             per_class[cls] = per_class.get(cls, 0) + 1
-            user_args = args[1:] if args and isinstance(args[0], torch.autograd.function.FunctionCtx) else args
+            user_args = (
+                args[1:]
+                if args and isinstance(args[0], torch.autograd.function.FunctionCtx)
+                else args
+            )
             snap_args, snap_kwargs, flags = _snapshot(tuple(user_args), dict(kwargs))
             calls.append(CustomCall(cls, modules.current, snap_args, snap_kwargs, flags))
         return inner(*args, **kwargs)
@@ -254,7 +268,9 @@ def _check_case(
     settings: FiniteDifferenceSettings,
 ) -> tuple[BackwardCheck, BackwardCheck | None]:
     """(check at the given point, check at a nearby point when the first one failed)."""
-    args64, kwargs64 = tree_map(lambda v: v.detach().to(torch.float64) if floating(v) else v, (args, kwargs))
+    args64, kwargs64 = tree_map(
+        lambda v: v.detach().to(torch.float64) if floating(v) else v, (args, kwargs)
+    )
     use = [i for i, f in enumerate(flags) if f] or list(range(len(flags)))
     fn, values = case_function(target, args64, kwargs64, use)
     first = check_backward(fn, values, settings)
@@ -295,16 +311,31 @@ def _flags_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[bool]:
     return [bool(leaf.requires_grad) for leaf in leaves if floating(leaf)]
 
 
-def _item(subject: Subject, source: str, target: Callable[..., Any], args: tuple[Any, ...],
-          kwargs: dict[str, Any], flags: list[bool], settings: FiniteDifferenceSettings) -> CheckItem:
+def _item(
+    subject: Subject,
+    source: str,
+    target: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    flags: list[bool],
+    settings: FiniteDifferenceSettings,
+) -> CheckItem:
     try:
         first, nearby = _check_case(target, args, kwargs, flags, settings)
     except NotDifferentiable as exc:
-        return CheckItem(subject=subject, status="not_computed", metrics={"skipped": True, "source": source},
-                         message=f"skipped (not differentiable): {exc}")
+        return CheckItem(
+            subject=subject,
+            status="not_computed",
+            metrics={"skipped": True, "source": source},
+            message=f"skipped (not differentiable): {exc}",
+        )
     except Exception as exc:
-        return CheckItem(subject=subject, status="not_computed", metrics={"source": source},
-                         message=f"could not run it in float64: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        return CheckItem(
+            subject=subject,
+            status="not_computed",
+            metrics={"source": source},
+            message=f"could not run it in float64: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+        )
     metrics = first.metrics()
     metrics["source"] = source
     details: dict[str, Any] = {"error_curve": first.error_curve}
@@ -322,8 +353,13 @@ def _item(subject: Subject, source: str, target: Callable[..., Any], args: tuple
             )
         else:
             message += f"; at a nearby point too ({describe(nearby)})"
-    return CheckItem(subject=subject, status="pass" if passed else "fail", metrics=metrics,
-                     message=message, details=details)
+    return CheckItem(
+        subject=subject,
+        status="pass" if passed else "fail",
+        metrics=metrics,
+        message=message,
+        details=details,
+    )
 
 
 def run(ctx: CollectContext) -> CheckResult:
@@ -353,12 +389,35 @@ def run(ctx: CollectContext) -> CheckResult:
     items: list[CheckItem] = []
     for call in calls:
         subject = Subject(kind="custom_op", name=_qualified_name(call.cls), module=call.module)
-        items.append(_item(subject, "probe run", call.cls.apply, call.args, call.kwargs, call.differentiate, settings))
+        items.append(
+            _item(
+                subject,
+                "probe run",
+                call.cls.apply,
+                call.args,
+                call.kwargs,
+                call.differentiate,
+                settings,
+            )
+        )
     for fn, reg in _REGISTRY.items():
         target = fn.apply if _is_function_class(fn) else fn
         for args, kwargs in _sample_cases(reg):
             subject = Subject(kind="custom_op", name=reg.name)
-            items.append(_item(subject, "registered sample", target, args, kwargs, _flags_of(args, kwargs), settings))
+            items.append(
+                _item(
+                    subject,
+                    "registered sample",
+                    target,
+                    args,
+                    kwargs,
+                    _flags_of(args, kwargs),
+                    settings,
+                )
+            )
+    ctx.extras["custom_ops_failed"] = sorted(
+        {i.subject.name or "" for i in items if i.status == "fail"}
+    )
     used = {_qualified_name(c) for c in classes}
     summary: dict[str, Any] = {
         "custom_functions_found": len(classes),
@@ -371,5 +430,11 @@ def run(ctx: CollectContext) -> CheckResult:
     reason = None
     if unchecked:
         reason = "no call captured for " + ", ".join(_qualified_name(c) for c in unchecked)
-    return CheckResult(check="custom_ops", status="computed", parameters=parameters,
-                       summary=summary, items=items, reason=reason)
+    return CheckResult(
+        check="custom_ops",
+        status="computed",
+        parameters=parameters,
+        summary=summary,
+        items=items,
+        reason=reason,
+    )

@@ -267,7 +267,10 @@ def _jacobians(
                 f_plus = _evaluate(fn, plus, keep)
                 f_minus = _evaluate(fn, minus, keep)
                 jac[:, col] = torch.cat(
-                    [((p - m) / (2 * eps)).reshape(-1).cpu() for p, m in zip(f_plus, f_minus, strict=True)]
+                    [
+                        ((p - m) / (2 * eps)).reshape(-1).cpu()
+                        for p, m in zip(f_plus, f_minus, strict=True)
+                    ]
                 )
                 col += 1
         return jac
@@ -375,5 +378,3 @@ def describe(check: BackwardCheck) -> str:
         f"backward {verdict} central differences in float64 over {how}: "
         f"max relative error {check.max_rel_error:.2e} (rtol {check.rtol:.0e}){swept}"
     )
-
-

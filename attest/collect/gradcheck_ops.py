@@ -178,8 +178,32 @@ def _slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall 
     return small
 
 
-def check_operator(record: OpRecord, settings: FiniteDifferenceSettings) -> CheckItem:
-    """Check one captured operator; never raises (an unusable case is ``not_computed``)."""
+def _signature(record: OpRecord) -> str:
+    """The operator and its non-tensor arguments: what a sliced full Jacobian depends on."""
+
+    def describe_arg(value: Any) -> str:
+        if isinstance(value, torch.Tensor):
+            return f"T{value.dim()}"
+        if isinstance(value, (list, tuple)):
+            return "[" + ",".join(describe_arg(v) for v in value) + "]"
+        return repr(value)
+
+    return (
+        record.op
+        + "("
+        + ",".join(describe_arg(a) for a in record.args)
+        + repr(sorted(record.kwargs))
+        + ")"
+    )
+
+
+def check_operator(
+    record: OpRecord, settings: FiniteDifferenceSettings, sliced_done: set[str] | None = None
+) -> CheckItem:
+    """Check one captured operator; never raises (an unusable case is ``not_computed``).
+
+    ``sliced_done`` collects the signatures of pointwise operators already given a
+    full-Jacobian check on a slice, so each distinct one gets it once per run."""
     subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module)
     func = record.func
     if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
@@ -194,15 +218,26 @@ def check_operator(record: OpRecord, settings: FiniteDifferenceSettings) -> Chec
         nudged = nudge_off_kinks(record, call, use, settings.seed)
         checks: list[tuple[str, BackwardCheck]] = []
         fn = call.function(use)
-        checks.append(("captured input", check_backward(fn, [call.tensors[i] for i in use], settings)))
+        checks.append(
+            ("captured input", check_backward(fn, [call.tensors[i] for i in use], settings))
+        )
         sliced_note = None
         n_in = sum(call.tensors[i].numel() for i in use)
-        if n_in > settings.full_jacobian_max_numel and torch.Tag.pointwise in getattr(func, "tags", ()):
+        signature = _signature(record)
+        if (
+            n_in > settings.full_jacobian_max_numel
+            and torch.Tag.pointwise in getattr(func, "tags", ())
+            and (sliced_done is None or signature not in sliced_done)
+        ):
+            if sliced_done is not None:
+                sliced_done.add(signature)
             budget = settings.full_jacobian_max_numel // max(len(use), 1)
             small = _slice_pointwise(call, use, budget)
             if small is not None:
                 small_fn = small.function(use)
-                sliced_check = check_backward(small_fn, [small.tensors[i] for i in use], settings, mode="full_jacobian")
+                sliced_check = check_backward(
+                    small_fn, [small.tensors[i] for i in use], settings, mode="full_jacobian"
+                )
                 checks.append(("representative slice", sliced_check))
                 sliced_note = {
                     "from_shapes": [list(call.tensors[i].shape) for i in use],
@@ -221,8 +256,12 @@ def check_operator(record: OpRecord, settings: FiniteDifferenceSettings) -> Chec
 
 def _skipped(subject: Subject, reason: str) -> CheckItem:
     """Nothing to check: not a failure, and not a measured pass either."""
-    return CheckItem(subject=subject, status="not_computed", metrics={"skipped": True},
-                     message=f"skipped (not differentiable): {reason}")
+    return CheckItem(
+        subject=subject,
+        status="not_computed",
+        metrics={"skipped": True},
+        message=f"skipped (not differentiable): {reason}",
+    )
 
 
 def _item(
@@ -242,7 +281,12 @@ def _item(
     metrics["kink_values_nudged"] = nudged
     details: dict[str, Any] = {
         "checks": [
-            {"case": name, **c.metrics(), "error_curve": c.error_curve, "torch_gradcheck": c.torch_gradcheck}
+            {
+                "case": name,
+                **c.metrics(),
+                "error_curve": c.error_curve,
+                "torch_gradcheck": c.torch_gradcheck,
+            }
             for name, c in checks
         ],
         "differentiated_inputs": differentiated,
@@ -255,9 +299,16 @@ def _item(
     if nudged:
         message += f"; {nudged} captured values on a kink were nudged off it first (see kinks)"
     if sliced is not None:
-        message += f"; full Jacobian on a slice {sliced['to_shapes']} of inputs {sliced['from_shapes']}"
-    return CheckItem(subject=subject, status="pass" if passed else "fail", metrics=metrics,
-                     message=message, details=details)
+        message += (
+            f"; full Jacobian on a slice {sliced['to_shapes']} of inputs {sliced['from_shapes']}"
+        )
+    return CheckItem(
+        subject=subject,
+        status="pass" if passed else "fail",
+        metrics=metrics,
+        message=message,
+        details=details,
+    )
 
 
 def run(ctx: CollectContext) -> CheckResult:
@@ -274,9 +325,14 @@ def run(ctx: CollectContext) -> CheckResult:
         "dtype": "float64",
     }
     if ctx.operators is None:
-        return CheckResult(check="gradcheck", status="not_computed", parameters=parameters,
-                           reason="the operator capture did not run, so there are no operators to check")
-    items = [check_operator(record, settings) for record in ctx.operators]
+        return CheckResult(
+            check="gradcheck",
+            status="not_computed",
+            parameters=parameters,
+            reason="the operator capture did not run, so there are no operators to check",
+        )
+    sliced_done: set[str] = set()
+    items = [check_operator(record, settings, sliced_done) for record in ctx.operators]
     checked = [i for i in items if i.status in ("pass", "fail")]
     errors = [i.metrics.get("max_rel_error") for i in checked]
     finite = [e for e in errors if isinstance(e, float) and math.isfinite(e)]
@@ -284,8 +340,12 @@ def run(ctx: CollectContext) -> CheckResult:
         "operators": len(items),
         "checked": len(checked),
         "skipped": sum(1 for i in items if i.metrics.get("skipped")),
-        "not_computed": sum(1 for i in items if i.status == "not_computed" and not i.metrics.get("skipped")),
+        "not_computed": sum(
+            1 for i in items if i.status == "not_computed" and not i.metrics.get("skipped")
+        ),
         "failed": sum(1 for i in items if i.status == "fail"),
         "max_rel_error": max(finite) if finite else None,
     }
-    return CheckResult(check="gradcheck", status="computed", parameters=parameters, summary=summary, items=items)
+    return CheckResult(
+        check="gradcheck", status="computed", parameters=parameters, summary=summary, items=items
+    )

@@ -26,7 +26,14 @@ from pathlib import Path
 
 import torch
 
-from attest.collect import accumulation, custom_ops, gradcheck_ops, gradient_flow, kinks, second_order
+from attest.collect import (
+    accumulation,
+    custom_ops,
+    gradcheck_ops,
+    gradient_flow,
+    kinks,
+    second_order,
+)
 from attest.collect.context import CollectContext
 from attest.errors import AttestError
 from attest.evidence import CheckResult

@@ -54,11 +54,14 @@ _LEAVES_TORCH = {
     "__bool__": "bool()",
     "__index__": "an index",
 }
+SEVERING_KINDS = ("severed", "outside", "integer", "no_grad")
 _ZERO_DERIVATIVE = {"round", "floor", "ceil", "trunc", "fix", "sign", "sgn", "heaviside"}
 _INPLACE_MARKERS = ("modified by an inplace operation",)
 
 
-def probe_objective(spec: LoadedSpec, output: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+def probe_objective(
+    spec: LoadedSpec, output: torch.Tensor, labels: torch.Tensor | None
+) -> torch.Tensor:
     """The scalar the gradient checks differentiate: the spec's loss on the probe targets when
     both exist, else ``sum_n F(x_n)`` (the quantity IG and saliency differentiate)."""
     if spec.loss_fn is not None and labels is not None:
@@ -135,7 +138,11 @@ class _ParameterTracker(TorchFunctionMode):
         self.keep: list[Any] = []  # holds every tainted object so ids are never reused
 
     def __torch_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
         leaves, _ = tree_flatten((args, kwargs))
@@ -148,7 +155,11 @@ class _ParameterTracker(TorchFunctionMode):
         if not mask:
             return out
         name = getattr(func, "__name__", "")
-        getter = getattr(getattr(func, "__self__", None), "__name__", None) if name == "__get__" else None
+        getter = (
+            getattr(getattr(func, "__self__", None), "__name__", None)
+            if name == "__get__"
+            else None
+        )
         if name == "__get__" and getter != "data":
             return out  # shape, dtype, grad_fn...: metadata, not a use
         module = self.modules.current
@@ -163,7 +174,10 @@ class _ParameterTracker(TorchFunctionMode):
             event = _Event("severed", _SEVERING[name], module)
         elif name in _LEAVES_TORCH:
             event = _Event("outside", f"{_LEAVES_TORCH[name]} (computation outside torch)", module)
-        elif any(isinstance(o, torch.Tensor) and not (o.is_floating_point() or o.is_complex()) for o in outputs):
+        elif any(
+            isinstance(o, torch.Tensor) and not (o.is_floating_point() or o.is_complex())
+            for o in outputs
+        ):
             dtypes = sorted({str(o.dtype) for o in outputs if isinstance(o, torch.Tensor)})
             event = _Event("integer", f"{name} producing {', '.join(dtypes)}", module)
         elif grad_in and not torch.is_grad_enabled():
@@ -183,13 +197,19 @@ class _ParameterTracker(TorchFunctionMode):
 
 
 def _trace_parameters(
-    model: nn.Module, x: torch.Tensor, spec: LoadedSpec, labels: torch.Tensor | None, names: list[str]
+    model: nn.Module,
+    x: torch.Tensor,
+    spec: LoadedSpec,
+    labels: torch.Tensor | None,
+    names: list[str],
 ) -> tuple[_Trace, dict[str, int]]:
     params = dict(model.named_parameters())
     bits = {name: 1 << i for i, name in enumerate(names)}
     trace = _Trace()
     with _ModuleStack(model) as modules:
-        handles = [m.register_forward_pre_hook(_mark_ran(trace, n)) for n, m in model.named_modules()]
+        handles = [
+            m.register_forward_pre_hook(_mark_ran(trace, n)) for n, m in model.named_modules()
+        ]
         tracker = _ParameterTracker({id(params[n]): b for n, b in bits.items()}, modules, trace)
         try:
             with torch.enable_grad(), tracker:
@@ -218,14 +238,15 @@ def _where(module: str) -> str:
     return f"module {module!r}" if module else "the root module's forward"
 
 
-def _reason(name: str, bit: int, trace: _Trace, zero: bool) -> str:
+def _reason(name: str, bit: int, trace: _Trace, zero: bool) -> tuple[str, str]:
+    """(kind, sentence): why parameter ``name`` (tracked as ``bit``) gets no usable gradient."""
     events = trace.events.get(bit, [])
     owner = _owner(name)
     if not trace.used & bit:
         if owner and owner not in trace.ran:
-            return f"unused in forward: its module {owner!r} is never called"
-        return f"unused in forward: {_where(owner)} runs but never reads it"
-    for kind in ("severed", "outside", "integer", "no_grad"):
+            return "unused", f"unused in forward: its module {owner!r} is never called"
+        return "unused", f"unused in forward: {_where(owner)} runs but never reads it"
+    for kind in SEVERING_KINDS:
         found = [e for e in events if e.kind == kind]
         if found:
             first = found[0]
@@ -235,15 +256,26 @@ def _reason(name: str, bit: int, trace: _Trace, zero: bool) -> str:
                 "integer": "path goes through an integer/bool dtype:",
                 "no_grad": "path computed with gradients disabled:",
             }[kind]
-            return f"{label} {first.what} in {_where(first.module)}"
+            return kind, f"{label} {first.what} in {_where(first.module)}"
     zeros = [e for e in events if e.kind == "zero_derivative"]
     if zeros:
-        return f"every path goes through zero-derivative operations ({zeros[0].what} in {_where(zeros[0].module)})"
+        return "zero_derivative", (
+            f"every path goes through zero-derivative operations ({zeros[0].what} in {_where(zeros[0].module)})"
+        )
     if not trace.reached & bit:
-        return "used in forward, but nothing computed from it reaches the output (a dead branch)"
+        return (
+            "dead_branch",
+            "used in forward, but nothing computed from it reaches the output (a dead branch)",
+        )
     if zero:
-        return "the gradient is exactly zero on the probe batch (e.g. units inactive on every probe example)"
-    return "its values reach the output only through operations autograd does not differentiate"
+        return (
+            "zero",
+            "the gradient is exactly zero on the probe batch (e.g. units inactive on every probe example)",
+        )
+    return (
+        "untracked",
+        "its values reach the output only through operations autograd does not differentiate",
+    )
 
 
 # -- in-place writes to saved tensors ----------------------------------------------------------
@@ -306,7 +338,11 @@ def _labels(ctx: CollectContext) -> torch.Tensor | None:
 def run(ctx: CollectContext) -> CheckResult:
     """The ``gradient_flow`` result: one item per parameter (plus the input and any in-place write)."""
     model = ctx.fresh_model(torch.float64)
-    x = ctx.inputs(torch.float64) if ctx.spec.inputs.is_floating_point() else ctx.spec.inputs.to(ctx.spec.device)
+    x = (
+        ctx.inputs(torch.float64)
+        if ctx.spec.inputs.is_floating_point()
+        else ctx.spec.inputs.to(ctx.spec.device)
+    )
     labels = _labels(ctx)
     parameters = {
         "dtype": "float64",
@@ -318,26 +354,40 @@ def run(ctx: CollectContext) -> CheckResult:
     if measured.error is not None:
         message = " ".join(str(measured.error).split())[:400]
         if measured.phase == "backward" and any(m in message for m in _INPLACE_MARKERS):
-            for hit in _locate_inplace(ctx.fresh_model(torch.float64), x) or [{"writer": "?", "saved_by": "?"}]:
-                items.append(CheckItem(
-                    subject=Subject(kind="module", module=hit["writer"] if hit["writer"] != "?" else None),
-                    status="fail",
-                    metrics={"inplace_on_saved_tensor": True},
-                    message=(
-                        f"in-place write in {_where(hit['writer'])} modifies a tensor saved for backward "
-                        f"by {_where(hit['saved_by'])}; backward raises: {message}"
-                    ),
-                    details=hit,
-                ))
+            for hit in _locate_inplace(ctx.fresh_model(torch.float64), x) or [
+                {"writer": "?", "saved_by": "?"}
+            ]:
+                items.append(
+                    CheckItem(
+                        subject=Subject(
+                            kind="module", module=hit["writer"] if hit["writer"] != "?" else None
+                        ),
+                        status="fail",
+                        metrics={"inplace_on_saved_tensor": True},
+                        message=(
+                            f"in-place write in {_where(hit['writer'])} modifies a tensor saved for backward "
+                            f"by {_where(hit['saved_by'])}; backward raises: {message}"
+                        ),
+                        details=hit,
+                    )
+                )
         else:
-            items.append(CheckItem(
-                subject=Subject(kind="model"), status="error",
-                message=f"the model raised {type(measured.error).__name__} in {measured.phase}: {message}",
-            ))
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="model"),
+                    status="error",
+                    message=f"the model raised {type(measured.error).__name__} in {measured.phase}: {message}",
+                )
+            )
         for name, p in model.named_parameters():
             if p.requires_grad:
-                items.append(CheckItem(subject=Subject(kind="parameter", name=name), status="not_computed",
-                                       message=f"no gradient could be computed: the {measured.phase} pass raised"))
+                items.append(
+                    CheckItem(
+                        subject=Subject(kind="parameter", name=name),
+                        status="not_computed",
+                        message=f"no gradient could be computed: the {measured.phase} pass raised",
+                    )
+                )
         return _result(parameters, items, measured)
 
     problems: dict[str, tuple[str, bool]] = {}  # name -> (what is wrong, zero)
@@ -348,48 +398,93 @@ def run(ctx: CollectContext) -> CheckResult:
             continue
         elif not bool((grad != 0).any()):
             problems[name] = ("gradient is identically zero", True)
-    trace, bits = (_Trace(), {})
+    trace: _Trace = _Trace()
+    bits: dict[str, int] = {}
+    severed: list[str] = []
+    ctx.extras["gradient_flow_severed"] = severed
     if problems:
-        trace, bits = _trace_parameters(ctx.fresh_model(torch.float64), x, ctx.spec, labels, list(problems))
+        trace, bits = _trace_parameters(
+            ctx.fresh_model(torch.float64), x, ctx.spec, labels, list(problems)
+        )
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=_owner(name))
         if name in measured.frozen:
-            items.append(CheckItem(subject=subject, status="pass", metrics={"frozen": True},
-                                   message="frozen (requires_grad=False): receives no gradient by design"))
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="pass",
+                    metrics={"frozen": True},
+                    message="frozen (requires_grad=False): receives no gradient by design",
+                )
+            )
             continue
         grad = measured.grads.get(name)
         if name in problems:
             what, zero = problems[name]
-            reason = _reason(name, bits[name], trace, zero)
-            items.append(CheckItem(subject=subject, status="fail",
-                                   metrics={"has_grad": grad is not None, "grad_norm": 0.0 if grad is not None else None,
-                                            "frozen": False},
-                                   message=f"{what}: {reason}", details={"reason": reason}))
+            kind, reason = _reason(name, bits[name], trace, zero)
+            if kind in SEVERING_KINDS or kind == "untracked":
+                severed.append(name)
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="fail",
+                    metrics={
+                        "has_grad": grad is not None,
+                        "grad_norm": 0.0 if grad is not None else None,
+                        "frozen": False,
+                        "reason_kind": kind,
+                    },
+                    message=f"{what}: {reason}",
+                    details={"reason": reason},
+                )
+            )
             continue
         assert grad is not None
         finite = bool(torch.isfinite(grad).all())
-        metrics: dict[str, Any] = {"has_grad": True, "frozen": False, "finite": finite,
-                                   "nonzero_fraction": float((grad != 0).double().mean())}
+        metrics: dict[str, Any] = {
+            "has_grad": True,
+            "frozen": False,
+            "finite": finite,
+            "nonzero_fraction": float((grad != 0).double().mean()),
+        }
         if finite:
             metrics["grad_norm"] = float(grad.norm())
             items.append(CheckItem(subject=subject, status="pass", metrics=metrics))
         else:
             metrics["nan_count"] = int(torch.isnan(grad).sum())
             metrics["inf_count"] = int(torch.isinf(grad).sum())
-            items.append(CheckItem(subject=subject, status="fail", metrics=metrics,
-                                   message="gradient has non-finite entries (see the numerics check for where)"))
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="fail",
+                    metrics=metrics,
+                    message="gradient has non-finite entries (see the numerics check for where)",
+                )
+            )
     if x.is_floating_point():
         g = measured.input_grad
         ok = g is not None and bool(torch.isfinite(g).all()) and bool((g != 0).any())
-        items.append(CheckItem(
-            subject=Subject(kind="input", name="x"), status="pass" if ok else "warn",
-            metrics={"has_grad": g is not None, "grad_norm": float(g.norm()) if g is not None and math.isfinite(float(g.norm())) else None},
-            message="" if ok else "the probe objective has no usable gradient with respect to the input (saliency and IG need one)",
-        ))
+        items.append(
+            CheckItem(
+                subject=Subject(kind="input", name="x"),
+                status="pass" if ok else "warn",
+                metrics={
+                    "has_grad": g is not None,
+                    "grad_norm": float(g.norm())
+                    if g is not None and math.isfinite(float(g.norm()))
+                    else None,
+                },
+                message=""
+                if ok
+                else "the probe objective has no usable gradient with respect to the input (saliency and IG need one)",
+            )
+        )
     return _result(parameters, items, measured)
 
 
-def _result(parameters: dict[str, Any], items: list[CheckItem], measured: ParameterGradients) -> CheckResult:
+def _result(
+    parameters: dict[str, Any], items: list[CheckItem], measured: ParameterGradients
+) -> CheckResult:
     params = [i for i in items if i.subject.kind == "parameter"]
     summary: dict[str, Any] = {
         "parameters": len(params),
@@ -398,4 +493,10 @@ def _result(parameters: dict[str, Any], items: list[CheckItem], measured: Parame
         "inplace_writes": sum(1 for i in items if i.metrics.get("inplace_on_saved_tensor")),
         "raised_in": measured.phase if measured.error is not None else None,
     }
-    return CheckResult(check="gradient_flow", status="computed", parameters=parameters, summary=summary, items=items)
+    return CheckResult(
+        check="gradient_flow",
+        status="computed",
+        parameters=parameters,
+        summary=summary,
+        items=items,
+    )

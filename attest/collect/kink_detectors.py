@@ -119,8 +119,10 @@ def _scalar(bound: Bound, name: str, default: float) -> float:
 def _near(x: torch.Tensor, value: Any, tolerance: float) -> torch.Tensor:
     """Exactly on ``value`` (tolerance 0, the kinks check) or within ``tolerance`` of it."""
     if tolerance <= 0:
-        return x == value
-    return (x - value).abs() <= tolerance
+        hit: torch.Tensor = x == value
+        return hit
+    near: torch.Tensor = (x - value).abs() <= tolerance
+    return near
 
 
 def _threshold(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
@@ -244,7 +246,9 @@ def _reduce_dims(bound: Bound, x: torch.Tensor) -> tuple[int, ...]:
     return tuple(d % max(x.dim(), 1) for d in dims)
 
 
-def _selection_ties(kind: str, select: Callable[[torch.Tensor, tuple[int, ...], Bound], torch.Tensor]) -> Detector:
+def _selection_ties(
+    kind: str, select: Callable[[torch.Tensor, tuple[int, ...], Bound], torch.Tensor]
+) -> Detector:
     """Ties with the value selected along some dims (max/min/median/kthvalue...)."""
 
     def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
@@ -297,7 +301,9 @@ def _sort_ties(kind: str, topk: bool) -> Detector:
         if x is None or x.dim() == 0 or x.numel() == 0:
             return None
         dim = int(bound.get("dim", -1)) % x.dim()
-        descending = bool(bound.get("largest", True)) if topk else bool(bound.get("descending", False))
+        descending = (
+            bool(bound.get("largest", True)) if topk else bool(bound.get("descending", False))
+        )
         values, order = x.sort(dim=dim, descending=descending, stable=True)
         n = values.shape[dim]
         pairs = _near(values.narrow(dim, 1, n - 1), values.narrow(dim, 0, n - 1), tolerance)
@@ -329,7 +335,11 @@ def _window_positions(
     out = (-(-numer // stride) if ceil_mode else numer // stride) + 1
     if ceil_mode and (out - 1) * stride >= length + padding:
         out -= 1
-    pos = torch.arange(out).unsqueeze(1) * stride - padding + torch.arange(kernel).unsqueeze(0) * dilation
+    pos = (
+        torch.arange(out).unsqueeze(1) * stride
+        - padding
+        + torch.arange(kernel).unsqueeze(0) * dilation
+    )
     return pos, (pos >= 0) & (pos < length)
 
 
@@ -354,10 +364,14 @@ def _gather_windows(
         out, k = pos.shape
         length = t.shape[dim]
         g = t.index_select(dim, pos.clamp(0, length - 1).reshape(-1).to(t.device))
-        g = g.unflatten(dim, (out, k))
+        g = g.reshape(*g.shape[:dim], out, k, *g.shape[dim + 1 :])
         vshape = [1] * g.dim()
         vshape[dim], vshape[dim + 1] = out, k
-        g = torch.where(valid.reshape(vshape).to(t.device), g, torch.full((), fill, dtype=g.dtype, device=g.device))
+        g = torch.where(
+            valid.reshape(vshape).to(t.device),
+            g,
+            torch.full((), fill, dtype=g.dtype, device=g.device),
+        )
         t = g.movedim(dim + 1, -1)
     return t.flatten(-d) if d > 1 else t
 
@@ -388,7 +402,9 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
             dilation = _ints(bound.get("dilation"), d, 1)
             ceil_mode = bool(bound.get("ceil_mode", False))
             per_dim = [
-                _window_positions(sizes[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode)
+                _window_positions(
+                    sizes[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode
+                )
                 for i in range(d)
             ]
         windows = _gather_windows(x.double(), per_dim, -math.inf)
@@ -407,7 +423,9 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
             hi = torch.where(tied, pw, -math.inf).amax(dim=-1)
             lo = torch.where(tied, pw, math.inf).amin(dim=-1)
             moved = hi != lo
-        return _scan("max-pool window tie", tie, moved, "output window", {"self": mask.reshape(x.shape)})
+        return _scan(
+            "max-pool window tie", tie, moved, "output window", {"self": mask.reshape(x.shape)}
+        )
 
     return detect
 
@@ -415,13 +433,23 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
 def _zero_norm(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
     x = _tensor(bound, "self")
     order = bound.get("ord", 2)
-    if x is None or x.dim() == 0 or (isinstance(order, (int, float)) and (math.isinf(order) or order <= 0)):
+    if (
+        x is None
+        or x.dim() == 0
+        or (isinstance(order, (int, float)) and (math.isinf(order) or order <= 0))
+    ):
         return None
     dims = _reduce_dims(bound, x)
     zero = (x == 0).all(dim=dims, keepdim=True)
     px = _matching(x, _tensor(perturbed, "self"))
     moved = None if px is None else (px != 0).any(dim=dims, keepdim=True)
-    return _scan("vector norm of an all-zero slice", zero, moved, "output (reduced, keepdim)", {"self": zero.expand_as(x)})
+    return _scan(
+        "vector norm of an all-zero slice",
+        zero,
+        moved,
+        "output (reduced, keepdim)",
+        {"self": zero.expand_as(x)},
+    )
 
 
 DETECTORS: dict[str, Detector] = {

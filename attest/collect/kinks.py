@@ -57,7 +57,9 @@ def perturbed_records(ctx: CollectContext) -> tuple[dict[int, OpRecord], str]:
         x = x + noise * KINK_PERTURBATION * (rms if rms > 0 else 1.0)
     else:
         x = x.to(ctx.spec.device)
-    records, outcome = capture_operators(model, x, ctx.spec, labels=ctx.spec.labels, backward=False, seed=seed)
+    records, outcome = capture_operators(
+        model, x, ctx.spec, labels=ctx.spec.labels, backward=False, seed=seed
+    )
     if outcome.failure is not None:
         return {}, f"the perturbed run raised ({outcome.failure.describe()}): every hit counted"
     probe = [(r.op, r.module) for r in ctx.operators]
@@ -81,8 +83,12 @@ def run(ctx: CollectContext) -> CheckResult:
         "rule": "a hit counts when a random perturbation of the inputs and parameters moves it off the kink",
     }
     if ctx.operators is None:
-        return CheckResult(check="kinks", status="not_computed", parameters=parameters,
-                           reason="the operator capture did not run, so there are no operator inputs to scan")
+        return CheckResult(
+            check="kinks",
+            status="not_computed",
+            parameters=parameters,
+            reason="the operator capture did not run, so there are no operator inputs to scan",
+        )
     candidates = [r for r in ctx.operators if op_short_name(r.op) in DETECTORS]
     perturbed: dict[int, OpRecord] = {}
     note = "no operator with non-differentiable points"
@@ -101,8 +107,13 @@ def run(ctx: CollectContext) -> CheckResult:
         if scan is None:
             continue
         first = scan.first_indices
-        subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module,
-                          indices=first[0] if first else None)
+        subject = Subject(
+            kind="operator",
+            operator_id=record.id,
+            op=record.op,
+            module=record.module,
+            indices=first[0] if first else None,
+        )
         metrics: dict[str, Any] = {
             "count": scan.count,
             "locally_constant_hits": scan.constant_hits,
@@ -112,22 +123,35 @@ def run(ctx: CollectContext) -> CheckResult:
             "perturbation_aligned": twin_bound is not None,
         }
         if scan.count:
-            message = (f"{scan.count} probe value(s) exactly on a non-differentiable point ({scan.kind}); "
-                       f"first at {[tuple(i) for i in first]} ({scan.index_space}): the derivative returned "
-                       "there is a convention of the program, not of the function")
+            message = (
+                f"{scan.count} probe value(s) exactly on a non-differentiable point ({scan.kind}); "
+                f"first at {[tuple(i) for i in first]} ({scan.index_space}): the derivative returned "
+                "there is a convention of the program, not of the function"
+            )
         elif scan.constant_hits:
-            message = (f"{scan.constant_hits} hit(s) on {scan.kind} stay put when inputs and parameters move "
-                       "(locally constant), so both one-sided derivatives agree: not counted")
+            message = (
+                f"{scan.constant_hits} hit(s) on {scan.kind} stay put when inputs and parameters move "
+                "(locally constant), so both one-sided derivatives agree: not counted"
+            )
         else:
             message = ""
         if twin_bound is None and scan.raw_hits:
             message += "; no aligned perturbed run for this operator, so every hit was counted"
-        items.append(CheckItem(subject=subject, status="fail" if scan.count else "pass", metrics=metrics,
-                               message=message, details={"first_indices": first}))
+        items.append(
+            CheckItem(
+                subject=subject,
+                status="fail" if scan.count else "pass",
+                metrics=metrics,
+                message=message,
+                details={"first_indices": first},
+            )
+        )
     summary: dict[str, Any] = {
         "operators_scanned": len(items),
         "operators_with_kinks": sum(1 for i in items if i.status == "fail"),
-        "total_count": sum(int(i.metrics["count"] or 0) for i in items),  # type: ignore[arg-type]
-        "locally_constant_hits": sum(int(i.metrics["locally_constant_hits"] or 0) for i in items),  # type: ignore[arg-type]
+        "total_count": sum(int(i.metrics["count"] or 0) for i in items),
+        "locally_constant_hits": sum(int(i.metrics["locally_constant_hits"] or 0) for i in items),
     }
-    return CheckResult(check="kinks", status="computed", parameters=parameters, summary=summary, items=items)
+    return CheckResult(
+        check="kinks", status="computed", parameters=parameters, summary=summary, items=items
+    )

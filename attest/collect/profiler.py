@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from attest.collect.capture import (
     BackwardCall,
@@ -118,6 +118,7 @@ class OpMeasure:
     # determinism
     runs_compared: int = 0
     runs_exact: int = 0
+    origin_runs: int = 0  # runs in which this operator is where a difference starts
     max_deviation: float = 0.0
     # thread sensitivity
     thread_changed: bool | None = None
@@ -481,7 +482,13 @@ def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:
 
 
 class _CompareObserver(CaptureObserver):
-    """Bitwise comparison of one run with the reference, per operator."""
+    """Bitwise comparison of one run with the reference, per operator.
+
+    Also finds where a difference starts: in forward, an operator whose output differs
+    while none of its tensor inputs did (tracked by storage); in backward, an operator
+    whose computed gradient differs while the gradient flowing into it and its forward
+    inputs and outputs did not. Those are the ``origin`` operators; the rest inherited.
+    """
 
     wants_grads = True
 
@@ -491,11 +498,25 @@ class _CompareObserver(CaptureObserver):
         self.deviation: dict[int, float] = {}
         self.diverged_at: int | None = None
         self.forward_ns: dict[int, int] = {}
+        self.tainted: set[int] = set()  # storages holding values that differ from run 0
+        self.forward_tainted: set[int] = set()  # ops whose forward inputs or outputs differed
+        self.origins: set[int] = set()
 
     def _note(self, ref_id: int, exact: bool, deviation: float) -> None:
         self.exact[ref_id] = self.exact.get(ref_id, True) and exact
         if not exact:
             self.deviation[ref_id] = max(self.deviation.get(ref_id, 0.0), deviation)
+
+    def _storages(self, tensors: Sequence[torch.Tensor]) -> set[int]:
+        out: set[int] = set()
+        for t in tensors:
+            try:
+                ptr = int(t.untyped_storage().data_ptr())
+            except (RuntimeError, NotImplementedError):
+                continue
+            if ptr:
+                out.add(ptr)
+        return out
 
     def forward(self, call: ForwardCall) -> None:
         if self.diverged_at is not None:
@@ -515,6 +536,16 @@ class _CompareObserver(CaptureObserver):
                 exact = False
                 dev = max(dev, relative_deviation(out, box.value))
         self._note(call.index, exact, dev)
+        inputs = [
+            v for v in tree_flatten((call.args, call.kwargs))[0] if isinstance(v, torch.Tensor)
+        ]
+        inputs_tainted = bool(self._storages(inputs) & self.tainted)
+        if inputs_tainted or not exact:
+            self.forward_tainted.add(call.index)
+        if not exact:
+            if not inputs_tainted:
+                self.origins.add(call.index)
+            self.tainted |= self._storages(call.outputs)
 
     def grads(
         self,
@@ -526,7 +557,8 @@ class _CompareObserver(CaptureObserver):
             self.diverged_at is not None and op_id >= self.diverged_at
         ):
             return
-        ref = self.reference[op_id].grad_inputs
+        measure = self.reference[op_id]
+        ref = measure.grad_inputs
         if ref is None:
             self._note(op_id, False, math.inf)
             return
@@ -539,6 +571,14 @@ class _CompareObserver(CaptureObserver):
                 exact = False
                 dev = max(dev, relative_deviation(g, box.value))
         self._note(op_id, exact, dev)
+        if not exact and op_id not in self.forward_tainted:
+            incoming_exact = measure.grad_outputs is not None and all(
+                (box is None) == (g is None)
+                and (box is None or g is None or bits_equal(g, box.value))
+                for box, g in zip(measure.grad_outputs, grad_outputs, strict=False)
+            )
+            if incoming_exact:
+                self.origins.add(op_id)
 
 
 class _LiveBytes(CaptureObserver):
@@ -663,6 +703,8 @@ def measure_repeats(
                 measure.max_deviation = math.inf
                 continue
             measure.runs_compared += 1
+            if measure.id in observer.origins:
+                measure.origin_runs += 1
             if observer.exact.get(measure.id, True):
                 measure.runs_exact += 1
             else:

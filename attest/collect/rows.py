@@ -105,6 +105,9 @@ def operator_rows(profile: Profile, ctx: CollectContext, target: str) -> list[Op
                 bit_exact_rate=_f(det["bit_exact_rate"]),
                 stability_score=_f(det["stability_score"]),
                 max_relative_deviation=_f(det["max_relative_deviation"]),
+                nondeterminism_origin=None
+                if blocked or m.runs_compared == 0
+                else m.origin_runs > 0,
                 fidelity_pct=_f(fid["fidelity_pct"]),
                 output_fidelity_pct=_f(fid["output_fidelity_pct"]),
                 grad_fidelity_pct=_f(fid["grad_fidelity_pct"]),

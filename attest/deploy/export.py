@@ -23,7 +23,6 @@ import os
 import re
 import tempfile
 import time
-import traceback
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from attest._io import sha256_file
 from attest.collect.context import CollectContext, OpRecord
@@ -237,6 +237,10 @@ def _torch_export(
                 dynamic_shapes=_batch_dynamic_shapes(args) if dynamic else None,
                 strict=False,
             )
+            if dynamic and not _batch_stayed_symbolic(program):
+                # Dim.AUTO specialized the batch (the model fixes it somewhere). Export with
+                # static shapes, so the file states that batch instead of a symbol in name only.
+                continue
             return program, dynamic, None
         except Exception as exc:  # torch.export raises many unrelated types
             located = _module_frame(exc, modules)
@@ -247,6 +251,28 @@ def _torch_export(
                 located[1] if located else None,
             )
     return None, False, failure
+
+
+def _batch_stayed_symbolic(program: Any) -> bool:
+    """Whether every tensor user input of an exported program kept a symbolic batch size."""
+    user_inputs = set(program.graph_signature.user_inputs)
+    found = False
+    for node in program.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor) and value.dim() >= 1:
+            if is_concrete_int(value.shape[0]):  # an int, or a SymInt pinned to one value
+                return False
+            found = True
+    return found
+
+
+def _batch_is_symbolic(graph: Any) -> bool:
+    dims = [i.type.tensor_type.shape.dim for i in graph.input if i.type.HasField("tensor_type")]
+    return bool(dims) and all(
+        len(d) > 0 and d[0].HasField("dim_param") and not d[0].dim_param.isdigit() for d in dims
+    )
 
 
 def _certified(operators: list[OpRecord] | None) -> list[CertifiedOperator] | None:
@@ -356,11 +382,8 @@ def export_onnx(
         input_names=[i.name for i in graph.input],
         output_names=[o.name for o in graph.output],
         opset=opset,
-        dynamic_batch=dynamic,
+        # Dim.AUTO may still specialize the batch (a model that reshapes to a fixed batch):
+        # the file itself says whether the deployed graph takes any batch size.
+        dynamic_batch=dynamic and _batch_is_symbolic(graph),
         node_mapping=mapping,
     )
-
-
-def format_failure_trace(exc: BaseException) -> str:  # pragma: no cover - debugging aid
-    """The full traceback text of an export failure (for ``ATTEST_DEBUG`` logs)."""
-    return "".join(traceback.format_exception(exc))

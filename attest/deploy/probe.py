@@ -250,10 +250,12 @@ def run_probe(
 ) -> ProbeOutcome:
     """Run ``onnx_path`` on the probe bundle's inputs and compare with the certified outputs.
 
-    ``certified_env`` is the deployment environment from the (verified) certificate; when
-    empty, the environment recorded in the bundle is used. ``tolerance``, if given, replaces
-    every output's certified ``rtol`` (and scales ``atol`` alike); by default the certified
-    tolerances apply. ``onnx_sha256`` skips re-hashing a file the caller already hashed.
+    ``certified_env`` is the deployment runtime from the (verified) certificate; the
+    environment recorded in the bundle (itself a certificate subject) takes precedence for the
+    keys it records, since that is where the expected outputs were produced. ``tolerance``, if
+    given, replaces every output's certified ``rtol`` (and ``atol`` becomes ``tolerance`` times
+    the largest certified magnitude of that output). ``onnx_sha256`` skips re-hashing a file
+    the caller already hashed.
 
     A bundle or model that cannot be read raises :class:`InputError`; a mismatch is a
     :class:`ProbeOutcome` with ``passed=False``.
@@ -261,7 +263,9 @@ def run_probe(
     started = time.perf_counter()
     bundle = read_probe_bundle(probe_path)
     digest = onnx_sha256 or sha256_file(onnx_path)
-    certified = dict(certified_env or bundle.environment)
+    # The bundle records the environment its expected outputs were produced in, which decides
+    # whether bit-exactness is to be expected here; the certificate's envelope fills gaps.
+    certified = {**(certified_env or {}), **bundle.environment}
     runtime = bundle.runtime
     try:
         threads = int(runtime.get("intra_op_threads", 1))

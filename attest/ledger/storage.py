@@ -247,15 +247,22 @@ class SQLiteStorage:
             self._db = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open ledger {self.path}: {exc}") from None
+        try:
             self._db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
             self._set_wal()
             self._lock_fd = self._open_writer_lock()
             self._initialize(create)
         except sqlite3.DatabaseError as exc:
+            self.close()
             raise LedgerError(
                 f"{self.path} is not a usable ledger database: {exc}",
                 hint="check --ledger points at a gradient-attest ledger (an SQLite file)",
             ) from None
+        except BaseException:
+            self.close()
+            raise
 
     # -- setup ------------------------------------------------------------------------------
 

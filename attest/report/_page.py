@@ -36,16 +36,22 @@ code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-
 .banner.warn { background: #fff4e0; border-color: #f3c98a; color: var(--warn); }
 .banner.info { background: #eef3f9; border-color: #b9cbe2; color: #234a75; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(340px, 1fr)); gap: 14px 24px; }
-dl.kv { display: grid; grid-template-columns: max-content 1fr; gap: 3px 14px; margin: 0; }
+dl.kv { display: grid; grid-template-columns: minmax(0, max-content) minmax(0, 1fr); gap: 3px 14px; margin: 0; }
 dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; word-break: break-all; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; background: #fff; }
 .card h3 { margin-top: 0; }
+.card.wide { margin-top: 14px; }
+table.kvt th { background: none; color: var(--muted); font-weight: 400; position: static;
+               white-space: nowrap; width: 1%; }
+table.kvt td { word-break: break-word; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; margin: 6px 0 12px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 7px; text-align: left; vertical-align: top; }
 th { background: var(--bg); font-weight: 600; position: sticky; top: 0; }
 .card td code { word-break: break-all; }
 #op-table td code { white-space: nowrap; }
+#op-table td:last-child { min-width: 320px; }
 .card table { table-layout: fixed; }
+.card table.kvt { table-layout: auto; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th::after { content: " \\2195"; color: #b8c2cc; font-size: 10px; }
@@ -151,9 +157,11 @@ def fmt_number(value: Any) -> str:
             return str(value)
         if value == 0:
             return "0"
-        if abs(value) >= 1e5 or abs(value) < 1e-3:
-            return f"{value:.3e}"
-        return f"{value:.6g}"
+        if abs(value) >= 1e7 or abs(value) < 1e-3:
+            return f"{value:.4e}"
+        return f"{value:.8g}"  # enough digits that a value near a threshold is not rounded onto it
+    if isinstance(value, list | tuple | dict) and not value:
+        return "none"
     if isinstance(value, list | tuple):
         return (
             ", ".join(fmt_number(v) for v in value) if len(value) <= 8 else f"[{len(value)} values]"
@@ -196,6 +204,18 @@ def fmt_ns(value: Any) -> str:
         if abs(v) >= scale:
             return f"{v / scale:.3g} {unit}"
     return f"{v:.0f} ns"
+
+
+def fmt_for_key(key: str) -> Any:
+    """The formatter a measurement's name calls for (fidelity %, bytes, nanoseconds...)."""
+    k = key.lower()
+    if "fidelity" in k and "threshold" not in k:
+        return fmt_pct
+    if k.endswith("bytes"):
+        return fmt_bytes
+    if k.endswith("_ns"):
+        return fmt_ns
+    return fmt_number
 
 
 @dataclass
@@ -249,6 +269,28 @@ def kv(pairs: Iterable[tuple[str, str]]) -> str:
     """A definition list of (label, already-safe html) pairs."""
     items = "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in pairs)
     return f'<dl class="kv">{items}</dl>' if items else na()
+
+
+def kv_columns(pairs: Sequence[tuple[str, Any]], *, columns: int = 3) -> str:
+    """Many (name, raw value) pairs in a compact table of ``columns`` name/value column pairs,
+    filled top to bottom. Unset values (None) read "unset"."""
+    if not pairs:
+        return na()
+    rows = -(-len(pairs) // columns)
+    body = []
+    for r in range(rows):
+        cells = []
+        for c in range(columns):
+            i = c * rows + r
+            if i < len(pairs):
+                name, value = pairs[i]
+                text = "unset" if value is None else fmt_for_key(name)(value)
+                klass = ' class="na"' if value is None else ""
+                cells.append(f'<th scope="row">{esc(name)}</th><td{klass}>{esc(text)}</td>')
+            else:
+                cells.append("<th></th><td></td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f'<table class="kvt"><tbody>{"".join(body)}</tbody></table>'
 
 
 def flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -135,17 +135,45 @@ def _reduce(values: list[Any], how: Callable[[list[float]], float]) -> float | N
     return how(nums) if nums else None
 
 
-def _group_by_module(operators: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _group_by_module(
+    operators: list[dict[str, Any]], key: Callable[[str], str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in operators:
-        groups.setdefault(str(row.get("module") or ""), []).append(row)
+        module = str(row.get("module") or "")
+        groups.setdefault(key(module) if key else module, []).append(row)
     return groups
 
 
-def rollup(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _prefix(depth: int) -> Callable[[str], str]:
+    return lambda module: ".".join(module.split(".")[:depth])
+
+
+def chart_groups(operators: list[dict[str, Any]], limit: int) -> dict[str, list[dict[str, Any]]]:
+    """Operators grouped for a chart of at most ``limit`` points: by module, else by the
+    deepest module-path prefix that gives few enough groups, else by consecutive runs."""
+    groups = _group_by_module(operators)
+    depth = max((m.count(".") + 1 for m in groups if m), default=1)
+    while len(groups) > limit and depth > 1:
+        depth -= 1
+        groups = _group_by_module(operators, _prefix(depth))
+    if len(groups) <= limit:
+        return groups
+    size = -(-len(operators) // limit)  # ceil: consecutive runs of operators
+    return {
+        f"ops {operators[i].get('id')}-{operators[min(i + size, len(operators)) - 1].get('id')}": operators[
+            i : i + size
+        ]
+        for i in range(0, len(operators), size)
+    }
+
+
+def rollup(
+    operators: list[dict[str, Any]], groups: dict[str, list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
     """Per-module figures from operator rows: worst fidelity/stability, summed memory and time."""
     out = []
-    for module, rows in _group_by_module(operators).items():
+    for module, rows in (groups or _group_by_module(operators)).items():
         out.append(
             {
                 "module": module,
@@ -169,10 +197,21 @@ def module_rows(src: ReportSource) -> tuple[list[dict[str, Any]], bool]:
     return rollup(src.operators), True
 
 
+def _grouping(operators: list[dict[str, Any]], groups: dict[str, list[dict[str, Any]]]) -> str:
+    """How chart points were grouped, in words."""
+    if next(iter(groups), "").startswith("ops "):
+        return f"runs of {len(next(iter(groups.values())))} consecutive operators"
+    if len(groups) == len(_group_by_module(operators)):
+        return "module"
+    depth = max((k.count(".") + 1 for k in groups if k), default=1)
+    return f"module-path prefix of depth {depth} (e.g. {next((k for k in groups if k), '<root>')})"
+
+
 def operator_series(
     operators: list[dict[str, Any]], flagged: set[int]
-) -> tuple[OperatorSeries, bool]:
-    """Chart data: one point per operator, or per module above :data:`AGGREGATE_ABOVE`."""
+) -> tuple[OperatorSeries, str | None]:
+    """Chart data: one point per operator, or per module (or module prefix) above
+    :data:`AGGREGATE_ABOVE` operators, so a chart never has more than that many points."""
     if len(operators) <= AGGREGATE_ABOVE:
         return OperatorSeries(
             labels=[f"{r.get('id')} {short_op(r.get('op'))}" for r in operators],
@@ -184,9 +223,9 @@ def operator_series(
             forward_ns=[_num(r.get("forward_ns")) for r in operators],
             backward_ns=[_num(r.get("backward_ns")) for r in operators],
             flagged=[r.get("id") in flagged for r in operators],
-        ), False
-    groups = _group_by_module(operators)
-    rolled = rollup(operators)
+        ), None
+    groups = chart_groups(operators, AGGREGATE_ABOVE)
+    rolled = rollup(operators, groups)
     return OperatorSeries(
         labels=[r["module"] or "<root>" for r in rolled],
         groups=[r["module"] for r in rolled],
@@ -197,4 +236,4 @@ def operator_series(
         forward_ns=[r["forward_ns"] for r in rolled],
         backward_ns=[r["backward_ns"] for r in rolled],
         flagged=[any(row.get("id") in flagged for row in groups[r["module"]]) for r in rolled],
-    ), True
+    ), _grouping(operators, groups)

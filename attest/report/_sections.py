@@ -16,6 +16,7 @@ from attest.report._page import (
     esc,
     flatten,
     fmt_bytes,
+    fmt_for_key,
     fmt_ns,
     fmt_number,
     fmt_pct,
@@ -211,17 +212,10 @@ def operators_section(src: ReportSource, flagged: set[int]) -> str:
     hidden = {"operator_ids"}  # a long list; the operator table has the module of each row
     keys = [k for k in dict.fromkeys(k for r in mods for k in r) if k not in hidden]
 
-    def fmt_for(key: str) -> Any:
-        if "fidelity" in key:
-            return fmt_pct
-        if "bytes" in key:
-            return fmt_bytes
-        return fmt_ns if key.endswith("_ns") else fmt_number
-
     def module_cell(r: dict[str, Any], key: str) -> Cell:
         if key == "module":
             return Cell(esc(r.get("module") or "<root>"))
-        return cell(r.get(key), fmt_for(key))
+        return cell(r.get(key), fmt_for_key(key))
 
     rows = (
         ([module_cell(r, k) for k in keys], {"id": module_anchor(r.get("module"))}) for r in mods
@@ -238,19 +232,20 @@ def operators_section(src: ReportSource, flagged: set[int]) -> str:
 def _operator_charts(src: ReportSource, flagged: set[int]) -> str:
     from attest.report import plots  # matplotlib only when a chart is drawn
 
-    series, aggregated = operator_series(src.operators, flagged)
+    series, grouping = operator_series(src.operators, flagged)
     note = (
-        f"<p>{len(src.operators):,} operators: charts show one point per module (minimum "
-        "fidelity and stability, summed memory and time); the table lists every operator.</p>"
-        if aggregated
+        f"<p>{len(src.operators):,} operators: charts show one point per {esc(grouping)} "
+        "(worst fidelity and stability, summed memory and time); the table lists every "
+        "operator.</p>"
+        if grouping
         else ""
     )
     svg = plots.operator_profile(
         series,
         fidelity_threshold=policy_threshold(src.findings, "fidelity"),
         stability_threshold=policy_threshold(src.findings, "stability"),
-        x_title="module (execution order)"
-        if aggregated
+        x_title="group of operators (execution order)"
+        if grouping
         else "operator id and ATen op (execution order)",
     )
     return f'{note}<div class="chart">{svg}</div>'
@@ -329,7 +324,7 @@ def check_detail(cid: str, src: ReportSource, anchors: Anchors) -> str:
                 [
                     Cell(badge(item.status)),
                     Cell(subject_html(subj, cid, anchors)),
-                    *(cell(item.metrics.get(k)) for k in metric_keys),
+                    *(cell(item.metrics.get(k), fmt_for_key(k)) for k in metric_keys),
                     item.message,
                 ],
                 {"class": "flag"} if item.status in ("fail", "error") else {},

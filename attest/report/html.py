@@ -20,7 +20,19 @@ from typing import Any
 from attest._io import atomic_write_text, sha256_file
 from attest._version import __version__
 from attest.errors import InputError
-from attest.report._page import NA, Cell, badge, esc, flatten, fmt_number, kv, na, page, table
+from attest.report._page import (
+    NA,
+    Cell,
+    badge,
+    esc,
+    flatten,
+    fmt_number,
+    kv,
+    kv_columns,
+    na,
+    page,
+    table,
+)
 from attest.report._rows import Anchors, flagged_operator_ids, module_rows
 from attest.report._sections import (
     GRADIENT_CHECKS,
@@ -209,29 +221,32 @@ def _summary(src: ReportSource) -> str:
         if src.subjects
         else na("no artifact digests recorded")
     )
-    env = (
-        kv((k, esc(fmt_number(v))) for k, v in flatten(src.environment))
-        if src.environment
-        else na()
-    )
+    env = kv_columns(flatten(src.environment)) if src.environment else na()
     dep = (
-        kv((k, esc(fmt_number(v))) for k, v in flatten(src.deployment))
+        kv_columns(flatten(src.deployment), columns=2)
         if src.deployment
         else na("no deployment envelope recorded")
     )
-    mm = (
-        kv((k, esc(fmt_number(v))) for k, v in src.model_metrics.items())
-        if src.model_metrics
-        else na()
+    mm = kv_columns(list(src.model_metrics.items())) if src.model_metrics else na()
+    failure = ""
+    if src.model_failure:
+        f = src.model_failure
+        where = " ".join(str(f.get(k)) for k in ("op", "module") if f.get(k))
+        failure = (
+            f'<div class="banner bad">The model raised in {esc(f.get("phase"))}'
+            f"{' at ' + esc(where) if where else ''}<small>{esc(f.get('error_type'))}: "
+            f"{esc(f.get('message'))}</small></div>"
+        )
+    targets = (
+        f"<p>Hardware targets covered: {esc(', '.join(src.targets))}</p>" if src.targets else ""
     )
     return (
-        '<h2 id="summary">Summary</h2><div class="grid">'
+        f'<h2 id="summary">Summary</h2>{failure}<div class="grid">'
         f'<div class="card"><h3>Model and certificate</h3>{kv(model_pairs)}</div>'
-        f'<div class="card"><h3>Artifacts (digests)</h3>{subjects}</div>'
-        f'<div class="card"><h3>Environment and determinism envelope</h3>{env}</div>'
-        f'<div class="card"><h3>Model-level measurements</h3>{mm}</div>'
-        f'<div class="card"><h3>Deployment envelope</h3>{dep}</div>'
-        "</div>"
+        f'<div class="card"><h3>Artifacts (digests)</h3>{subjects}</div></div>'
+        f'<div class="card wide"><h3>Environment and determinism envelope</h3>{targets}{env}</div>'
+        f'<div class="card wide"><h3>Model-level measurements</h3>{mm}</div>'
+        f'<div class="card wide"><h3>Deployment envelope</h3>{dep}</div>'
     )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from attest.report._rows import OperatorSeries
 
@@ -61,9 +61,7 @@ def figure_to_svg(fig: Figure, name: str) -> str:
     FigureCanvasAgg(fig)
     buf = io.StringIO()
     with rc_context({**_RC, "svg.hashsalt": name}):
-        fig.savefig(
-            buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight"
-        )
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     text = _PROLOG.sub("", buf.getvalue(), count=1)
     text = _METADATA.sub("", text, count=1)  # RDF block: namespace URIs, nothing to show
     # matplotlib numbers its element ids per figure (figure_1, axes_1, clip paths...): prefix
@@ -88,20 +86,38 @@ def _shortfall(fidelity: np.ndarray, floor: float) -> np.ndarray:
     return np.where(np.isnan(short), np.nan, np.maximum(short, floor))
 
 
+def _no_label(_value: float, _pos: float) -> str:
+    return ""
+
+
 def _fidelity_tick(value: float, _pos: float) -> str:
     return f"{100.0 - value:.10g}"
 
 
-def _bands(ax: object, groups: list[str]) -> None:
-    """Alternate background bands per consecutive module, so a culprit's module is visible."""
+def _bands(ax: Any, groups: list[str]) -> None:
+    """Alternate background bands per consecutive module, so a culprit's module is visible
+    (one collection per axis, not one patch per module)."""
+    spans: list[tuple[float, float]] = []
     start = 0
     shade = False
     for i in range(1, len(groups) + 1):
         if i == len(groups) or groups[i] != groups[start]:
             if shade:
-                ax.axvspan(start - 0.5, i - 0.5, color="#f1f4f8", zorder=0, lw=0)  # type: ignore[attr-defined]
+                spans.append((start - 0.5, float(i - start)))
             shade = not shade
             start = i
+    if spans:
+        low, high = ax.get_ylim()
+        ax.broken_barh(spans, (low, high - low), facecolors="#f1f4f8", zorder=0, lw=0)
+        ax.set_ylim(low, high)
+
+
+def _bars(ax: Any, x: np.ndarray, heights: np.ndarray, colors: Any) -> None:
+    """Bars for a few points; thin vertical lines (one collection) for many."""
+    if len(x) <= 80:
+        ax.bar(x, heights, color=colors, width=0.8)
+    else:
+        ax.vlines(x, 0, heights, colors=colors, lw=max(0.6, 300 / len(x)))
 
 
 def _human_bytes(value: float, _pos: float | None = None) -> str:
@@ -173,6 +189,10 @@ def operator_profile(
                 zorder=5,
                 label="finding",
             )
+        ax.yaxis.set_minor_locator(LogLocator(subs=(3.0,)))
+        low, high = sorted(ax.get_ylim())
+        narrow = high / low < 100  # under two decades: label the 3x ticks too
+        ax.yaxis.set_minor_formatter(FuncFormatter(_fidelity_tick if narrow else _no_label))
         ax.legend(loc="lower left", fontsize=7.5, ncol=4, frameon=False)
     else:
         ax.text(
@@ -195,7 +215,7 @@ def operator_profile(
     if np.isfinite(stab).any():
         below = stab < (stability_threshold if stability_threshold is not None else 100.0)
         colors = [BAD if b else GOOD for b in below]
-        ax.bar(x, np.nan_to_num(stab, nan=0.0), color=colors, width=0.8)
+        _bars(ax, x, np.nan_to_num(stab, nan=0.0), colors)
         if stability_threshold is not None:
             ax.axhline(
                 stability_threshold,
@@ -223,7 +243,7 @@ def operator_profile(
     ax = axes[2]
     mem = _arr(series.memory_bytes)
     if np.isfinite(mem).any():
-        ax.bar(x, np.nan_to_num(mem, nan=0.0), color=SERIES_A, width=0.8)
+        _bars(ax, x, np.nan_to_num(mem, nan=0.0), SERIES_A)
         ax.yaxis.set_major_formatter(FuncFormatter(_human_bytes))
     else:
         ax.text(
@@ -266,7 +286,7 @@ def operator_profile(
         else:
             ax.set_ylim(0, positive.max() * 1.1)
         ax.yaxis.set_major_formatter(FuncFormatter(_human_ns))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda _v, _p: ""))
+        ax.yaxis.set_minor_formatter(FuncFormatter(_no_label))
         ax.legend(loc="upper left", fontsize=7.5, ncol=2, frameon=False)
     else:
         ax.text(

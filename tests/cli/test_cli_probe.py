@@ -76,6 +76,16 @@ def _probe(onnx_path: Path, probe_path: Path) -> dict[str, Any]:
 def release(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, Path]:
+    return _release(tmp_path, capsys, monkeypatch)
+
+
+def _release(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    skew_expected_output: bool = False,
+) -> dict[str, Path]:
     monkeypatch.setenv("ATTEST_KEY_PASSPHRASE", "probe test passphrase")
     monkeypatch.delenv("ATTEST_TRUST", raising=False)
     monkeypatch.delenv("ATTEST_STATE_FILE", raising=False)
@@ -84,6 +94,11 @@ def release(
     onnx_path = _model(server / "model.onnx")
     probe_path = server / "probe.npz"
     deployment = _probe(onnx_path, probe_path)
+    if skew_expected_output:  # the release certified outputs this runtime does not produce
+        bundle = read_probe_bundle(probe_path)
+        bundle.outputs[0] = bundle.outputs[0].copy()
+        bundle.outputs[0][2, 0] = np.nextafter(bundle.outputs[0][2, 0], np.float32(2))
+        write_probe_bundle(probe_path, bundle)
     assert run(capsys, "keygen", "--out", tmp_path / "keys" / "release")[0] == 0
     statement = {
         "_type": "https://in-toto.io/Statement/v1",
@@ -160,6 +175,7 @@ def test_verify_probe_text_output(
     base = ["verify", release["cert"], "--trust", release["trust"], "--artifact", release["onnx"]]
     code, out, _ = run(capsys, *base, "--probe", release["probe"])
     assert code == 0 and out.startswith("VERIFIED: cli-probe 1.0.0")
+    assert "probe (bit_exact): probe outputs match bit-exact" in out
 
 
 def test_edited_probe_bundle_is_rejected(
@@ -203,3 +219,16 @@ def test_probe_without_onnx_artifact_is_rejected(
     data = json.loads(out)
     assert code == 1 and not data["verified"]
     assert data["probe"] is None
+
+
+def test_certified_probe_that_does_not_reproduce_is_probe_mismatch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rel = _release(tmp_path, capsys, monkeypatch, skew_expected_output=True)
+    code, data = _verify(capsys, rel, "--probe", rel["probe"])
+    assert code == 1 and [r["code"] for r in data["reasons"]] == ["PROBE_MISMATCH"]
+    assert "(2, 0)" in data["reasons"][0]["message"]
+    assert data["probe"]["outputs"][0]["worst_index"] == [2, 0]
+    base = ["verify", rel["cert"], "--trust", rel["trust"], "--artifact", rel["onnx"]]
+    code, out, _ = run(capsys, *base, "--probe", rel["probe"])
+    assert code == 1 and "REJECTED" in out and "PROBE_MISMATCH" in out

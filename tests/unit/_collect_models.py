@@ -42,13 +42,18 @@ def make_spec(
     """Write a spec folder and return the path of its attest.yaml."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(f"_collect_model_{next(_COUNTER)}", folder / "model.py")
+    spec = importlib.util.spec_from_file_location(
+        f"_collect_model_{next(_COUNTER)}", folder / "model.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     torch.manual_seed(seed)
     model = module.build(**(factory_args or {}))
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "weights.safetensors"))
+    save_file(
+        {k: v.contiguous() for k, v in model.state_dict().items()},
+        str(folder / "weights.safetensors"),
+    )
     if x is None:
         x = torch.randn(4, 8, generator=torch.Generator().manual_seed(seed + 1))
     probe = {"x": x}

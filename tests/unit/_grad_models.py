@@ -143,11 +143,11 @@ class InplaceOnSavedNet(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(6, 8)
         self.gate = nn.Sigmoid()
-        self.double = DoubleInPlace()
+        self.doubler = DoubleInPlace()
         self.fc2 = nn.Linear(8, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.double(self.gate(self.fc1(x))))
+        return self.fc2(self.doubler(self.gate(self.fc1(x))))
 
 
 class InputReLUNet(nn.Module):
@@ -196,13 +196,23 @@ def make_context(
         return model
 
     spec = LoadedSpec(
-        path=Path("attest.yaml"), name="zoo", version="0", factory="zoo:build", factory_args={},
-        build_model=build_model, inputs=inputs, labels=labels, loss_fn=loss,
-        loss="zoo:loss" if loss is not None else None, threads=1,
+        path=Path("attest.yaml"),
+        name="zoo",
+        version="0",
+        factory="zoo:build",
+        factory_args={},
+        build_model=build_model,
+        inputs=inputs,
+        labels=labels,
+        loss_fn=loss,
+        loss="zoo:loss" if loss is not None else None,
+        threads=1,
     )
     ctx = CollectContext(spec=spec, settings=CheckSettings())
     if capture:
-        records, _ = capture_operators(ctx.fresh_model(), ctx.inputs(), spec, labels=labels, backward=False)
+        records, _ = capture_operators(
+            ctx.fresh_model(), ctx.inputs(), spec, labels=labels, backward=False
+        )
         ctx.operators = records
     return ctx
 
@@ -219,7 +229,9 @@ def class_labels(n: int, classes: int = 3, seed: int = 2) -> torch.Tensor:
 
 ZOO: dict[str, Callable[[], CollectContext]] = {
     "clean_mlp": lambda: make_context(MLP, continuous(8, 6), class_labels(8), cross_entropy),
-    "clean_cnn": lambda: make_context(SmallCNN, continuous(4, 1, 6, 6), class_labels(4), cross_entropy),
+    "clean_cnn": lambda: make_context(
+        SmallCNN, continuous(4, 1, 6, 6), class_labels(4), cross_entropy
+    ),
     "clean_custom_function": lambda: make_context(
         lambda: CustomTanhNet(ScaledTanh), continuous(8, 6), class_labels(8), cross_entropy
     ),
@@ -227,12 +239,23 @@ ZOO: dict[str, Callable[[], CollectContext]] = {
     "wrong_custom_backward": lambda: make_context(
         lambda: CustomTanhNet(TwoPercentOffTanh), continuous(8, 6), class_labels(8), cross_entropy
     ),
-    "dead_parameter": lambda: make_context(DeadParameterNet, continuous(8, 6), class_labels(8), cross_entropy),
-    "detached_branch": lambda: make_context(DetachedBranchNet, continuous(8, 6), class_labels(8), cross_entropy),
-    "integer_path": lambda: make_context(IntegerPathNet, continuous(8, 6), class_labels(8), cross_entropy),
-    "inplace_on_saved": lambda: make_context(InplaceOnSavedNet, continuous(8, 6), class_labels(8), cross_entropy),
+    "dead_parameter": lambda: make_context(
+        DeadParameterNet, continuous(8, 6), class_labels(8), cross_entropy
+    ),
+    "detached_branch": lambda: make_context(
+        DetachedBranchNet, continuous(8, 6), class_labels(8), cross_entropy
+    ),
+    "integer_path": lambda: make_context(
+        IntegerPathNet, continuous(8, 6), class_labels(8), cross_entropy
+    ),
+    "inplace_on_saved": lambda: make_context(
+        InplaceOnSavedNet, continuous(8, 6), class_labels(8), cross_entropy
+    ),
     "kinks_on_input": lambda: make_context(
-        InputReLUNet, continuous(8, 6).masked_fill(continuous(8, 6, seed=9) > 0.5, 0.0), class_labels(8), cross_entropy
+        InputReLUNet,
+        continuous(8, 6).masked_fill(continuous(8, 6, seed=9) > 0.5, 0.0),
+        class_labels(8),
+        cross_entropy,
     ),
     "per_microbatch_loss": lambda: make_context(
         MLP, continuous(8, 6), torch.tensor([0, 1, 2, 1, -1, -1, -1, 2]), valid_label_mean

@@ -290,3 +290,49 @@ def test_exported_release_verifies_with_probe(
     assert report.verified, report.reasons
     assert report.probe is not None and report.probe["mode"] == "bit_exact"
     assert run_probe(info["path"], info["probe_path"]).passed
+
+
+class Float32Only(nn.Module):
+    """A model whose code refuses float64 (as custom float32-only kernels do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32:
+            raise TypeError("float32 only")
+        return self.fc(x)
+
+
+def test_float64_reference_that_cannot_run_is_reported_not_crashed(tmp_path: Path) -> None:
+    ctx = _context(Float32Only, torch.randn(2, 4), tmp_path)
+    (result,) = export_check.run(ctx)
+    assert result.status == "computed"
+    (output,) = [i for i in result.items if i.subject.kind == "output"]
+    assert output.status == "pass"  # judged against eager alone
+    assert output.metrics["max_rel_error_vs_float64"] is None
+    assert "float32 only" in result.parameters["float64_reference"]
+    assert result.summary["max_rel_error_vs_float64"] is None
+
+
+class FixedBatch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x).reshape(2, 3)  # only batch 2 is valid
+
+
+def test_batch_is_dynamic_only_where_the_model_allows_it(
+    tmp_path: Path, conv_export: tuple[CollectContext, Any]
+) -> None:
+    ctx, result = conv_export
+    assert result.parameters["dynamic_batch"] is True
+    first = onnx.load(ctx.extras["onnx"]["path"]).graph.input[0].type.tensor_type.shape.dim[0]
+    assert first.HasField("dim_param")
+    fixed = export_onnx(FixedBatch().eval(), torch.randn(2, 4), tmp_path / "fixed.onnx")
+    assert fixed.ok and fixed.dynamic_batch is False
+    dim = onnx.load(str(tmp_path / "fixed.onnx")).graph.input[0].type.tensor_type.shape.dim[0]
+    assert dim.HasField("dim_value") and dim.dim_value == 2

@@ -73,17 +73,37 @@ def test_bundle_edited_input_is_a_probe_mismatch(rel: dict[str, Path], tmp_path:
     assert not outcome.passed
 
 
-def test_other_environment_compares_within_tolerance(rel: dict[str, Path]) -> None:
-    bundle = read_probe_bundle(rel["probe"])
-    other = {**bundle.environment, "cpu_isa": "avx2", "onnxruntime_version": "1.17.0"}
-    outcome = run_probe(rel["onnx"], rel["probe"], certified_env=other)
+def _elsewhere(monkeypatch: pytest.MonkeyPatch, **changes: object) -> None:
+    """Make this machine look different from the one that certified the probe."""
+    import attest.deploy.probe as probe_module
+
+    real = probe_module.local_environment
+
+    def local_environment(**kwargs: object) -> dict[str, object]:
+        return {**real(**kwargs), **changes}  # type: ignore[arg-type]
+
+    monkeypatch.setattr(probe_module, "local_environment", local_environment)
+
+
+def test_other_environment_compares_within_tolerance(
+    rel: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _elsewhere(monkeypatch, cpu_isa="avx2", onnxruntime_version="1.17.0")
+    outcome = run_probe(rel["onnx"], rel["probe"])
     assert outcome.passed
     assert outcome.mode == "tolerance"
     assert {d.key for d in outcome.environment_differences} == {"cpu_isa", "onnxruntime_version"}
 
 
+def test_bundle_environment_decides_bit_exactness(rel: dict[str, Path]) -> None:
+    # The certificate's envelope may be coarser; the bundle says where its outputs came from.
+    bundle = read_probe_bundle(rel["probe"])
+    other = {**bundle.environment, "cpu_isa": "sse4.2"}
+    assert run_probe(rel["onnx"], rel["probe"], certified_env=other).mode == "bit_exact"
+
+
 def test_tolerance_mode_rejects_error_beyond_tolerance(
-    rel: dict[str, Path], tmp_path: Path
+    rel: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def shift(bundle) -> None:  # type: ignore[no-untyped-def]
         out = bundle.outputs[0].copy()
@@ -93,8 +113,8 @@ def test_tolerance_mode_rejects_error_beyond_tolerance(
         bundle.outputs[0] = out
 
     edited = _edit_bundle(rel["probe"], tmp_path / "shifted.npz", shift)
-    env = {**read_probe_bundle(edited).environment, "cpu_isa": "sse4.2"}
-    outcome = run_probe(rel["onnx"], edited, certified_env=env)
+    _elsewhere(monkeypatch, cpu_isa="sse4.2")
+    outcome = run_probe(rel["onnx"], edited)
     assert not outcome.passed and outcome.mode == "tolerance"
     worst = outcome.largest_error
     assert worst is not None and worst.worst_index == [2, 0]

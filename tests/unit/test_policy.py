@@ -610,3 +610,15 @@ def test_operator_metric_nobody_reports_fails_when_required() -> None:
     findings = evaluate(evidence(), policy([rule]), at=AT)
     assert findings.verdict == "fail"
     assert "stabilty_score" in findings.findings[0].message
+
+
+def test_item_the_check_skipped_is_listed_not_failed() -> None:
+    ev = evidence()
+    item = ev.checks["determinism"].items[1]
+    item.status = "not_computed"
+    item.metrics = {"skipped": True}
+    item.message = "skipped (not differentiable): no floating-point tensor input"
+    findings = evaluate(ev, policy([{"id": "st", "check": "determinism"}]), at=AT)
+    assert [f.verdict for f in findings.findings] == ["pass", "not_computed"]
+    assert "no floating-point tensor input" in findings.findings[1].message
+    assert findings.verdict == "pass"

@@ -15,13 +15,16 @@ from attest.spec import load_spec, parse_spec_file
 
 
 def test_valid_spec_loads_model_weights_and_probe(tmp_path: Path) -> None:
-    path = make_spec(tmp_path, MLP, target=torch.tensor([0, 1, 2, 0]), spec_extra="target: label\nrepeats: 5\n")
+    path = make_spec(
+        tmp_path, MLP, target=torch.tensor([0, 1, 2, 0]), spec_extra="target: label\nrepeats: 5\n"
+    )
     spec = load_spec(path)
     assert (spec.name, spec.version, spec.target, spec.repeats) == ("tiny", "1.0.0", "label", 5)
-    assert spec.inputs.shape == (4, 8) and spec.labels is not None and spec.labels.dtype == torch.long
+    assert (
+        spec.inputs.shape == (4, 8) and spec.labels is not None and spec.labels.dtype == torch.long
+    )
     m1, m2 = spec.build_model(), spec.build_model()
     assert m1 is not m2 and not m1.training
-    saved = dict(zip(["weights"], [None], strict=True))  # noqa: F841 - documents the roles below
     assert set(spec.artifacts) == {"spec", "weights", "probe"}
     from safetensors.torch import load_file
 
@@ -32,7 +35,14 @@ def test_valid_spec_loads_model_weights_and_probe(tmp_path: Path) -> None:
 
 def test_defaults(tmp_path: Path) -> None:
     spec = load_spec(make_spec(tmp_path, spec_extra=""))
-    assert (spec.precision, spec.device, spec.threads, spec.repeats, spec.target, spec.baseline) == (
+    assert (
+        spec.precision,
+        spec.device,
+        spec.threads,
+        spec.repeats,
+        spec.target,
+        spec.baseline,
+    ) == (
         "float32",
         "cpu",
         2,
@@ -55,7 +65,11 @@ def test_pt_state_dict_and_npz_probe(tmp_path: Path) -> None:
     state = load_spec(path).build_model().state_dict()
     torch.save(state, tmp_path / "w.pt")
     np.savez(tmp_path / "p.npz", x=np.ones((3, 4), dtype=np.float32), target=np.array([0, 1, 2]))
-    text = path.read_text().replace("weights.safetensors", "w.pt").replace("probe.safetensors", "p.npz")
+    text = (
+        path.read_text()
+        .replace("weights.safetensors", "w.pt")
+        .replace("probe.safetensors", "p.npz")
+    )
     path.write_text(text)
     spec = load_spec(path)
     assert spec.inputs.shape == (3, 4) and spec.labels is not None
@@ -67,26 +81,95 @@ def _edit(path: Path, old: str, new: str) -> Path:
 
 
 BAD_SPECS = [
-    ("unknown top-level key", lambda p: _edit(p, "inputs:", "colour: red\ninputs:"), ConfigError, "unknown key 'colour'"),
-    ("unknown nested key", lambda p: _edit(p, "  name: tiny", "  name: tiny\n  nmae: x"), ConfigError, "unknown key 'nmae' in model"),
-    ("missing weights key", lambda p: _edit(p, "  weights: weights.safetensors\n", ""), ConfigError, "model.weights"),
-    ("duplicate key", lambda p: _edit(p, "  name: tiny", "  name: tiny\n  name: other"), ConfigError, "duplicate key"),
-    ("float version", lambda p: _edit(p, "version: 1.0.0", "version: 1.10"), ConfigError, "quote it"),
-    ("bad precision", lambda p: _edit(p, "inputs:", "precision: float8\ninputs:"), ConfigError, "precision"),
+    (
+        "unknown top-level key",
+        lambda p: _edit(p, "inputs:", "colour: red\ninputs:"),
+        ConfigError,
+        "unknown key 'colour'",
+    ),
+    (
+        "unknown nested key",
+        lambda p: _edit(p, "  name: tiny", "  name: tiny\n  nmae: x"),
+        ConfigError,
+        "unknown key 'nmae' in model",
+    ),
+    (
+        "missing weights key",
+        lambda p: _edit(p, "  weights: weights.safetensors\n", ""),
+        ConfigError,
+        "model.weights",
+    ),
+    (
+        "duplicate key",
+        lambda p: _edit(p, "  name: tiny", "  name: tiny\n  name: other"),
+        ConfigError,
+        "duplicate key",
+    ),
+    (
+        "float version",
+        lambda p: _edit(p, "version: 1.0.0", "version: 1.10"),
+        ConfigError,
+        "quote it",
+    ),
+    (
+        "bad precision",
+        lambda p: _edit(p, "inputs:", "precision: float8\ninputs:"),
+        ConfigError,
+        "precision",
+    ),
     ("bad device", lambda p: _edit(p, "inputs:", "device: tpu\ninputs:"), ConfigError, "device"),
-    ("bad factory string", lambda p: _edit(p, "model:build", "model.build"), ConfigError, "module:callable"),
-    ("factory module missing", lambda p: _edit(p, "model:build", "nosuchmodule_xyz:build"), ConfigError, "nosuchmodule_xyz"),
-    ("factory attribute missing", lambda p: _edit(p, "model:build", "model:nope"), ConfigError, "no attribute 'nope'"),
-    ("weights file missing", lambda p: _edit(p, "weights.safetensors", "gone.safetensors"), InputError, "gone.safetensors"),
-    ("probe file missing", lambda p: _edit(p, "probe.safetensors", "gone.npz"), InputError, "gone.npz"),
+    (
+        "bad factory string",
+        lambda p: _edit(p, "model:build", "model.build"),
+        ConfigError,
+        "module:callable",
+    ),
+    (
+        "factory module missing",
+        lambda p: _edit(p, "model:build", "nosuchmodule_xyz:build"),
+        ConfigError,
+        "nosuchmodule_xyz",
+    ),
+    (
+        "factory attribute missing",
+        lambda p: _edit(p, "model:build", "model:nope"),
+        ConfigError,
+        "no attribute 'nope'",
+    ),
+    (
+        "weights file missing",
+        lambda p: _edit(p, "weights.safetensors", "gone.safetensors"),
+        InputError,
+        "gone.safetensors",
+    ),
+    (
+        "probe file missing",
+        lambda p: _edit(p, "probe.safetensors", "gone.npz"),
+        InputError,
+        "gone.npz",
+    ),
     ("not a mapping", lambda p: p.write_text("- a\n- b\n") and p, ConfigError, "mapping"),
-    ("invalid yaml", lambda p: p.write_text("model: [unclosed\n") and p, ConfigError, "not valid YAML"),
-    ("label target without labels", lambda p: _edit(p, "inputs:", "target: label\ninputs:"), ConfigError, "no 'target'"),
+    (
+        "invalid yaml",
+        lambda p: p.write_text("model: [unclosed\n") and p,
+        ConfigError,
+        "not valid YAML",
+    ),
+    (
+        "label target without labels",
+        lambda p: _edit(p, "inputs:", "target: label\ninputs:"),
+        ConfigError,
+        "no 'target'",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "mutate", "error", "text"), BAD_SPECS, ids=[c[0] for c in BAD_SPECS])
-def test_bad_spec_is_a_clear_error(tmp_path: Path, case: str, mutate, error: type, text: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "mutate", "error", "text"), BAD_SPECS, ids=[c[0] for c in BAD_SPECS]
+)
+def test_bad_spec_is_a_clear_error(
+    tmp_path: Path, case: str, mutate, error: type, text: str
+) -> None:
     path = mutate(make_spec(tmp_path, LINEAR_RELU, x=torch.randn(2, 4), spec_extra=""))
     with pytest.raises(error) as info:
         load_spec(path)
@@ -107,20 +190,25 @@ def _spec_with(tmp_path: Path, source: str = LINEAR_RELU) -> Path:
 def test_factory_that_raises(tmp_path: Path) -> None:
     path = _spec_with(tmp_path)
     (tmp_path / "model.py").write_text("def build():\n    raise ValueError('no GPU found')\n")
-    with pytest.raises(ConfigError, match=r"factory 'model:build'.*raised ValueError: no GPU found"):
+    with pytest.raises(
+        ConfigError, match=r"factory 'model:build'.*raised ValueError: no GPU found"
+    ):
         load_spec(path)
 
 
 def test_factory_not_returning_module(tmp_path: Path) -> None:
     path = _spec_with(tmp_path)
     (tmp_path / "model.py").write_text("def build():\n    return 42\n")
-    with pytest.raises(ConfigError, match="not a torch.nn.Module"):
+    with pytest.raises(ConfigError, match=r"not a torch\.nn\.Module"):
         load_spec(path)
 
 
 def test_weights_that_do_not_fit(tmp_path: Path) -> None:
     path = _spec_with(tmp_path)
-    save_file({"0.weight": torch.zeros(5, 4), "0.bias": torch.zeros(5)}, str(tmp_path / "weights.safetensors"))
+    save_file(
+        {"0.weight": torch.zeros(5, 4), "0.bias": torch.zeros(5)},
+        str(tmp_path / "weights.safetensors"),
+    )
     with pytest.raises(ConfigError, match=r"do not fit.*size mismatch"):
         load_spec(path)
 
@@ -154,8 +242,16 @@ PROBES = [
     ("integer inputs", {"x": torch.ones(2, 4, dtype=torch.int64)}, "expected floating point"),
     ("no x", {"y": torch.ones(2, 4)}, "no tensor 'x'"),
     ("target shape", {"x": torch.ones(2, 4), "target": torch.tensor([0, 1, 1])}, "expected (2,)"),
-    ("float target", {"x": torch.ones(2, 4), "target": torch.tensor([0.0, 1.0])}, "integer class labels"),
-    ("nan inputs", {"x": torch.tensor([[0.0, float("nan"), 0.0, 0.0]])}, "non-finite values, first at index (0, 1)"),
+    (
+        "float target",
+        {"x": torch.ones(2, 4), "target": torch.tensor([0.0, 1.0])},
+        "integer class labels",
+    ),
+    (
+        "nan inputs",
+        {"x": torch.tensor([[0.0, float("nan"), 0.0, 0.0]])},
+        "non-finite values, first at index (0, 1)",
+    ),
     ("scalar x", {"x": torch.tensor(1.0)}, "expected (N, ...)"),
 ]
 

@@ -1,0 +1,214 @@
+"""Hessian-vector products of the probe objective: double backward vs finite differences.
+
+Pearlmutter's trick gives ``Hv`` as the gradient of ``<g, v>`` where ``g`` is the gradient
+built with ``create_graph=True``. For seeded random directions ``v`` over the trainable
+parameters and the probe input (each tensor's part scaled by that tensor's RMS, so steps are
+relative), it is compared in float64 with central differences of the gradient,
+``(g(theta + eps v) - g(theta - eps v)) / (2 eps)``::
+
+    rel_error = ||Hv_ad - Hv_fd|| / max(||Hv_ad||, ||Hv_fd||, atol * ||g||)
+
+passing at ``rel_error <= rtol``; the step is swept over several orders when the default
+fails. Directions span only the tensors that receive a gradient: a parameter autograd does
+not differentiate (dead, or severed by ``detach``: the ``gradient_flow`` check's business)
+would make finite differences see a dependence autograd cannot. If no step works at the probe
+point but one works at a nearby point, the probe point lies on a kink (a ReLU input at exactly
+0 makes the gradient jump there), which the ``kinks`` check reports; the direction passes and
+says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from attest.collect.capture import model_output_tensor
+from attest.collect.context import LoadedSpec
+from attest.collect.finite_differences import finite_or_none
+from attest.collect.gradient_flow import probe_objective
+
+__all__ = ["HVP_EPS", "HVP_EPS_SWEEP", "hessian_vector_check"]
+
+HVP_EPS = 1e-5
+HVP_EPS_SWEEP: tuple[float, ...] = (1e-3, 1e-4, 1e-6, 1e-7, 1e-8)
+NEARBY = 1e-3  # size of the move to a nearby point, relative to each tensor's RMS
+
+
+def _norm(ts: Sequence[torch.Tensor]) -> float:
+    return math.sqrt(sum(float((t.detach() * t.detach()).sum()) for t in ts))
+
+
+def _rms_scaled_gaussian(
+    t: torch.Tensor, generator: torch.Generator, scale: float = 1.0
+) -> torch.Tensor:
+    rms = float(t.pow(2).mean().sqrt()) if t.numel() else 0.0
+    noise = torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.device)
+    return noise * max(rms, 1e-3) * scale
+
+
+class _Objective:
+    """The probe objective as a function of (parameters, input), evaluated at given values."""
+
+    def __init__(
+        self, model: nn.Module, spec: LoadedSpec, x: torch.Tensor, labels: torch.Tensor | None
+    ) -> None:
+        self.model = model
+        self.spec = spec
+        self.labels = labels
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.with_x = x.is_floating_point()
+        self.x = x.detach().clone()
+
+    def point(self) -> list[torch.Tensor]:
+        return [p.detach().clone() for p in self.params] + ([self.x] if self.with_x else [])
+
+    def load(self, values: list[torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            for p, v in zip(self.params, values, strict=False):
+                p.copy_(v)
+        return values[-1].detach().clone().requires_grad_(True) if self.with_x else self.x
+
+    def gradient(
+        self, values: list[torch.Tensor], create_graph: bool
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+        x = self.load(values)
+        wrt: list[torch.Tensor] = [*self.params, x] if self.with_x else list(self.params)
+        with torch.enable_grad():
+            objective = probe_objective(self.spec, model_output_tensor(self.model(x)), self.labels)
+            grads = torch.autograd.grad(
+                objective, wrt, create_graph=create_graph, allow_unused=True
+            )
+        return wrt, list(grads)
+
+
+def _zeros_for_none(
+    grads: list[torch.Tensor | None], like: list[torch.Tensor]
+) -> list[torch.Tensor]:
+    return [torch.zeros_like(w) if g is None else g for g, w in zip(grads, like, strict=True)]
+
+
+def _shifted(
+    values: list[torch.Tensor], direction: list[torch.Tensor], step: float
+) -> list[torch.Tensor]:
+    return [v + step * d for v, d in zip(values, direction, strict=True)]
+
+
+def _compare(
+    objective: _Objective,
+    point: list[torch.Tensor],
+    directions: list[list[torch.Tensor]],
+    rtol: float,
+    atol: float,
+) -> list[dict[str, Any]]:
+    """Double-backward Hv at ``point`` for each direction, against central differences."""
+    wrt, raw = objective.gradient(point, create_graph=True)
+    grads = _zeros_for_none(raw, wrt)
+    g_norm = _norm(grads)
+    # Every double backward first: the finite differences below load shifted values into the
+    # parameters in place, which would invalidate the tensors this graph saved.
+    products: list[list[torch.Tensor]] = []
+    for direction in directions:
+        dot = sum((g * d).sum() for g, d in zip(grads, direction, strict=True))
+        if isinstance(dot, torch.Tensor) and dot.requires_grad:
+            hv = _zeros_for_none(
+                list(torch.autograd.grad(dot, wrt, retain_graph=True, allow_unused=True)), wrt
+            )
+        else:
+            hv = [torch.zeros_like(w) for w in wrt]
+        products.append([h.detach() for h in hv])
+    del grads, raw
+    outcomes: list[dict[str, Any]] = []
+    for direction, hv in zip(directions, products, strict=True):
+        hv_norm = _norm(hv)
+
+        def error_at(
+            eps: float,
+            direction: list[torch.Tensor] = direction,
+            hv: list[torch.Tensor] = hv,
+            hv_norm: float = hv_norm,
+        ) -> float:
+            _, plus = objective.gradient(_shifted(point, direction, eps), create_graph=False)
+            _, minus = objective.gradient(_shifted(point, direction, -eps), create_graph=False)
+            fd = [
+                (a - b) / (2 * eps)
+                for a, b in zip(
+                    _zeros_for_none(plus, wrt), _zeros_for_none(minus, wrt), strict=True
+                )
+            ]
+            diff = _norm([h - f for h, f in zip(hv, fd, strict=True)])
+            if not math.isfinite(diff):
+                return math.inf
+            scale = max(hv_norm, _norm(fd), atol * g_norm)
+            return diff / scale if scale > 0 else 0.0
+
+        error, eps = error_at(HVP_EPS), HVP_EPS
+        curve: dict[str, float | None] = {}
+        if error > rtol:
+            curve[f"{HVP_EPS:.0e}"] = finite_or_none(error)
+            for candidate in HVP_EPS_SWEEP:
+                candidate_error = error_at(candidate)
+                curve[f"{candidate:.0e}"] = finite_or_none(candidate_error)
+                if candidate_error < error:
+                    error, eps = candidate_error, candidate
+        outcomes.append(
+            {
+                "max_rel_error": finite_or_none(error),
+                "eps": eps,
+                "passed": error <= rtol,
+                "hv_norm": finite_or_none(hv_norm),
+                "grad_norm": finite_or_none(g_norm),
+                "error_curve": curve,
+            }
+        )
+    return outcomes
+
+
+def hessian_vector_check(
+    model: nn.Module,
+    spec: LoadedSpec,
+    x: torch.Tensor,
+    labels: torch.Tensor | None,
+    directions: int,
+    seed: int,
+    rtol: float,
+    atol: float,
+) -> list[dict[str, Any]]:
+    """One outcome per seeded direction (see the module docstring). Raises what the model's
+    forward, backward or double backward raises."""
+    objective = _Objective(model, spec, x, labels)
+    point = objective.point()
+    try:
+        _, first = objective.gradient(point, create_graph=False)
+        live = [g is not None for g in first]
+        generator = torch.Generator().manual_seed(seed)
+        chosen = [
+            [
+                _rms_scaled_gaussian(t, generator) if ok else torch.zeros_like(t)
+                for t, ok in zip(point, live, strict=True)
+            ]
+            for _ in range(directions)
+        ]
+        outcomes = _compare(objective, point, chosen, rtol, atol)
+        failing = [k for k, outcome in enumerate(outcomes) if not outcome["passed"]]
+        if failing:
+            nearby = [
+                t + _rms_scaled_gaussian(t, generator, NEARBY) if ok else t
+                for t, ok in zip(point, live, strict=True)
+            ]
+            retried = _compare(objective, nearby, [chosen[k] for k in failing], rtol, atol)
+            for k, second in zip(failing, retried, strict=True):
+                outcomes[k]["nearby"] = {
+                    key: second[key] for key in ("max_rel_error", "eps", "passed")
+                }
+                if second["passed"]:
+                    outcomes[k]["passed"] = True
+                    outcomes[k]["on_kink"] = True
+        for k, outcome in enumerate(outcomes):
+            outcome["direction"] = k
+        return outcomes
+    finally:
+        objective.load(point)

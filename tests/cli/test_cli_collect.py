@@ -1,0 +1,125 @@
+"""`attest collect` on the command line: exit codes, outputs, merge."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from _collect_models import LINEAR_RELU, make_spec
+
+from attest._cli import main
+
+
+def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    out = capsys.readouterr()
+    return int(info.value.code or 0), out.out, out.err
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    return make_spec(tmp_path / "m", LINEAR_RELU, x=torch.randn(3, 4), spec_extra="repeats: 2\n")
+
+
+def test_collect_writes_evidence_and_exits_0(
+    spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "evidence.json"
+    code, stdout, stderr = invoke(["collect", str(spec), "-o", str(out), "--json"], capsys)
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    assert (
+        summary["evidence"] == str(out) and summary["checks"]["determinism"]["status"] == "computed"
+    )
+    data = json.loads(out.read_text())
+    assert data["model"]["name"] == "tiny" and len(data["operators"]) == 3
+    assert stderr == ""  # no progress when stderr is not a terminal
+
+
+def test_bad_spec_exits_2_without_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "attest.yaml"
+    bad.write_text("model: {name: x}\nbogus: 1\n")
+    code, _, stderr = invoke(["collect", str(bad), "-o", str(tmp_path / "e.json")], capsys)
+    assert code == 2
+    assert "unknown key 'bogus'" in stderr and "Traceback" not in stderr
+    assert not (tmp_path / "e.json").exists()
+
+
+def test_raising_model_still_writes_evidence(
+    spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (spec.parent / "model.py").write_text(
+        "from torch import nn\n"
+        "class Boom(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        raise RuntimeError('planted')\n"
+        "def build():\n"
+        "    m = nn.Sequential(nn.Linear(4, 3), nn.ReLU())\n"
+        "    m.add_module('boom', Boom())\n"
+        "    return m\n"
+    )
+    out = tmp_path / "e.json"
+    code, stdout, _ = invoke(["collect", str(spec), "-o", str(out)], capsys)
+    assert code == 0
+    assert "model raised RuntimeError in forward at module 'boom'" in stdout
+    assert json.loads(out.read_text())["model_failure"]["module"] == "boom"
+
+
+def test_merge(spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert invoke(["collect", str(spec), "-o", str(a)], capsys)[0] == 0
+    data = json.loads(a.read_text())
+    data["targets"] = ["cuda:sm_90"]
+    for row in data["operators"]:
+        row["hardware_affinity_mask"] = ["cuda:sm_90"]
+    b.write_text(json.dumps(data))
+    code, _, stderr = invoke(
+        ["collect", "--merge", str(a), str(b), "-o", str(tmp_path / "all.json")], capsys
+    )
+    assert code == 0, stderr
+    merged = json.loads((tmp_path / "all.json").read_text())
+    assert (
+        len(merged["targets"]) == 2 and len(merged["operators"][0]["hardware_affinity_mask"]) == 2
+    )
+
+
+def test_merge_refuses_other_model(
+    spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert invoke(["collect", str(spec), "-o", str(a)], capsys)[0] == 0
+    data = json.loads(a.read_text())
+    data["model"]["digest"] = "0" * 64
+    b.write_text(json.dumps(data))
+    code, _, stderr = invoke(
+        ["collect", "--merge", str(a), str(b), "-o", str(tmp_path / "all.json")], capsys
+    )
+    assert code == 2 and "weights digest" in stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["collect", "-o", "x.json"],
+        ["collect", "a.yaml", "b.yaml", "-o", "x.json"],
+        ["collect", "--merge", "a.json", "-o", "x.json"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert invoke(args, capsys)[0] == 2
+
+
+def test_help_lists_collect() -> None:
+    from attest._cli import cli
+
+    result = CliRunner().invoke(cli, ["collect", "--help"])
+    assert result.exit_code == 0 and "--merge" in result.output
