@@ -95,6 +95,7 @@ class BackwardCheck:
     output_numel: int
     error_curve: dict[str, float | None] = field(default_factory=dict)
     torch_gradcheck: bool | None = None
+    held_fixed: list[int] = field(default_factory=list)  # inputs autograd does not differentiate
 
     def metrics(self) -> dict[str, float | int | bool | str | None]:
         """The figures a policy can threshold, with names that say what they are."""
@@ -193,13 +194,17 @@ def _random_direction_check(
     outputs: list[torch.Tensor],
     keep: list[int],
     settings: FiniteDifferenceSettings,
+    generator: torch.Generator,
+    first: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
 ) -> BackwardCheck:
-    generator = torch.Generator().manual_seed(settings.seed)
     cases: list[tuple[list[torch.Tensor], list[torch.Tensor], float, float]] = []
-    for _ in range(settings.directions):
+    for k in range(settings.directions):
+        if k == 0 and first is not None:
+            u, g = first  # the cotangent already drawn (and differentiated) by check_backward
+        else:
+            u = [_gaussian_like(o, generator) for o in outputs]
+            g = _vjp(outputs, leaves, u)
         v = [_gaussian_like(x, generator) for x in inputs]
-        u = [_gaussian_like(o, generator) for o in outputs]
-        g = _vjp(outputs, leaves, u)
         cases.append((v, u, _dot(g, v), _norm(g)))
     floor_factor = settings.atol / settings.rtol
 
@@ -341,17 +346,35 @@ def check_backward(
     settings: FiniteDifferenceSettings,
     *,
     mode: Literal["auto", "full_jacobian", "random_directions"] = "auto",
+    hold_unused: bool = False,
 ) -> BackwardCheck:
     """Check ``fn``'s backward against central differences at ``inputs`` (float64 tensors).
 
     ``fn`` takes the tensors of ``inputs`` positionally and returns a sequence of tensors;
     only its floating outputs that autograd tracks are compared. Raises
     :class:`NotDifferentiable` when there are none.
+
+    With ``hold_unused``, inputs that autograd does not connect to any output (batch-norm
+    running statistics, say) are held fixed rather than perturbed, and listed in
+    ``held_fixed``; without it, a missing gradient counts as zero (and fails if the output
+    depends on that input).
     """
     if not inputs:
         raise NotDifferentiable("no floating-point input to differentiate")
     inputs = [x.detach() for x in inputs]
     leaves, outputs, keep = _differentiable_outputs(fn, inputs)
+    generator = torch.Generator().manual_seed(settings.seed)
+    first_u = [_gaussian_like(o, generator) for o in outputs]
+    raw = torch.autograd.grad(outputs, leaves, first_u, retain_graph=True, allow_unused=True)
+    held: list[int] = []
+    if hold_unused:
+        held = [i for i, g in enumerate(raw) if g is None]
+        if len(held) == len(inputs):
+            raise NotDifferentiable("autograd connects no input to the outputs")
+        if held:
+            fn, inputs, leaves = _hold_fixed(fn, inputs, leaves, held)
+            raw = tuple(g for i, g in enumerate(raw) if i not in held)
+    first_g = [torch.zeros_like(x) if g is None else g for g, x in zip(raw, leaves, strict=True)]
     n_in = sum(x.numel() for x in inputs)
     n_out = sum(o.numel() for o in outputs)
     if mode == "auto":
@@ -361,8 +384,29 @@ def check_backward(
         )
         mode = "full_jacobian" if small else "random_directions"
     if mode == "full_jacobian":
-        return _full_jacobian_check(fn, inputs, leaves, outputs, keep, settings)
-    return _random_direction_check(fn, inputs, leaves, outputs, keep, settings)
+        check = _full_jacobian_check(fn, inputs, leaves, outputs, keep, settings)
+    else:
+        check = _random_direction_check(
+            fn, inputs, leaves, outputs, keep, settings, generator, (first_u, first_g)
+        )
+    check.held_fixed = held
+    return check
+
+
+def _hold_fixed(
+    fn: TensorFn, inputs: list[torch.Tensor], leaves: list[torch.Tensor], held: list[int]
+) -> tuple[TensorFn, list[torch.Tensor], list[torch.Tensor]]:
+    """``fn`` of the remaining inputs, the held ones fixed at their values."""
+    free = [i for i in range(len(inputs)) if i not in held]
+    fixed = list(inputs)
+
+    def restricted(*xs: torch.Tensor) -> Sequence[torch.Tensor]:
+        full = list(fixed)
+        for i, x in zip(free, xs, strict=True):
+            full[i] = x
+        return fn(*full)
+
+    return restricted, [inputs[i] for i in free], [leaves[i] for i in free]
 
 
 def describe(check: BackwardCheck) -> str:

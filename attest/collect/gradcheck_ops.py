@@ -178,6 +178,32 @@ def _slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall 
     return small
 
 
+def _check_dropping_underivable(
+    call: BoundCall, use: list[int], settings: FiniteDifferenceSettings
+) -> tuple[BackwardCheck, list[int], list[str]]:
+    """Check with respect to ``use``, minus the inputs autograd refuses or ignores.
+
+    Returns (check, the inputs differentiated, descriptions of those held fixed)."""
+    fixed: list[str] = []
+    while use:
+        try:
+            check = check_backward(
+                call.function(use), [call.tensors[i] for i in use], settings, hold_unused=True
+            )
+        except RuntimeError as exc:  # "the derivative for 'running_mean' is not implemented"
+            match = _NOT_IMPLEMENTED.search(str(exc))
+            drop = [] if match is None else [i for i in use if call.names[i] in match.groups()]
+            if not drop:
+                raise
+            use = [i for i in use if i not in drop]
+            fixed.append(f"{call.names[drop[0]]} (no derivative formula)")
+            continue
+        held = [use[k] for k in check.held_fixed]
+        fixed.extend(f"{call.names[i]} (not differentiated by autograd)" for i in held)
+        return check, [i for i in use if i not in held], fixed
+    raise CaseSkipped("no floating-point input is differentiable")
+
+
 def _signature(record: OpRecord) -> str:
     """The operator and its non-tensor arguments: what a sliced full Jacobian depends on."""
 
@@ -212,15 +238,10 @@ def check_operator(
         call = BoundCall.of(func, to_float64(record.args), to_float64(record.kwargs))
         if not call.tensors:
             raise CaseSkipped("no floating-point tensor input")
-        use, fixed = prepare_case(call)
-        if not use:
-            raise CaseSkipped("no floating-point input is differentiable")
+        use = list(range(len(call.tensors)))
         nudged = nudge_off_kinks(record, call, use, settings.seed)
-        checks: list[tuple[str, BackwardCheck]] = []
-        fn = call.function(use)
-        checks.append(
-            ("captured input", check_backward(fn, [call.tensors[i] for i in use], settings))
-        )
+        main, use, fixed = _check_dropping_underivable(call, use, settings)
+        checks: list[tuple[str, BackwardCheck]] = [("captured input", main)]
         sliced_note = None
         n_in = sum(call.tensors[i].numel() for i in use)
         signature = _signature(record)

@@ -48,7 +48,10 @@ _NUMPY_DTYPES = {torch.float32, torch.float16, torch.float64}
 
 
 def _output_dir(ctx: CollectContext) -> Path:
-    chosen = ctx.extras.get("output_dir")
+    """Where model.onnx and probe.npz go: ``ctx.extras["output_dir"]`` or
+    ``settings.extra["output_dir"]`` when the caller names one, else a new temporary folder
+    (recorded in the evidence; ``attest certify`` copies the files next to the certificate)."""
+    chosen = ctx.extras.get("output_dir") or ctx.settings.extra.get("output_dir")
     if chosen:
         return Path(chosen)
     return Path(tempfile.mkdtemp(prefix="attest-export-"))

@@ -30,6 +30,10 @@ __all__ = [
     "verify_source",
 ]
 
+# Evidence of a model with many thousands of operators is larger than the verifier's 16 MiB
+# certificate limit; the report reads it (the verifier still applies its own limit with --trust).
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+
 SourceKind = Literal["certificate", "statement", "evidence"]
 VerificationStatus = Literal["verified", "signature_valid", "failed", "not_checked", "unsigned"]
 
@@ -242,7 +246,7 @@ def _classify(doc: Any, path: Path) -> SourceKind:
 def load_source(path: str | Path) -> ReportSource:
     """Load a certificate, statement or evidence file into a :class:`ReportSource` (unverified)."""
     p = Path(path)
-    doc = read_json_file(p, what="input")
+    doc = read_json_file(p, what="input", max_bytes=MAX_INPUT_BYTES)
     digest = sha256_file(p)
     kind = _classify(doc, p)
     if kind == "evidence":
@@ -259,7 +263,7 @@ def load_source(path: str | Path) -> ReportSource:
         return _from_statement(p, digest, doc, "statement")
     try:
         payload = b64decode_strict(doc["payload"])
-        statement = loads_strict(payload)
+        statement = loads_strict(payload, max_bytes=MAX_INPUT_BYTES)
     except (ValueError, StrictJSONError) as exc:
         raise InputError(
             f"certificate {p} has an unreadable payload: {exc}",
@@ -280,7 +284,7 @@ def load_findings(path: str | Path, source: ReportSource) -> None:
     bare list of findings.
     """
     p = Path(path)
-    doc = read_json_file(p, what="findings file")
+    doc = read_json_file(p, what="findings file", max_bytes=MAX_INPUT_BYTES)
     if isinstance(doc, list):
         findings, extra = doc, {}
     elif isinstance(doc, dict) and isinstance(doc.get("findings"), list):

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from attest.errors import ConfigError
-from attest.report._page import flatten
+from attest.report._page import flatten, fmt_pct
 from attest.report._rows import short_op
 from attest.report._source import ReportSource, load_findings, load_source
 
@@ -163,6 +163,79 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+@dataclass
+class _Culprits:
+    """The first operator (execution order) whose own figures regressed, per kind.
+
+    Error propagates: a culprit's drop in accumulated fidelity (or its nondeterminism) shows
+    up in every operator after it. Those later drops are reported as inherited changes, not as
+    regressions, when the operator's own measure (local fidelity; ``nondeterminism_origin``)
+    shows it is not itself a source; without that measure every drop is a regression.
+    """
+
+    fidelity: str | None = None
+    reproducibility: str | None = None
+
+
+def _compare_fidelity(
+    label: str,
+    ra: dict[str, Any],
+    rb: dict[str, Any],
+    tol: DiffTolerances,
+    out: DiffResult,
+    culprits: _Culprits,
+) -> None:
+    local_a, local_b = _num(ra.get("local_fidelity_pct")), _num(rb.get("local_fidelity_pct"))
+    local_held = (
+        local_a is not None and local_b is not None and local_a - local_b <= tol.fidelity_drop_pct
+    )
+    for fld, what in (
+        ("local_fidelity_pct", "local fidelity"),
+        ("fidelity_pct", "accumulated fidelity"),
+    ):
+        va, vb = _num(ra.get(fld)), _num(rb.get(fld))
+        if va is not None and vb is None:
+            out.changes.append(
+                Change("fidelity", label, va, None, f"{what} no longer measured", True)
+            )
+            continue
+        if va is None or vb is None or va - vb <= tol.fidelity_drop_pct:
+            continue
+        text = f"{what} fell {fmt_pct(va)} -> {fmt_pct(vb)} % (tolerance {tol.fidelity_drop_pct:g} points)"
+        inherited = fld == "fidelity_pct" and local_held and culprits.fidelity is not None
+        if inherited:
+            text += f"; inherited from {culprits.fidelity} (its own local fidelity held)"
+        out.changes.append(Change("fidelity", label, va, vb, text, not inherited))
+        if not inherited and culprits.fidelity is None:
+            culprits.fidelity = label
+
+
+def _compare_reproducibility(
+    label: str,
+    ra: dict[str, Any],
+    rb: dict[str, Any],
+    tol: DiffTolerances,
+    out: DiffResult,
+    culprits: _Culprits,
+) -> None:
+    not_origin = rb.get("nondeterminism_origin") is False
+    checks = (
+        ("stability_score", "stability", "stability score", tol.stability_drop),
+        ("bit_exact_rate", "bit_exact_rate", "bit-exact rate", tol.bit_exact_rate_drop),
+    )
+    for fld, kind, what, allowed in checks:
+        va, vb = _num(ra.get(fld)), _num(rb.get(fld))
+        if va is None or vb is None or va - vb <= allowed:
+            continue
+        inherited = not_origin and culprits.reproducibility is not None
+        text = f"{what} fell {va:.6g} -> {vb:.6g} (tolerance {allowed:g})"
+        if inherited:
+            text += f"; inherited from {culprits.reproducibility} (not a nondeterminism origin)"
+        out.changes.append(Change(kind, label, va, vb, text, not inherited))
+        if not inherited and culprits.reproducibility is None:
+            culprits.reproducibility = label
+
+
 def _compare_operators(
     old: ReportSource, new: ReportSource, tol: DiffTolerances, out: DiffResult
 ) -> None:
@@ -179,53 +252,12 @@ def _compare_operators(
         )
     common = [k for k in b if k in a]  # new execution order
     out.operators_compared = len(common)
+    culprits = _Culprits()
     for key in common:
         ra, rb = a[key], b[key]
         label = _label(key, rb)
-        for fld, what in (
-            ("fidelity_pct", "accumulated fidelity"),
-            ("local_fidelity_pct", "local fidelity"),
-        ):
-            va, vb = _num(ra.get(fld)), _num(rb.get(fld))
-            if va is not None and vb is not None and va - vb > tol.fidelity_drop_pct:
-                out.changes.append(
-                    Change(
-                        "fidelity",
-                        label,
-                        va,
-                        vb,
-                        f"{what} fell {va:.6g} -> {vb:.6g} % (tolerance {tol.fidelity_drop_pct:g} points)",
-                        True,
-                    )
-                )
-            elif va is not None and vb is None:
-                out.changes.append(
-                    Change("fidelity", label, va, None, f"{what} no longer measured", True)
-                )
-        va, vb = _num(ra.get("stability_score")), _num(rb.get("stability_score"))
-        if va is not None and vb is not None and va - vb > tol.stability_drop:
-            out.changes.append(
-                Change(
-                    "stability",
-                    label,
-                    va,
-                    vb,
-                    f"stability score fell {va:.4g} -> {vb:.4g} (tolerance {tol.stability_drop:g})",
-                    True,
-                )
-            )
-        va, vb = _num(ra.get("bit_exact_rate")), _num(rb.get("bit_exact_rate"))
-        if va is not None and vb is not None and va - vb > tol.bit_exact_rate_drop:
-            out.changes.append(
-                Change(
-                    "bit_exact_rate",
-                    label,
-                    va,
-                    vb,
-                    f"bit-exact rate fell {va:.4g} -> {vb:.4g}",
-                    True,
-                )
-            )
+        _compare_fidelity(label, ra, rb, tol, out, culprits)
+        _compare_reproducibility(label, ra, rb, tol, out, culprits)
         _compare_memory(
             label, _num(ra.get("memory_delta_bytes")), _num(rb.get("memory_delta_bytes")), tol, out
         )

@@ -60,6 +60,7 @@ ARCHITECTURES: dict[str, tuple[str, dict[str, Any], tuple[int, ...], int | str]]
             "in_channels": 1,
             "out_channels": 2,
             "init_filters": 4,
+            "norm": ["GROUP", {"num_groups": 2}],
             "blocks_down": [1, 1],
             "blocks_up": [1],
         },

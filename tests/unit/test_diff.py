@@ -146,3 +146,33 @@ def test_default_tolerances_are_documented() -> None:
     for name, field in DiffTolerances.model_fields.items():
         assert name in doc, f"docs/report.md does not document {name}"
         assert f"{field.default}" in doc or field.default is None
+
+
+def test_propagated_fidelity_loss_blames_only_the_culprit(tmp_path: Path) -> None:
+    """A real defect (one op computed in low precision) lowers that op's local fidelity and the
+    accumulated fidelity of every op after it; only the culprit is a regression."""
+    new_ev = make_evidence(version="1.1.0")
+    new_ev.operators[5].local_fidelity_pct = 99.9
+    for row in new_ev.operators[5:]:
+        row.fidelity_pct = 99.9
+    old = write_evidence(tmp_path / "o.json", make_evidence())
+    new = write_evidence(tmp_path / "n.json", new_ev)
+    result = diff_files(old, new)
+    culprit = "_native_batch_norm_legit_no_training#0 @ features.5 (id 5)"
+    assert {c.subject for c in result.regressions} == {culprit}
+    inherited = [c for c in result.changes if c.kind == "fidelity" and not c.regression]
+    assert len(inherited) == len(new_ev.operators) - 6
+    assert all(f"inherited from {culprit}" in c.message for c in inherited)
+
+
+def test_without_local_fidelity_every_drop_is_a_regression(tmp_path: Path) -> None:
+    old_ev, new_ev = make_evidence(), make_evidence(version="1.1.0")
+    for ev in (old_ev, new_ev):
+        for row in ev.operators:
+            row.local_fidelity_pct = None
+    for row in new_ev.operators[5:]:
+        row.fidelity_pct = 99.9
+    result = diff_files(
+        write_evidence(tmp_path / "o.json", old_ev), write_evidence(tmp_path / "n.json", new_ev)
+    )
+    assert len(result.regressions) == len(new_ev.operators) - 5

@@ -356,3 +356,35 @@ def test_ig_heatmaps_beside_inputs_from_bound_evidence(tmp_path: Path) -> None:
     cert2, trust2 = _certificate(tmp_path / "other", evidence)
     _, text2 = parse(write_report(cert2, tmp_path / "r2.html", trust=trust2, evidence=ev_path).path)
     assert "which the certificate does not name" in text2
+
+
+def test_model_failure_is_named_in_the_summary(tmp_path: Path) -> None:
+    from attest.evidence import ModelFailure
+
+    evidence = make_evidence()
+    evidence.model_failure = ModelFailure(
+        phase="backward",
+        module="features.4",
+        op="aten.convolution.default",
+        error_type="RuntimeError",
+        message="one of the variables needed for gradient computation has been modified",
+    )
+    page, text = parse(
+        write_report(write_evidence(tmp_path / "e.json", evidence), tmp_path / "r.html").path
+    )
+    summary = text[text.index('id="summary"') : text.index('id="findings"')]
+    assert "The model raised in backward at aten.convolution.default features.4" in summary
+    assert "has been modified" in summary
+
+
+def test_bare_statement_is_unsigned(tmp_path: Path) -> None:
+    import base64
+
+    cert, _ = _certificate(tmp_path, make_evidence())
+    statement = base64.b64decode(json.loads(cert.read_text())["payload"])
+    path = tmp_path / "statement.json"
+    path.write_bytes(statement)
+    result = write_report(path, tmp_path / "r.html")
+    assert result.verification.status == "unsigned" and not result.certified
+    _, text = parse(result.path)
+    assert "NOT CERTIFIED" in text and "UNVERIFIED" in text

@@ -1,0 +1,256 @@
+"""Integrated gradients: exact quadrature, Captum agreement, chunking, adaptive steps, storage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from attest.collect.context import LoadedSpec, target_scalar
+from attest.collect.ig import (
+    METHODS,
+    decode_attributions,
+    encode_attributions,
+    integrated_gradients,
+    make_baseline,
+    quadrature,
+)
+from attest.errors import InputError
+
+torch.set_num_threads(1)
+
+
+def _linear64() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Linear(20, 3).double()
+    return model, torch.randn(4, 20, dtype=torch.float64)
+
+
+def _small_cnn() -> nn.Module:
+    torch.manual_seed(1)
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(6 * 4 * 4, 5),
+    ).eval()
+
+
+def _cnn_inputs(n: int = 3) -> torch.Tensor:
+    return torch.rand(n, 1, 8, 8, generator=torch.Generator().manual_seed(2))
+
+
+# ----------------------------------------------------------------------------- quadrature
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("steps", [2, 7, 50])
+def test_weights_are_float64_and_sum_to_one(method: str, steps: int) -> None:
+    nodes, weights = quadrature(method, steps)
+    assert nodes.dtype == weights.dtype == np.float64
+    assert len(nodes) == len(weights) == steps
+    assert abs(weights.sum() - 1.0) < 1e-14
+    assert ((nodes >= 0) & (nodes <= 1)).all()
+
+
+def test_trapezoid_nodes_include_both_ends() -> None:
+    nodes, weights = quadrature("trapezoid", 5)
+    assert nodes.tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert weights.tolist() == [0.125, 0.25, 0.25, 0.25, 0.125]
+
+
+@pytest.mark.parametrize(("method", "steps"), [("trapezoid", 1), ("gausslegendre", 0), ("bogus", 8)])
+def test_bad_rule_or_steps_is_an_input_error(method: str, steps: int) -> None:
+    with pytest.raises(InputError):
+        quadrature(method, steps)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_linear_float64_model_is_exact_for_every_rule(method: str) -> None:
+    model, x = _linear64()
+    result = integrated_gradients(model, x, target=1, method=method, steps=7)
+    assert result.completeness_rel_error.max() < 1e-12
+    expected = x * model.weight[1].detach()  # IG of a linear map, zero baseline
+    assert torch.allclose(result.attributions, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_polynomial_path_is_integrated_to_rounding_by_gauss_legendre(method: str) -> None:
+    # F(x) = sum(x^3): the integrand is a quadratic in t; GL with 2 nodes is exact, the
+    # others converge with steps.
+    x = torch.linspace(-1, 2, 12, dtype=torch.float64).view(2, 6)
+
+    class Cubic(nn.Module):
+        def forward(self, z: torch.Tensor) -> torch.Tensor:
+            return (z**3).sum(dim=1, keepdim=True)
+
+    result = integrated_gradients(Cubic(), x, target=0, method=method, steps=2 if method == "gausslegendre" else 2000)
+    bound = 1e-12 if method == "gausslegendre" else 1e-3
+    assert result.completeness_rel_error.max() < bound
+    if method == "gausslegendre":
+        assert torch.allclose(result.attributions, x**3, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- Captum, the peer
+
+
+@pytest.mark.parametrize("method", ["gausslegendre", "riemann_left", "riemann_right", "riemann_middle"])
+def test_matches_captum_on_float32_models(method: str) -> None:
+    captum = pytest.importorskip("captum.attr")
+    model, x = _small_cnn(), _cnn_inputs()
+    ours = integrated_gradients(model, x, target=3, method=method, steps=50).attributions
+    theirs = captum.IntegratedGradients(model).attribute(x, target=3, method=method, n_steps=50).double()
+    assert float((ours - theirs).norm() / theirs.norm()) < 1e-6
+    assert torch.allclose(ours, theirs, rtol=1e-6, atol=1e-6 * float(theirs.abs().max()))
+
+
+@pytest.mark.parametrize("n", [5, 50])
+def test_captum_trapezoid_is_short_by_one_over_n_ours_is_exact(n: int) -> None:
+    captum = pytest.importorskip("captum.attr")
+    model, x = _linear64()
+    model, x = model.float(), x.float()
+    f_gap = (model(x) - model(torch.zeros_like(x)))[:, 1].double()
+    theirs = captum.IntegratedGradients(model).attribute(x, target=1, method="riemann_trapezoid", n_steps=n).double()
+    their_error = (theirs.sum(dim=1) - f_gap) / f_gap
+    assert torch.allclose(their_error, torch.full_like(their_error, -1.0 / n), atol=1e-5)
+    ours = integrated_gradients(model, x, target=1, method="trapezoid", steps=n)
+    assert ours.completeness_rel_error.max() < 1e-6  # float32 model: rounding of F only
+    # Same nodes, weights that sum to 1 instead of (n-1)/n.
+    assert torch.allclose(ours.attributions, theirs * n / (n - 1), rtol=1e-5, atol=1e-7)
+
+
+# ----------------------------------------------------------------------------- batching and memory
+
+
+def test_chunks_are_bounded_by_the_memory_budget_and_do_not_change_bits() -> None:
+    model, x = _small_cnn(), _cnn_inputs(2)
+    batch_sizes: list[int] = []
+    handle = model.register_forward_pre_hook(lambda _m, args: batch_sizes.append(args[0].shape[0]))
+    small = integrated_gradients(model, x, target=0, steps=2048, memory_budget_bytes=1 << 20)
+    handle.remove()
+    big = integrated_gradients(model, x, target=0, steps=2048, memory_budget_bytes=1 << 30)
+    assert 1 < small.chunk_size < 2 * 2048 // 4  # neither one per step nor everything at once
+    assert small.chunk_size * small.per_sample_bytes <= 1 << 20
+    assert max(batch_sizes) <= small.chunk_size
+    assert big.chunk_size > small.chunk_size
+    assert torch.equal(small.attributions, big.attributions)  # node order fixed: same bits
+
+
+def test_model_is_evaluated_in_eval_mode_and_its_mode_restored() -> None:
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Dropout(0.5), nn.ReLU(), nn.Linear(16, 3))
+    model.train()
+    x = torch.randn(4, 8)
+    first = integrated_gradients(model, x, target=0, steps=16)
+    second = integrated_gradients(model, x, target=0, steps=16)
+    assert torch.equal(first.attributions, second.attributions)  # no dropout noise
+    assert model.training and model[2].training
+    assert first.model_info["was_training"] is True
+    assert first.model_info["has_batchnorm"] is True
+    assert first.model_info["has_dropout"] is True
+    assert first.model_info["still_training_after_eval"] == []
+
+
+# ----------------------------------------------------------------------------- adaptive steps
+
+
+def _smooth_mlp() -> nn.Module:
+    torch.manual_seed(4)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 2)).double()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_adaptive_steps_double_until_the_tolerance(method: str) -> None:
+    model = _smooth_mlp()
+    x = torch.randn(3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) * 3
+    tolerance = 1e-4 if method in ("riemann_left", "riemann_right") else 1e-7  # first-order rules
+    result = integrated_gradients(model, x, target=1, method=method, steps=4, tolerance=tolerance, max_steps=1 << 14)
+    assert result.converged.all()
+    assert (result.completeness_rel_error <= tolerance).all()
+    assert len(result.error_curve) >= 2
+    first_errors = result.error_curve[0]["rel_error"]
+    assert max(e for e in first_errors if e is not None) > tolerance
+    if method in ("riemann_left", "riemann_right", "trapezoid"):
+        # nested rules re-use every earlier evaluation
+        assert (result.evaluations == result.steps_used).all()
+    else:
+        assert (result.evaluations > result.steps_used).all()
+
+
+def test_adaptive_steps_stop_at_the_cap_and_say_so() -> None:
+    class Step(nn.Module):  # a jump no gradient sees: no step count integrates it
+        def forward(self, z: torch.Tensor) -> torch.Tensor:
+            return (z.sum(dim=1) + 5.0 * (z.sum(dim=1) > 1.0).to(z.dtype)).unsqueeze(1)
+
+    x = torch.ones(2, 4, dtype=torch.float64)
+    result = integrated_gradients(Step(), x, target=0, steps=8, tolerance=1e-3, max_steps=64)
+    assert not result.converged.any()
+    assert result.steps_used.max() <= 64
+    assert [level["steps"] for level in result.error_curve] == [8, 16, 32, 64]
+
+
+def test_targets_agree_with_the_collect_contract() -> None:
+    model, x = _small_cnn(), _cnn_inputs(4)
+    labels = torch.tensor([0, 1, 2, 3])
+    spec = LoadedSpec(
+        path=__file__, name="t", version="1", factory="m:b", factory_args={},  # type: ignore[arg-type]
+        build_model=lambda: model, inputs=x, labels=labels,
+    )
+    for target in ("argmax", "label", 2):
+        spec.target = target  # type: ignore[assignment]
+        result = integrated_gradients(model, x, target=target, labels=labels, steps=4)
+        with torch.no_grad():
+            expected = target_scalar(model(x), spec, labels).double().numpy()
+        assert np.allclose(result.f_input, expected, rtol=1e-6)
+
+
+def test_segmentation_target_sums_the_class_channel() -> None:
+    torch.manual_seed(6)
+    model = nn.Conv2d(1, 3, 3, padding=1).double()
+    x = torch.rand(2, 1, 5, 5, dtype=torch.float64)
+    result = integrated_gradients(model, x, target=2, method="gausslegendre", steps=3)
+    assert result.completeness_rel_error.max() < 1e-12
+    with torch.no_grad():
+        assert np.allclose(result.f_input, model(x)[:, 2].sum(dim=(1, 2)).numpy())
+
+
+# ----------------------------------------------------------------------------- baselines and storage
+
+
+def test_baselines() -> None:
+    x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(make_baseline("zero", x), torch.zeros_like(x, dtype=torch.float64))
+    mean = make_baseline("mean", x)
+    assert torch.allclose(mean[:, :, 0, 0], x.double().mean(dim=(2, 3)))
+    blur = make_baseline("blur", x)
+    assert blur.shape == x.shape and blur.std() < x.double().std()
+    assert torch.allclose(blur.mean(dim=(2, 3)), x.double().mean(dim=(2, 3)), atol=0.05)
+    noise = make_baseline("uniform", x, seed=3)
+    assert torch.equal(noise, make_baseline("uniform", x, seed=3))
+    assert not torch.equal(noise, make_baseline("uniform", x, seed=4))
+    assert float(noise.min()) >= float(x.min()) and float(noise.max()) <= float(x.max())
+    with pytest.raises(InputError):
+        make_baseline("median", x)
+
+
+def test_stored_attributions_round_trip_and_stay_bounded() -> None:
+    rng = np.random.default_rng(0)
+    attr, x = rng.normal(size=(3, 1, 8, 8)), rng.random((3, 1, 8, 8))
+    stored = encode_attributions(attr, x)
+    decoded = decode_attributions(stored)
+    assert decoded["attributions"].shape == attr.shape and stored["pooling"] == 1
+    assert np.allclose(decoded["attributions"], attr, rtol=1e-3, atol=1e-3 * np.abs(attr).max())
+    assert np.allclose(decoded["inputs"], x, atol=1e-3)
+    big_attr, big_x = rng.normal(size=(4, 3, 256, 256)), rng.random((4, 3, 256, 256))
+    cap = 200_000
+    stored = encode_attributions(big_attr, big_x, max_bytes=cap)
+    assert len(stored["data"]) <= cap and stored["pooling"] > 1
+    decoded = decode_attributions(stored)
+    # sum-pooling keeps each input's total attribution (completeness survives downsampling)
+    kept = len(stored["input_indices"])
+    assert np.allclose(decoded["attributions"].sum(axis=(1, 2, 3)), big_attr[:kept].sum(axis=(1, 2, 3)), rtol=0.05, atol=1.0)
+    assert decode_attributions(None) == {}
+    with pytest.raises(InputError):
+        decode_attributions({"format": "npz+base64", "data": "not base64!"})
