@@ -1,76 +1,42 @@
-"""``make demo`` (interim): sign a small example statement over real files and verify it.
+"""``make demo``: certify the digits example under clinical-strict, verify it, log it.
 
-``python -m attest._demo build/demo`` writes, under the folder given:
+``python -m attest._demo build/demo`` recreates the folder given and, in it:
 
-- ``keys/DEMO-ONLY-unencrypted.key`` / ``.pub``: a throw-away key, stored WITHOUT a passphrase.
-  It exists to show the flow; never trust it anywhere;
-- ``artifacts/``: the files the certificate vouches for;
-- ``statement.json``, ``gradient_certificate.json``, ``trust.yaml``, ``verify-state.json``;
+1. ``keys/DEMO-ONLY-unencrypted.key`` / ``.pub``: a throw-away key stored WITHOUT a passphrase,
+   there to show the flow; never trust it anywhere;
+2. runs ``attest certify examples/digits/attest.yaml --policy policies/clinical-strict.yaml``
+   (collect every check, evaluate, sign): ``release/gradient_certificate.json`` with
+   ``evidence.json``, ``findings.json``, the exported ``model.onnx`` and ``probe.npz``, and
+   ``report.html`` where the report stage is installed;
+3. builds ``trust.yaml`` holding the demo public key and verifies the certificate as the
+   training side would (the weights) and as a deployment server would (the ONNX file and the
+   behavioural probe, no torch needed there);
+4. shows that one flipped bit in the weights is rejected (``SUBJECT_MISMATCH``);
+5. appends the issued certificate and each verification to ``ledger.sqlite`` where the ledger
+   is installed;
 
-then verifies the certificate (as a deployment server would, with only some of the subjects),
-and shows that a tampered artifact is rejected. Until the certify pipeline exists the statement
-is a hand-made example (:func:`example_statement`); the pipeline replaces that one function.
+and prints where each output is. Exit 0 when every step behaved as expected.
 """
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
-from attest._io import atomic_write_json, atomic_write_text
-from attest.certificate import (
-    DigestSet,
-    PolicyRef,
-    Statement,
-    build_statement,
-    sign_statement,
-    subjects_from_paths,
-    write_certificate,
-)
 from attest.errors import AttestError
-from attest.signing import generate_keypair, load_private_key
+from attest.signing import generate_keypair
 from attest.trust import add_key, empty_trust_store, save_trust_store
 from attest.verify import VerificationReport, verify
 
-__all__ = ["example_statement", "run_demo"]
+__all__ = ["run_demo"]
 
 DEMO_KEY_NAME = "DEMO-ONLY-unencrypted"
-_EXAMPLE_SPEC = """\
-# Example spec (demo only): what a release would certify.
-model:
-  name: demo-model
-  version: 0.1.0
-  factory: model:build
-  weights: weights.bin
-inputs:
-  probe: probe.bin
-"""
-
-
-def example_statement(artifacts_dir: Path) -> Statement:
-    """A small example statement over real files written into ``artifacts_dir``.
-
-    The certify pipeline replaces this with the statement of a real ``attest certify`` run.
-    """
-    artifacts_dir.mkdir(parents=True, exist_ok=True)
-    spec = artifacts_dir / "attest.yaml"
-    weights = artifacts_dir / "weights.bin"
-    probe = artifacts_dir / "probe.bin"
-    atomic_write_text(spec, _EXAMPLE_SPEC)
-    # Deterministic example bytes standing in for trained weights and probe inputs.
-    weights.write_bytes(bytes((i * 31 + 7) % 251 for i in range(64 * 1024)))
-    probe.write_bytes(bytes((i * 17 + 3) % 241 for i in range(4 * 1024)))
-    subjects = subjects_from_paths(
-        {"attest.yaml": spec, "weights.bin": weights, "probe.bin": probe}
-    )
-    return build_statement(
-        subjects=subjects,
-        model={"name": "demo-model", "version": "0.1.0"},
-        policy=PolicyRef(id="demo", version="0", digest=DigestSet(sha256="0" * 64)),
-        verdict="pass",
-        extensions={"demo.note": "hand-made example statement; not a certification"},
-    )
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "digits" / "attest.yaml"
+POLICY = REPO / "policies" / "clinical-strict.yaml"
 
 
 def _show(title: str, report: VerificationReport) -> None:
@@ -80,52 +46,114 @@ def _show(title: str, report: VerificationReport) -> None:
         print(f"    {code}: {message}")
     if report.subjects_checked:
         print(f"    subjects checked: {', '.join(report.subjects_checked)}")
+    if report.probe:
+        print(f"    behavioural probe: {report.probe.get('summary', report.probe)}")
+
+
+def _optional(module: str, name: str) -> Any:
+    """A later stage's function, or None where this build does not have it yet."""
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except ModuleNotFoundError:
+        return None
+
+
+def _progress(message: str) -> None:
+    print(f"  {message}", flush=True)
 
 
 def run_demo(out: Path) -> int:
     """Run the demo into ``out`` (recreated); 0 when every step behaved as expected."""
+    from attest.pipeline import certify
+
     if out.exists():
         shutil.rmtree(out)
     keys = out / "keys"
     keys.mkdir(parents=True)
     key_path, pub_path, keyid = generate_keypair(keys / DEMO_KEY_NAME, passphrase=None)
-    statement = example_statement(out / "artifacts")
-    atomic_write_json(out / "statement.json", statement.to_json_dict())
-    certificate = write_certificate(
-        out / "gradient_certificate.json", sign_statement(statement, [load_private_key(key_path)])
+    print(f"demo key {keyid[:16]} (UNENCRYPTED, DEMO ONLY: never trust it): {key_path}")
+
+    release = out / "release"
+    report_writer = _optional("attest.report", "write_report")
+    print(f"certifying {EXAMPLE.relative_to(REPO)} under {POLICY.relative_to(REPO)}:")
+    result = certify(
+        EXAMPLE,
+        policy=POLICY,
+        key=key_path,
+        out=release / "gradient_certificate.json",
+        report=release / "report.html" if report_writer is not None else None,
+        progress=_progress,
     )
+    counts = result.findings.counts
+    print(
+        f"policy {result.findings.policy.id}: {result.verdict.upper()} "
+        f"({counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+        f"{counts['waived']} waived, {counts['not_computed']} not computed)"
+    )
+    if not result.passed or result.certificate_path is None:
+        for finding in result.findings.failed[:20]:
+            print(f"  [{finding.rule}] {finding.subject.label()}: {finding.message}")
+        print(f"demo: digits did not pass; evidence {result.evidence_path}", file=sys.stderr)
+        return 1
+    certificate = result.certificate_path
+
     store, _ = add_key(
         empty_trust_store(str(out / "trust.yaml")), pub_path.read_bytes(), name=DEMO_KEY_NAME
     )
     trust = save_trust_store(store, out / "trust.yaml")
     state = out / "verify-state.json"
-    print(f"demo key {keyid[:16]} (UNENCRYPTED, demo only): {key_path}")
+    weights = EXAMPLE.parent / "weights.safetensors"
+    reports: list[VerificationReport] = []
 
-    good = verify(
-        certificate,
-        trust=trust,
-        artifacts=[out / "artifacts" / "weights.bin", out / "artifacts" / "probe.bin"],
-        state_file=state,
-    )
-    _show("verify with the certified files", good)
+    good = verify(certificate, trust=trust, artifacts=[weights], state_file=state)
+    _show("verify against the trained weights", good)
+    reports.append(good)
+    onnx, bundle = release / "model.onnx", release / "probe.npz"
+    deployed_ok = True
+    if onnx.is_file() and bundle.is_file():
+        deployed = verify(
+            certificate, trust=trust, artifacts=[onnx, bundle], probe=bundle, state_file=state
+        )
+        _show("verify on the server: model.onnx + probe.npz, behavioural probe", deployed)
+        reports.append(deployed)
+        deployed_ok = deployed.verified
 
-    tampered = out / "tampered" / "weights.bin"
+    tampered = out / "tampered" / "weights.safetensors"
     tampered.parent.mkdir()
-    data = bytearray((out / "artifacts" / "weights.bin").read_bytes())
-    data[1000] ^= 0x01  # one flipped bit
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0x01  # one flipped bit in the tensor data
     tampered.write_bytes(bytes(data))
-    bad = verify(certificate, trust=trust, artifacts=[tampered], state_file=state)
-    _show("verify with one bit flipped in weights.bin", bad)
+    bad = verify(certificate, trust=trust, artifacts=[tampered])
+    _show("verify with one bit flipped in the weights", bad)
+    reports.append(bad)
 
-    from attest.ledger.demo import ledger_demo  # the audit record of both verifications
+    ledger_path = out / "ledger.sqlite"
+    append_certificate = _optional("attest.ledger", "append_certificate")
+    record_verification = _optional("attest.ledger", "record_verification")
+    if append_certificate is not None and record_verification is not None:
+        append_certificate(ledger_path, certificate)
+        for report in reports:
+            record_verification(ledger_path, report.to_dict())
+        print(f"ledger: {len(reports) + 1} entries appended to {ledger_path}")
 
-    recorded = ledger_demo(out, certificate, [good.to_dict(), bad.to_dict()])
-    print(f"outputs in {out}/: gradient_certificate.json, statement.json, trust.yaml, keys/")
-    print(
-        f"try: attest verify {certificate} --trust {trust} "
-        f"--artifact {out / 'artifacts' / 'weights.bin'}"
-    )
-    expected = good.verified and bad.codes == ["SUBJECT_MISMATCH"] and recorded
+    print("outputs:")
+    rows = [
+        ("certificate", certificate),
+        ("evidence", result.evidence_path),
+        ("findings", result.findings_path),
+        ("ONNX model", onnx if onnx.is_file() else None),
+        ("probe bundle", bundle if bundle.is_file() else None),
+        ("report", result.report_path),
+        ("trust store", trust),
+        ("ledger", ledger_path if ledger_path.is_file() else None),
+        ("demo key (DEMO ONLY)", key_path),
+    ]
+    for label, path in rows:
+        if path is not None:
+            print(f"  {label + ':':22} {path}")
+    print(f"try: attest inspect {certificate}")
+    print(f"     attest verify {certificate} --trust {trust} --artifact {onnx} --probe {bundle}")
+    expected = good.verified and deployed_ok and bad.codes == ["SUBJECT_MISMATCH"]
     if not expected:
         print("demo: UNEXPECTED outcome", file=sys.stderr)
     return 0 if expected else 1

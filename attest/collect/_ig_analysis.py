@@ -207,7 +207,8 @@ def baseline_neutrality(
 
 
 def cascade_layers(model: nn.Module, example: torch.Tensor) -> list[tuple[str, nn.Module]]:
-    """Modules that own parameters, from the top (last to run in forward) down."""
+    """Modules that own parameters, from the top (last to run in forward) down, found with
+    forward hooks during one forward pass of ``example``."""
     owners = {
         name: module
         for name, module in model.named_modules()
@@ -228,6 +229,9 @@ def cascade_layers(model: nn.Module, example: torch.Tensor) -> list[tuple[str, n
     finally:
         for handle in handles:
             handle.remove()
+    # Owners whose parameters are used without calling the module (``self.layer.weight`` in a
+    # parent's forward) count as run last, with the root: the top of the cascade.
+    order += [name for name in owners if name not in order]
     return [(name or "<root>", owners[name]) for name in reversed(order)]
 
 

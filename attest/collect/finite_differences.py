@@ -252,7 +252,7 @@ def _jacobians(
     row = 0
     for k, out in enumerate(outputs):
         for j in range(out.numel()):
-            cotangents = [torch.zeros_like(o) for o in outputs]
+            cotangents = [torch.zeros(o.shape, dtype=o.dtype, device=o.device) for o in outputs]
             cotangents[k].view(-1)[j] = 1.0
             grads = _vjp(outputs, leaves, cotangents)
             analytic[row] = torch.cat([g.reshape(-1).to("cpu", torch.float64) for g in grads])
@@ -263,7 +263,7 @@ def _jacobians(
         col = 0
         for i, x in enumerate(inputs):
             for e in range(x.numel()):
-                step = torch.zeros_like(x)
+                step = torch.zeros(x.shape, dtype=x.dtype, device=x.device)
                 step.view(-1)[e] = eps
                 plus = list(inputs)
                 minus = list(inputs)

@@ -40,7 +40,15 @@ from attest.collect.finite_differences import (
 from attest.collect.kink_detectors import scan_kinks
 from attest.evidence import CheckItem, CheckResult, Subject
 
-__all__ = ["CaseSkipped", "check_operator", "fd_settings", "nudge_off_kinks", "prepare_case", "run"]
+__all__ = [
+    "CaseSkipped",
+    "check_operator",
+    "fd_settings",
+    "is_random",
+    "nudge_off_kinks",
+    "prepare_case",
+    "run",
+]
 
 # Values within KINK_REACH of a kink could be crossed by a finite-difference step of the
 # default size (1e-6 times a Gaussian direction). They are nudged by KINK_NUDGE times the
@@ -204,6 +212,19 @@ def _check_dropping_underivable(
     raise CaseSkipped("no floating-point input is differentiable")
 
 
+def is_random(record: OpRecord) -> bool:
+    """A random operator as called: tagged ``nondeterministic_seeded`` and not called with its
+    randomness switched off (``dropout_p=0`` in attention, ``train=False`` in dropout)."""
+    if torch.Tag.nondeterministic_seeded not in getattr(record.func, "tags", ()):
+        return False
+    bound = bind_schema(record.func, record.args, record.kwargs)
+    if "dropout_p" in bound:
+        return bool(bound["dropout_p"] != 0)
+    if "train" in bound:
+        return bool(bound["train"])
+    return True
+
+
 def _signature(record: OpRecord) -> str:
     """The operator and its non-tensor arguments: what a sliced full Jacobian depends on."""
 
@@ -232,7 +253,7 @@ def check_operator(
     full-Jacobian check on a slice, so each distinct one gets it once per run."""
     subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module)
     func = record.func
-    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+    if is_random(record):
         return _skipped(subject, "random operator (no deterministic derivative to check)")
     try:
         call = BoundCall.of(func, to_float64(record.args), to_float64(record.kwargs))

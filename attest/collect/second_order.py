@@ -39,7 +39,13 @@ from attest.collect.finite_differences import (
     check_backward,
     describe,
 )
-from attest.collect.gradcheck_ops import CaseSkipped, fd_settings, nudge_off_kinks, prepare_case
+from attest.collect.gradcheck_ops import (
+    CaseSkipped,
+    fd_settings,
+    is_random,
+    nudge_off_kinks,
+    prepare_case,
+)
 from attest.collect.hessian_vector import HVP_EPS, HVP_EPS_SWEEP, hessian_vector_check
 from attest.evidence import CheckItem, CheckResult, Subject
 
@@ -120,7 +126,7 @@ def twice_differentiable(
 def _operator_case(
     record: OpRecord, settings: FiniteDifferenceSettings
 ) -> tuple[TensorFn, list[torch.Tensor]]:
-    if torch.Tag.nondeterministic_seeded in getattr(record.func, "tags", ()):
+    if is_random(record):
         raise CaseSkipped("random operator")
     call = BoundCall.of(record.func, to_float64(record.args), to_float64(record.kwargs))
     if not call.tensors:

@@ -14,7 +14,7 @@ import torch
 
 from attest.collect import gradchecks
 from attest.evidence import CheckResult
-from tests.unit._grad_models import ZOO
+from _grad_models import ZOO
 
 EXPECTED_FLAGS: dict[str, set[str]] = {
     "clean_mlp": set(),

@@ -1,0 +1,128 @@
+"""The kinks check: probe values exactly on non-differentiable points, and only those."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _grad_models import SmallCNN, continuous, make_context
+from torch import nn
+
+from attest.collect import kinks
+from attest.collect.kink_detectors import scan_kinks
+
+T = torch.tensor
+
+# (operator short name, bound arguments, expected count, expected first index)
+CASES: list[tuple[str, dict[str, Any], int, list[int] | None]] = [
+    ("relu", {"self": T([0.5, 0.0, -1.0, 0.0])}, 2, [1]),
+    ("relu", {"self": T([0.5, 1e-30, -1.0])}, 0, None),
+    ("threshold", {"self": T([0.1, 0.2, 0.3]), "threshold": 0.2, "value": 0.0}, 1, [1]),
+    ("hardtanh", {"self": T([-1.0, 0.0, 1.0, 2.0]), "min_val": -1.0, "max_val": 1.0}, 2, [0]),
+    ("leaky_relu", {"self": T([0.0, 1.0]), "negative_slope": 0.01}, 1, [0]),
+    ("elu", {"self": T([0.0, 1.0]), "alpha": 1.0}, 0, None),  # C1 at 0 when alpha == 1
+    ("abs", {"self": T([0.0, -2.0, 0.0])}, 2, [0]),
+    ("sign", {"self": T([3.0, 0.0])}, 1, [1]),
+    ("clamp", {"self": T([0.0, 0.5, 1.0]), "min": 0.0, "max": 1.0}, 2, [0]),
+    ("clamp_min", {"self": T([0.0, 0.5]), "min": 0.5}, 1, [1]),
+    ("maximum", {"self": T([1.0, 2.0, 3.0]), "other": T([1.0, 0.0, 3.0])}, 2, [0]),
+    ("max", {"self": T([[1.0, 3.0, 3.0], [1.0, 2.0, 3.0]]), "dim": 1}, 1, [0, 0]),
+    ("max", {"self": T([1.0, 2.0])}, 0, None),
+    ("amax", {"self": T([[2.0, 2.0], [1.0, 0.0]]), "dim": [1]}, 1, [0, 0]),
+    ("amax", {"self": T([[2.0, 2.0], [1.0, 0.0]]), "dim": [0]}, 0, None),
+    ("median", {"self": T([[1.0, 1.0, 2.0], [1.0, 2.0, 3.0]]), "dim": 1}, 1, [0, 0]),
+    ("sort", {"self": T([1.0, 2.0, 1.0, 3.0]), "dim": -1, "descending": False}, 1, [0]),
+    ("topk", {"self": T([1.0, 2.0, 1.0, 3.0]), "k": 2, "dim": -1, "largest": True}, 0, None),
+    ("topk", {"self": T([3.0, 2.0, 3.0, 1.0]), "k": 1, "dim": -1, "largest": True}, 1, [0]),
+    ("floor", {"self": T([0.5, 1.0, 2.0])}, 2, [1]),
+    ("round", {"self": T([0.5, 1.0, 2.5, 2.4])}, 2, [0]),
+    ("hardswish", {"self": T([3.0, -3.0, 0.0])}, 2, [0]),
+]
+
+
+@pytest.mark.parametrize("name, bound, count, first", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_detector_counts_exact_hits(name: str, bound: dict[str, Any], count: int, first: list[int] | None) -> None:
+    scan = scan_kinks(name, bound)
+    if scan is None:  # the detector found no non-differentiable point for these arguments
+        assert count == 0
+        return
+    assert scan.count == count
+    assert (scan.first_indices[0] if scan.first_indices else None) == first
+
+
+def test_max_pool_ties_respect_padding_and_ceil_mode() -> None:
+    zeros = torch.zeros(1, 1, 4, 4)
+    bound = {"self": zeros, "kernel_size": [2, 2], "stride": [], "padding": [1, 1], "dilation": [1, 1],
+             "ceil_mode": True}
+    scan = scan_kinks("max_pool2d_with_indices", bound)
+    assert scan is not None
+    # 3x3 windows: the 4 corner windows hold one real element (the rest is padding): no tie.
+    assert scan.count == 5
+    assert F.max_pool2d(zeros, 2, padding=1, ceil_mode=True).shape[-2:] == (3, 3)
+
+
+def test_adaptive_max_pool_windows() -> None:
+    scan = scan_kinks("adaptive_max_pool2d", {"self": torch.zeros(1, 2, 5, 5), "output_size": [2, 2]})
+    assert scan is not None and scan.count == 8
+
+
+def test_ties_that_stay_tied_under_perturbation_are_not_counted() -> None:
+    z = torch.randn(1, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    relu = F.relu(z)
+    perturbed = F.relu(z.double() + 1e-6 * torch.randn(1, 1, 4, 4, dtype=torch.float64))
+    bound = {"self": relu, "kernel_size": [2, 2]}
+    raw = scan_kinks("max_pool2d_with_indices", bound)
+    live = scan_kinks("max_pool2d_with_indices", bound, {"self": perturbed})
+    assert raw is not None and live is not None
+    assert raw.count >= 1  # without the perturbation every tie counts
+    assert live.count == 0 and live.constant_hits == raw.count
+
+
+def test_a_hit_that_moves_off_the_kink_counts() -> None:
+    x = T([0.0, 1.0, 0.0])
+    scan = scan_kinks("relu", {"self": x}, {"self": x.double() + T([1e-7, 0.0, 0.0], dtype=torch.float64)})
+    assert scan is not None and scan.count == 1 and scan.constant_hits == 1
+
+
+class ConstantPadReLU(nn.Module):
+    """ReLU on zero padding: the padded zeros are not inputs and never move."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(F.pad(x, (2, 2))).sum(dim=-1, keepdim=True)
+
+
+def test_padding_zeros_are_not_counted() -> None:
+    ctx = make_context(ConstantPadReLU, continuous(4, 6))
+    result = kinks.run(ctx)
+    relu = next(i for i in result.items if i.subject.op == "aten.relu.default")
+    assert relu.status == "pass" and relu.metrics["count"] == 0
+    assert relu.metrics["locally_constant_hits"] == 4 * 4
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_relu_cnn_on_continuous_inputs_has_no_kinks(seed: int) -> None:
+    ctx = make_context(SmallCNN, continuous(6, 1, 6, 6, seed=seed), seed=seed)
+    result = kinks.run(ctx)
+    assert result.status == "computed"
+    assert result.summary["total_count"] == 0, [i.message for i in result.items if i.status == "fail"]
+    assert {i.subject.op for i in result.items} >= {"aten.relu.default", "aten.max_pool2d_with_indices.default"}
+
+
+def test_exact_zero_inputs_to_relu_are_counted_with_indices() -> None:
+    x = continuous(3, 6)
+    x[1, 2] = 0.0
+    x[2, 0] = 0.0
+    ctx = make_context(lambda: nn.Sequential(nn.ReLU(), nn.Linear(6, 2)), x)
+    result = kinks.run(ctx)
+    item = next(i for i in result.items if i.subject.op == "aten.relu.default")
+    assert item.status == "fail" and item.metrics["count"] == 2
+    assert item.details["first_indices"] == [[1, 2], [2, 0]]
+    assert item.subject.indices == [1, 2] and item.subject.module == "0"
+    assert "convention" in item.message
+
+
+def test_without_the_capture_kinks_is_not_computed() -> None:
+    ctx = make_context(SmallCNN, continuous(2, 1, 6, 6), capture=False)
+    assert kinks.run(ctx).status == "not_computed"
