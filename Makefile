@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 
-.PHONY: all env demo test lint typecheck unit schemas clean report-screenshot bench
+.PHONY: all env demo test lint typecheck unit schemas clean report-screenshot bench certify-examples
 
 all: test
 
@@ -20,6 +20,10 @@ env: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m attest._demo $(DEMO)
+
+# Every example model under the shipped policies (phantom-seg and volume3d take minutes).
+certify-examples: $(STAMP)
+	ATTEST_CERTIFY_ALL_EXAMPLES=1 $(BIN)/python -m pytest -q tests/cli/test_examples_certify.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check attest tests benchmarks examples

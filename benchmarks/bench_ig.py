@@ -9,10 +9,12 @@ ours must be no slower. Workloads: every example under ``examples/`` with an ``a
 three conv layers, seeded initialization), the size at which the memory layout of the batch
 starts to matter on a CPU. Targets: ratio >= 1.5 against the default, >= 1.0 against the best.
 
-Part 2, evaluations per rule. For each example model, probe input and baseline (zero, mean,
-blur, uniform), the adaptive ladder from ``--start`` steps (cells doubled, nested rules
-re-using their evaluations) until the completeness error is <= 1e-3 relative; reported: the
-model evaluations (forward+backward passes) per input spent to get there, mean and max.
+Part 2, evaluations per rule. For each example model and probe input, the adaptive ladder
+from ``--start`` steps (cells doubled, nested rules re-using their evaluations) until the
+completeness error is <= 1e-3 relative, or ``--cap``; reported: the model evaluations
+(forward+backward passes) per input spent, mean, median and max. The digits model (cheap)
+runs every probe input with every baseline (zero, mean, blur, uniform); the larger examples
+run their spec's baseline on their first ``--inputs`` probe inputs.
 
     .venv/bin/python benchmarks/bench_ig.py [--threads 1] [--rounds 7] [--append docs/benchmarks.md]
 """
@@ -59,8 +61,8 @@ def _cifar_cnn() -> nn.Module:
     ).eval()
 
 
-def _examples() -> list[tuple[str, nn.Module, torch.Tensor, torch.Tensor]]:
-    """(name, model, inputs, target classes) of every example with a spec and trained weights."""
+def _examples() -> list[tuple[str, nn.Module, torch.Tensor, torch.Tensor, str]]:
+    """(name, model, inputs, target classes, baseline) of every example with a spec."""
     from attest.collect.context import CollectContext
     from attest.spec import load_spec
 
@@ -81,7 +83,7 @@ def _examples() -> list[tuple[str, nn.Module, torch.Tensor, torch.Tensor]]:
             classes = torch.full((x.shape[0],), spec.target, dtype=torch.long)
         else:
             classes = out.reshape(x.shape[0], out.shape[1], -1).sum(dim=2).argmax(dim=1)
-        found.append((spec_path.parent.name, model, x, classes))
+        found.append((spec_path.parent.name, model, x, classes, spec.baseline))
     return found
 
 
@@ -164,13 +166,19 @@ def speed(
 
 
 def evaluations(
-    name: str, model: nn.Module, x: torch.Tensor, classes: torch.Tensor, start: int, cap: int
+    name: str,
+    model: nn.Module,
+    x: torch.Tensor,
+    classes: torch.Tensor,
+    baselines: tuple[str, ...],
+    start: int,
+    cap: int,
 ) -> list[dict[str, Any]]:
     rows = []
     for method in METHODS:
         per_input: list[int] = []
         converged = True
-        for baseline in BASELINES:
+        for baseline in baselines:
             first = start + 1 if method == "trapezoid" else start
             result = integrated_gradients(
                 model,
@@ -190,6 +198,7 @@ def evaluations(
                 "model": name,
                 "method": method,
                 "paths": len(per_input),
+                "baselines": ", ".join(baselines),
                 "mean_evaluations": float(np.mean(per_input)),
                 "median_evaluations": float(np.median(per_input)),
                 "max_evaluations": int(np.max(per_input)),
@@ -213,34 +222,35 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     examples = _examples()
     cifar = _cifar_cnn()
-    workloads = [
-        *examples,
-        (
-            "cifar-cnn (seeded init)",
-            cifar,
-            torch.rand(8, 3, 32, 32, generator=torch.Generator().manual_seed(1)),
-            torch.arange(8) % 10,
-        ),
-    ]
+    workloads = [(n, m, x, c) for n, m, x, c, _ in examples]
+    inputs = torch.rand(8, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    workloads.append(("cifar-cnn (seeded init)", cifar, inputs, torch.arange(8) % 10))
 
-    speed_rows = (
-        [] if args.skip_speed else [speed(n, m, x, c, args.rounds) for n, m, x, c in workloads]
-    )
-    for row in speed_rows:
+    speed_rows = []
+    for n, m, x, c in [] if args.skip_speed else workloads:
+        row = speed(n, m, x, c, args.rounds)
+        speed_rows.append(row)
         print(
             f"{row['workload']:28s} ours {row['ours_s'] * 1e3:8.1f} ms  captum default {row['captum_default_s'] * 1e3:8.1f} ms"
             f"  x{row['speedup_vs_default']:.2f}  | captum best (batch {row['captum_best_batch']}) "
             f"{row['captum_best_s'] * 1e3:8.1f} ms vs ours {row['ours_again_s'] * 1e3:8.1f} ms  x{row['speedup_vs_best']:.2f}"
-            f"  | rel L2 {row['attribution_rel_l2']:.1e}"
+            f"  | rel L2 {row['attribution_rel_l2']:.1e}",
+            flush=True,
         )
     eval_rows = []
-    for name, model, x, classes in examples:
-        eval_rows += evaluations(name, model, x, classes, args.start, args.cap)
-    for row in eval_rows:
-        print(
-            f"{row['model']:10s} {row['method']:15s} paths {row['paths']:3d}  evaluations mean {row['mean_evaluations']:7.1f}"
-            f"  median {row['median_evaluations']:6.0f}  max {row['max_evaluations']:6d}  converged {row['all_converged']}"
-        )
+    for name, model, x, classes, baseline in examples:
+        if name == "digits":
+            rows = evaluations(name, model, x, classes, BASELINES, args.start, args.cap)
+        else:
+            k = args.inputs
+            rows = evaluations(name, model, x[:k], classes[:k], (baseline,), args.start, args.cap)
+        eval_rows += rows
+        for row in rows:
+            print(
+                f"{row['model']:10s} {row['method']:15s} paths {row['paths']:3d}  evaluations mean {row['mean_evaluations']:7.1f}"
+                f"  median {row['median_evaluations']:6.0f}  max {row['max_evaluations']:6d}  converged {row['all_converged']}",
+                flush=True,
+            )
     if args.append is not None:
         _append(args, speed_rows, eval_rows)
 
@@ -276,15 +286,15 @@ def _append(
     if eval_rows:
         lines += [
             f"Model evaluations per input to reach a completeness error <= {TOLERANCE:g} relative: adaptive ladder "
-            f"from {args.start} steps (trapezoid {args.start + 1}), cap {args.cap}, over every probe input and the "
-            "baselines zero, mean, blur and uniform.",
+            f"from {args.start} steps (trapezoid {args.start + 1}), cap {args.cap}; digits: every probe input with "
+            f"each baseline; the other examples: their spec's baseline, first {args.inputs} probe inputs.",
             "",
-            "| model | rule | paths | mean | median | max | all converged |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "| model | baselines | rule | paths | mean | median | max | all converged |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in eval_rows:
             lines.append(
-                f"| {r['model']} | {r['method']} | {r['paths']} | {r['mean_evaluations']:.1f} | {r['median_evaluations']:.0f} "
+                f"| {r['model']} | {r['baselines']} | {r['method']} | {r['paths']} | {r['mean_evaluations']:.1f} | {r['median_evaluations']:.0f} "
                 f"| {r['max_evaluations']} | {r['all_converged']} |"
             )
         lines.append("")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from attest.ledger import audit_ledger, merkle, open_ledger
 from attest.ledger.entries import LedgerEntry
-from attest.ledger.storage import SQLiteStorage, Synchronous
+from attest.ledger.sqlite import SQLiteStorage, Synchronous
 from attest.signing import generate_keypair, load_private_key
 
 SHA = "5" * 64

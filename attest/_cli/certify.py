@@ -64,7 +64,9 @@ def findings_summary(findings: Findings) -> list[str]:
             continue
         lines.append(f"{title}:")
         for f in chosen[:_SHOWN]:
-            lines.append(f"  [{f.rule}] {f.subject.label()}: {f.message}")
+            label = f.subject.label()
+            text = f.message if f.message.startswith(label) else f"{label}: {f.message}"
+            lines.append(f"  [{f.rule}] {text}")
         if len(chosen) > _SHOWN:
             rules = sorted({f.rule for f in chosen[_SHOWN:]})
             lines.append(f"  ... and {len(chosen) - _SHOWN} more ({', '.join(rules)})")
@@ -106,7 +108,7 @@ def evaluate(
 
     Exit 0 if the policy passes, 1 if it fails, 2 on bad input.
     """
-    from attest._io import atomic_write_json
+    from attest._io import atomic_write_text, dumps_pretty
     from attest.policy import evaluate as evaluate_evidence
     from attest.policy import load_evidence, load_policy
 
@@ -114,7 +116,7 @@ def evaluate(
     loaded = load_evidence(evidence)
     findings = evaluate_evidence(loaded, policy, at=parse_at(at_text))
     if output is not None:
-        atomic_write_json(output, findings.model_dump(mode="json"))
+        atomic_write_text(output, dumps_pretty(findings.model_dump(mode="json")), mode=0o644)
     if as_json:
         click.echo(
             json.dumps(
@@ -142,8 +144,14 @@ def _stderr_progress() -> Any:
     if not sys.stderr.isatty():
         return None
 
-    def progress(stage: str, detail: str = "") -> None:
-        click.echo(f"  {stage}{': ' + detail if detail else ''}", err=True)
+    def progress(message: str) -> None:
+        # "determinism run k/N" lines overwrite each other until the last one
+        _, sep, count = message.rpartition(" run ")
+        done, _, total = count.partition("/")
+        if sep and total and done != total:
+            click.echo(f"\r  {message}\033[K", nl=False, err=True)
+        else:
+            click.echo(f"\r  {message}\033[K", err=True)
 
     return progress
 

@@ -224,6 +224,7 @@ def collect(
 
 
 def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:
-    value: Any = ctx.extras.get("attributions")
+    # the IG checks store theirs under "ig_attributions"
+    value: Any = ctx.extras.get("attributions", ctx.extras.get("ig_attributions"))
     if isinstance(value, dict):
         evidence.attributions = value

@@ -32,7 +32,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _get_current_dispatch_mode,
+    _pop_mode_temporarily,
+)
 from torch.utils._pytree import tree_flatten, tree_map
 
 from attest.collect.context import LoadedSpec, OpRecord, target_scalar
@@ -100,7 +104,14 @@ class ModelFailure:
 
 @dataclass
 class ForwardCall:
-    """One forward ATen call as an observer sees it (tensors are live: snapshot to keep)."""
+    """One forward ATen call as an observer sees it (tensors are live: snapshot to keep).
+
+    ``args``/``kwargs`` are the live arguments: after an in-place or ``out=`` call, a written
+    argument already holds the result. ``args_before``/``kwargs_before`` (set when an observer
+    asks for them with ``wants_inputs``, and the call writes into an argument) are the
+    arguments as the operator read them: every tensor argument sharing storage with a written
+    one is a copy taken just before the call. :meth:`inputs` gives whichever applies.
+    """
 
     index: int
     func: Any
@@ -111,6 +122,14 @@ class ForwardCall:
     outputs: list[torch.Tensor]
     elapsed_ns: int
     allocator_delta_bytes: int | None = None  # CUDA: memory_allocated() after - before
+    args_before: tuple[Any, ...] | None = None
+    kwargs_before: dict[str, Any] | None = None
+
+    def inputs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments with the values the operator read (pre-write copies where written)."""
+        if self.args_before is not None and self.kwargs_before is not None:
+            return self.args_before, self.kwargs_before
+        return self.args, self.kwargs
 
 
 @dataclass
@@ -125,6 +144,14 @@ class BackwardCall:
     kwargs: dict[str, Any]
     outputs: list[torch.Tensor]
     elapsed_ns: int
+    args_before: tuple[Any, ...] | None = None  # as in ForwardCall
+    kwargs_before: dict[str, Any] | None = None
+
+    def inputs(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments with the values the call read (pre-write copies where written)."""
+        if self.args_before is not None and self.kwargs_before is not None:
+            return self.args_before, self.kwargs_before
+        return self.args, self.kwargs
 
 
 class CaptureObserver:
@@ -132,6 +159,8 @@ class CaptureObserver:
 
     wants_grads: bool = False  # register node hooks to receive grad_outputs / grad_inputs
     wants_saved: bool = False  # introspect each operator's saved tensors (memory)
+    wants_inputs: bool = False  # pre-write copies of arguments that in-place calls overwrite
+    wants_backward_calls: bool = True  # see backward ATen calls (else only node hooks run)
 
     def forward(self, call: ForwardCall) -> None:
         """A forward operator finished."""
@@ -229,6 +258,28 @@ def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
     return out
 
 
+def snapshot_written(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The arguments of a call about to write into some of them, with a copy of every tensor
+    argument that shares storage with a written one (the written argument itself, and any
+    other view of the same storage such as ``x.add_(x)`` or ``x[:, :2] += x[:, 2:]``).
+    None when the call writes nothing. Call it just before the call runs."""
+    written = _written_args(func, args, kwargs)
+    if not written:
+        return None
+    ptrs = {p for p in (_storage_ptr(t) for t in written) if p is not None}
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and (
+            _storage_ptr(value) in ptrs or any(value is t for t in written)
+        ):
+            return value.detach().clone()
+        return value
+
+    return tuple(tree_map(copy, list(args))), dict(tree_map(copy, kwargs))
+
+
 _SAVED_ATTRS: dict[type, list[str]] = {}
 
 
@@ -258,10 +309,15 @@ def saved_tensors_of(node: Any) -> list[torch.Tensor]:
 
 
 class _ModuleStack:
-    """Innermost module path during forward, from hooks on the model's own modules."""
+    """Innermost module path during forward, from hooks on the model's own modules.
 
-    def __init__(self, model: nn.Module) -> None:
+    ``enabled=False`` installs no hooks (``current`` stays ``""``): for runs that align
+    operators with a reference run by position and do not need attribution.
+    """
+
+    def __init__(self, model: nn.Module, enabled: bool = True) -> None:
         self.model = model
+        self.enabled = enabled
         self.stack: list[str] = []
         self.failed_in: str | None = None
         self._handles: list[Any] = []
@@ -271,6 +327,8 @@ class _ModuleStack:
         return self.stack[-1] if self.stack else ""
 
     def __enter__(self) -> _ModuleStack:
+        if not self.enabled:
+            return self
         for name, module in self.model.named_modules():
             self._handles.append(module.register_forward_pre_hook(self._push(name)))
             self._handles.append(module.register_forward_hook(self._pop(name), always_call=True))
@@ -316,6 +374,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.ops: list[tuple[str, str]] = []  # (op, module) per forward operator id
         self.node_to_op: dict[Any, int] = {}
         self.nodes: dict[int, Any] = {}
+        self.engine_detaches: dict[int, int] = {}  # op id -> autograd-engine detaches after it
         self.forward_ns: list[int] = []
         self.backward_ns: dict[int, int] = {}
         self.in_flight: tuple[int | None, str, str | None] | None = None  # (id, module, op)
@@ -325,6 +384,9 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self._settling = False
         self._deferred: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any, str, int]] = []
         self._wants_saved = any(o.wants_saved for o in self.observers)
+        self._wants_inputs = any(o.wants_inputs for o in self.observers)
+        self._wants_grads = any(o.wants_grads for o in self.observers)
+        self.wants_backward_calls = any(o.wants_backward_calls for o in self.observers)
         self._cuda_timing = cuda_timing
         self._cuda_memory = cuda_memory
         self._cuda_events: list[tuple[int, bool, Any, Any]] = []
@@ -363,6 +425,8 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # The engine detaches each differentiable output it saves for backward, right
             # after the operator returns: bookkeeping, not operators of the model.
             engine_detaches = sum(1 for t in saved if t.grad_fn is node)
+            if engine_detaches:
+                self.engine_detaches[op_id] = engine_detaches
             if self._wants_saved:
                 for obs in self.observers:
                     if obs.wants_saved:
@@ -378,20 +442,57 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             self._register(func, args, kwargs, out, module, elapsed)
 
     def _hook_node(self, op_id: int, node: Any) -> None:
+        # Without backward dispatch, the node's hooks time its backward (pre -> post hook).
+        time_node = not self.wants_backward_calls
+        started: list[Any] = [0]
+
         def prehook(grad_outputs: tuple[torch.Tensor | None, ...]) -> None:
             self.backward_op = op_id  # names the operator if unpacking its saved tensors fails
+            if time_node:
+                if self._cuda_timing:
+                    started[0] = _cuda_event()
+                    started[0].record()
+                else:
+                    started[0] = time.perf_counter_ns()
 
         def posthook(
             grad_inputs: tuple[torch.Tensor | None, ...],
             grad_outputs: tuple[torch.Tensor | None, ...],
         ) -> None:
             self.backward_op = None
-            for obs in self.observers:
-                if obs.wants_grads:
-                    obs.grads(op_id, grad_outputs, grad_inputs)
+            if time_node:
+                if self._cuda_timing:
+                    end = _cuda_event()
+                    end.record()
+                    self._cuda_events.append((op_id, False, started[0], end))
+                else:
+                    elapsed = time.perf_counter_ns() - int(started[0])
+                    self.backward_ns[op_id] = self.backward_ns.get(op_id, 0) + elapsed
+            if not self._wants_grads:
+                return
+            # Observers compare and copy gradients with ATen calls of their own: those must
+            # not reach this mode (they are not the model's, and must not be attributed to
+            # this operator's backward, timed or re-run as if they were).
+            with self.quiet():
+                for obs in self.observers:
+                    if obs.wants_grads:
+                        obs.grads(op_id, grad_outputs, grad_inputs)
 
         self._hook_handles.append(node.register_prehook(prehook))
         self._hook_handles.append(node.register_hook(posthook))
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """ATen calls made inside bypass this mode (the observers' own work)."""
+        if _get_current_dispatch_mode() is self:
+            with _pop_mode_temporarily():
+                yield
+            return
+        settling, self._settling = self._settling, True  # not on top: pass calls through
+        try:
+            yield
+        finally:
+            self._settling = settling
 
     # -- dispatch -----------------------------------------------------------------------------
 
@@ -416,6 +517,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             )
             return out
         self.settle()
+        before = snapshot_written(func, args, kwargs) if self._wants_inputs else None
         for tensor in _written_args(func, args, kwargs):
             for obs in self.observers:
                 obs.before_write(tensor)
@@ -437,7 +539,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             self._cuda_events.append((op_id, True, start_ev, end_ev))
         delta = int(torch.cuda.memory_allocated() - allocated) if self._cuda_memory else None
         self.in_flight = None
-        self._register(func, args, kwargs, out, module, elapsed, delta)
+        self._register(func, args, kwargs, out, module, elapsed, delta, before)
         return out
 
     def _register(
@@ -449,6 +551,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         module: str,
         elapsed: int,
         allocator_delta: int | None = None,
+        before: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
     ) -> None:
         op_id = len(self.ops)
         name = op_name(func)
@@ -456,7 +559,17 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.forward_ns.append(elapsed)
         outputs = flat_tensors(out)
         call = ForwardCall(
-            op_id, func, name, module, args, kwargs, outputs, elapsed, allocator_delta
+            op_id,
+            func,
+            name,
+            module,
+            args,
+            kwargs,
+            outputs,
+            elapsed,
+            allocator_delta,
+            before[0] if before else None,
+            before[1] if before else None,
         )
         for obs in self.observers:
             obs.forward(call)
@@ -465,6 +578,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def _backward_call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         node = torch._C._current_autograd_node()
         op_id = self.node_to_op.get(node) if node is not None else None
+        before = snapshot_written(func, args, kwargs) if self._wants_inputs else None
         for tensor in _written_args(func, args, kwargs):
             for obs in self.observers:
                 obs.before_write(tensor)
@@ -486,7 +600,18 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             else:
                 self.backward_ns[op_id] = self.backward_ns.get(op_id, 0) + elapsed
         node_name = type(node).__name__ if node is not None else ""
-        call = BackwardCall(op_id, func, name, node_name, args, kwargs, flat_tensors(out), elapsed)
+        call = BackwardCall(
+            op_id,
+            func,
+            name,
+            node_name,
+            args,
+            kwargs,
+            flat_tensors(out),
+            elapsed,
+            before[0] if before else None,
+            before[1] if before else None,
+        )
         for obs in self.observers:
             obs.backward(call)
         return out
@@ -558,6 +683,7 @@ class RunOutcome:
     backward_ns: dict[int, int] = field(default_factory=dict)
     no_grad_path: bool = False  # the target does not depend on anything that requires grad
     nodes: dict[int, Any] = field(default_factory=dict)
+    engine_detaches: dict[int, int] = field(default_factory=dict)
     memory_marks: tuple[int, int] | None = (
         None  # CUDA memory_allocated after forward, after backward
     )
@@ -602,14 +728,28 @@ def _module_from_traceback(exc: BaseException, model: nn.Module) -> str | None:
 
 @contextmanager
 def _seeded(seed: int | None) -> Iterator[None]:
+    """Seed the generators for one run and restore their state afterwards.
+
+    On a CPU-only build this seeds the CPU generator directly: ``torch.manual_seed`` would
+    also queue lazy seeding calls for every accelerator backend, each formatting a stack
+    trace, which costs more than a small model's forward pass.
+    """
     if seed is None:
         yield
         return
-    initialized = bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
-    devices: list[int] = list(range(torch.cuda.device_count())) if initialized else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        initialized = bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
+        devices: list[int] = list(range(torch.cuda.device_count())) if initialized else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            yield
+        return
+    state = torch.get_rng_state()
+    torch.default_generator.manual_seed(seed)
+    try:
         yield
+    finally:
+        torch.set_rng_state(state)
 
 
 def run_model(
@@ -625,6 +765,8 @@ def run_model(
     cuda_timing: bool = False,
     cuda_memory: bool = False,
     memory_marks: bool = False,
+    capture_factory: Callable[[_ModuleStack], OperatorCapture] | None = None,
+    track_modules: bool = True,
 ) -> RunOutcome:
     """One forward (+ backward) pass of ``model`` on ``inputs`` under :class:`OperatorCapture`.
 
@@ -632,15 +774,20 @@ def run_model(
     with respect to the inputs and every trainable parameter. ``classes`` fixes the class index
     per example (so that runs in other precisions differentiate the same quantity); without it
     the spec's target decides and the chosen classes are returned. A model that raises gives a
-    :class:`ModelFailure` in the outcome instead of an exception.
+    :class:`ModelFailure` in the outcome instead of an exception. ``capture_factory`` replaces
+    the dispatch mode (the profiler's repeat runs use a leaner one); ``track_modules=False``
+    skips module attribution.
     """
     x = inputs.detach().clone().requires_grad_(True)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     outcome = RunOutcome(ops=[])
-    with _seeded(seed), _ModuleStack(model) as modules:
-        capture = OperatorCapture(
-            modules, observers, cuda_timing=cuda_timing, cuda_memory=cuda_memory
-        )
+    with _seeded(seed), _ModuleStack(model, track_modules) as modules:
+        if capture_factory is not None:
+            capture = capture_factory(modules)
+        else:
+            capture = OperatorCapture(
+                modules, observers, cuda_timing=cuda_timing, cuda_memory=cuda_memory
+            )
         after_forward = 0
         try:
             try:
@@ -675,7 +822,10 @@ def run_model(
             wrt = [x] + [p for _, p in params]
             try:
                 capture.in_backward_phase = True
-                with capture:
+                if capture.wants_backward_calls:
+                    with capture:
+                        grads = torch.autograd.grad(objective, wrt, allow_unused=True)
+                else:  # node hooks only: the backward ATen calls run at full speed
                     grads = torch.autograd.grad(objective, wrt, allow_unused=True)
             except Exception as exc:
                 outcome.failure = _failure("backward", exc, capture, None, model)
@@ -723,6 +873,7 @@ def _finish(outcome: RunOutcome, capture: OperatorCapture) -> RunOutcome:
     outcome.forward_ns = list(capture.forward_ns)
     outcome.backward_ns = dict(capture.backward_ns)
     outcome.nodes = dict(capture.nodes)
+    outcome.engine_detaches = dict(capture.engine_detaches)
     return outcome
 
 
@@ -735,14 +886,18 @@ def _unbox_tree(value: Any) -> Any:
 
 
 class _RecordObserver(CaptureObserver):
-    """Builds :class:`OpRecord` rows with stable snapshots of each call's arguments."""
+    """Builds :class:`OpRecord` rows with stable snapshots of each call's arguments (as the
+    operator read them: an in-place call's written argument is kept from before the write)."""
+
+    wants_inputs = True
 
     def __init__(self, vault: TensorVault) -> None:
         self.vault = vault
         self.pending: list[tuple[ForwardCall, Any, Any]] = []
 
     def forward(self, call: ForwardCall) -> None:
-        kept = (call, _keep_tree(self.vault, call.args), _keep_tree(self.vault, call.kwargs))
+        args, kwargs = call.inputs()
+        kept = (call, _keep_tree(self.vault, args), _keep_tree(self.vault, kwargs))
         self.pending.append(kept)
 
     def before_write(self, tensor: torch.Tensor) -> None:

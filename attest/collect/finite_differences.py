@@ -47,6 +47,7 @@ __all__ = [
     "EPS_SWEEP",
     "BackwardCheck",
     "FiniteDifferenceSettings",
+    "GaussianPool",
     "NotDifferentiable",
     "check_backward",
     "describe",
@@ -161,9 +162,40 @@ def _norm(a: Sequence[torch.Tensor]) -> float:
     return math.sqrt(sum(float((x * x).sum()) for x in a))
 
 
-def _gaussian_like(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    # Drawn on the CPU with our own generator (reproducible, leaves the global RNG alone).
-    return torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.device)
+class GaussianPool:
+    """Seeded Gaussian directions, cut from one shared buffer.
+
+    A fresh float64 Gaussian tensor per direction costs more than most operators themselves
+    (the CPU generator is single-threaded), so one buffer is drawn with our own seeded
+    generator (reproducible; the global RNG is left alone), grown when a larger tensor needs
+    it, and each direction is a view cut at a seeded random offset. Entries within a
+    direction are i.i.d. N(0, 1); the buffer is at least twice the largest request, so the
+    directions of one case start at different offsets (shifted i.i.d. sequences are
+    uncorrelated).
+    """
+
+    def __init__(self, seed: int, size: int = 1 << 16) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+        self.buffer = torch.randn(size, generator=self.generator, dtype=torch.float64)
+        self._by_device: dict[torch.device, torch.Tensor] = {}
+
+    def like(self, t: torch.Tensor) -> torch.Tensor:
+        """A Gaussian tensor shaped like ``t`` (float64, on ``t``'s device)."""
+        n = t.numel()
+        if 2 * n + 1024 > self.buffer.numel():
+            extra = 2 * n + 1024 - self.buffer.numel()
+            more = torch.randn(extra, generator=self.generator, dtype=torch.float64)
+            self.buffer = torch.cat([self.buffer, more])
+            self._by_device.clear()
+        offset = int(torch.randint(0, self.buffer.numel() - n + 1, (1,), generator=self.generator))
+        buffer = self._by_device.get(t.device)
+        if buffer is None:
+            buffer = self._by_device[t.device] = self.buffer.to(t.device)
+        return buffer[offset : offset + n].view(t.shape)
+
+
+def _gaussian_like(t: torch.Tensor, pool: GaussianPool) -> torch.Tensor:
+    return pool.like(t)
 
 
 def _pick_eps(
@@ -194,7 +226,7 @@ def _random_direction_check(
     outputs: list[torch.Tensor],
     keep: list[int],
     settings: FiniteDifferenceSettings,
-    generator: torch.Generator,
+    generator: GaussianPool,
     first: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
 ) -> BackwardCheck:
     cases: list[tuple[list[torch.Tensor], list[torch.Tensor], float, float]] = []
@@ -347,6 +379,7 @@ def check_backward(
     *,
     mode: Literal["auto", "full_jacobian", "random_directions"] = "auto",
     hold_unused: bool = False,
+    pool: GaussianPool | None = None,
 ) -> BackwardCheck:
     """Check ``fn``'s backward against central differences at ``inputs`` (float64 tensors).
 
@@ -357,13 +390,14 @@ def check_backward(
     With ``hold_unused``, inputs that autograd does not connect to any output (batch-norm
     running statistics, say) are held fixed rather than perturbed, and listed in
     ``held_fixed``; without it, a missing gradient counts as zero (and fails if the output
-    depends on that input).
+    depends on that input). ``pool`` shares one seeded Gaussian buffer across the calls of
+    a check run (see :class:`GaussianPool`); by default each call seeds its own.
     """
     if not inputs:
         raise NotDifferentiable("no floating-point input to differentiate")
     inputs = [x.detach() for x in inputs]
     leaves, outputs, keep = _differentiable_outputs(fn, inputs)
-    generator = torch.Generator().manual_seed(settings.seed)
+    generator = pool if pool is not None else GaussianPool(settings.seed)
     first_u = [_gaussian_like(o, generator) for o in outputs]
     raw = torch.autograd.grad(outputs, leaves, first_u, retain_graph=True, allow_unused=True)
     held: list[int] = []

@@ -32,6 +32,7 @@ from attest.collect.context import CollectContext, OpRecord
 from attest.collect.finite_differences import (
     BackwardCheck,
     FiniteDifferenceSettings,
+    GaussianPool,
     NotDifferentiable,
     check_backward,
     describe,
@@ -54,8 +55,8 @@ __all__ = [
 # default size (1e-6 times a Gaussian direction). They are nudged by KINK_NUDGE times the
 # input's RMS (at least KINK_NUDGE_MIN): far beyond that reach, far below the values.
 KINK_REACH = 1e-5
-KINK_NUDGE = 1e-3
-KINK_NUDGE_MIN = 1e-4
+KINK_NUDGE = 1e-2
+KINK_NUDGE_MIN = 1e-3
 
 _NOT_IMPLEMENTED = re.compile(
     r"derivative for '?([A-Za-z_0-9.]+)'? is not implemented"
@@ -125,11 +126,11 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
 
     "Next to" is within the reach of the default finite-difference step; the nudge is far
     larger than that reach. Ties are broken by independent random nudges, re-scanned until
-    none is left (three rounds at most)."""
+    none is left (four rounds at most)."""
     name = op_short_name(record.op)
     generator = torch.Generator().manual_seed(seed + 7919)
     moved = 0
-    for _ in range(3):
+    for _ in range(4):
         bound = bind_schema(call.func, call.args, call.kwargs)
         for i in range(len(call.tensors)):  # the scan must see the nudged values
             _replace_bound(bound, call.names[i], call.tensors, i)
@@ -143,10 +144,14 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
                 continue
             rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
             size = max(KINK_NUDGE * rms, KINK_NUDGE_MIN)
-            sign = torch.randint(0, 2, x.shape, generator=generator).to(x.device) * 2 - 1
-            mag = 0.5 + 0.5 * torch.rand(x.shape, generator=generator, dtype=torch.float64)
-            call.tensors[i] = torch.where(mask.to(x.device), x + size * sign * mag.to(x.device), x)
-            moved += int(mask.sum())
+            where = mask.to(x.device).nonzero(as_tuple=True)
+            n = where[0].numel()
+            sign = torch.randint(0, 2, (n,), generator=generator) * 2 - 1
+            mag = 0.5 + 0.5 * torch.rand(n, generator=generator, dtype=torch.float64)
+            nudged = x.clone()
+            nudged[where] += (size * sign * mag).to(device=x.device, dtype=x.dtype)
+            call.tensors[i] = nudged
+            moved += n
     return moved
 
 
@@ -187,7 +192,7 @@ def _slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall 
 
 
 def _check_dropping_underivable(
-    call: BoundCall, use: list[int], settings: FiniteDifferenceSettings
+    call: BoundCall, use: list[int], settings: FiniteDifferenceSettings, pool: GaussianPool | None
 ) -> tuple[BackwardCheck, list[int], list[str]]:
     """Check with respect to ``use``, minus the inputs autograd refuses or ignores.
 
@@ -196,7 +201,11 @@ def _check_dropping_underivable(
     while use:
         try:
             check = check_backward(
-                call.function(use), [call.tensors[i] for i in use], settings, hold_unused=True
+                call.function(use),
+                [call.tensors[i] for i in use],
+                settings,
+                hold_unused=True,
+                pool=pool,
             )
         except RuntimeError as exc:  # "the derivative for 'running_mean' is not implemented"
             match = _NOT_IMPLEMENTED.search(str(exc))
@@ -245,12 +254,18 @@ def _signature(record: OpRecord) -> str:
 
 
 def check_operator(
-    record: OpRecord, settings: FiniteDifferenceSettings, sliced_done: set[str] | None = None
+    record: OpRecord,
+    settings: FiniteDifferenceSettings,
+    sliced_done: set[str] | None = None,
+    pool: GaussianPool | None = None,
+    cases: dict[str, tuple[BoundCall, list[int]]] | None = None,
 ) -> CheckItem:
     """Check one captured operator; never raises (an unusable case is ``not_computed``).
 
     ``sliced_done`` collects the signatures of pointwise operators already given a
-    full-Jacobian check on a slice, so each distinct one gets it once per run."""
+    full-Jacobian check on a slice, so each distinct one gets it once per run; ``pool``
+    shares the run's Gaussian directions; ``cases`` collects each distinct operator's
+    prepared float64 case."""
     subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module)
     func = record.func
     if is_random(record):
@@ -261,7 +276,9 @@ def check_operator(
             raise CaseSkipped("no floating-point tensor input")
         use = list(range(len(call.tensors)))
         nudged = nudge_off_kinks(record, call, use, settings.seed)
-        main, use, fixed = _check_dropping_underivable(call, use, settings)
+        main, use, fixed = _check_dropping_underivable(call, use, settings, pool)
+        if cases is not None:
+            cases.setdefault(record.op, (call, use))  # reused by second_order
         checks: list[tuple[str, BackwardCheck]] = [("captured input", main)]
         sliced_note = None
         n_in = sum(call.tensors[i].numel() for i in use)
@@ -374,7 +391,12 @@ def run(ctx: CollectContext) -> CheckResult:
             reason="the operator capture did not run, so there are no operators to check",
         )
     sliced_done: set[str] = set()
-    items = [check_operator(record, settings, sliced_done) for record in ctx.operators]
+    pool = GaussianPool(settings.seed)
+    cases: dict[str, tuple[BoundCall, list[int]]] = {}
+    items = [check_operator(record, settings, sliced_done, pool, cases) for record in ctx.operators]
+    # The float64, kink-nudged case of each distinct operator, for the second_order check.
+    ctx.extras["gradcheck_cases"] = cases
+    ctx.extras["gradient_pool"] = pool
     checked = [i for i in items if i.status in ("pass", "fail")]
     errors = [i.metrics.get("max_rel_error") for i in checked]
     finite = [e for e in errors if isinstance(e, float) and math.isfinite(e)]

@@ -197,11 +197,7 @@ class _ParameterTracker(TorchFunctionMode):
 
 
 def _trace_parameters(
-    model: nn.Module,
-    x: torch.Tensor,
-    spec: LoadedSpec,
-    labels: torch.Tensor | None,
-    names: list[str],
+    model: nn.Module, x: torch.Tensor, names: list[str]
 ) -> tuple[_Trace, dict[str, int]]:
     params = dict(model.named_parameters())
     bits = {name: 1 << i for i, name in enumerate(names)}
@@ -212,9 +208,11 @@ def _trace_parameters(
         ]
         tracker = _ParameterTracker({id(params[n]): b for n, b in bits.items()}, modules, trace)
         try:
+            # Only the model's own forward is traced: the objective's target selection
+            # (``output.detach().argmax``) is ours, not the model's.
             with torch.enable_grad(), tracker:
-                objective = probe_objective(spec, model_output_tensor(model(x)), labels)
-            trace.reached = tracker.taint.get(id(objective), 0)
+                output = model_output_tensor(model(x))
+            trace.reached = tracker.taint.get(id(output), 0)
         except Exception:
             pass  # the diagnosis is best effort; the gradients were already measured
         finally:
@@ -403,9 +401,7 @@ def run(ctx: CollectContext) -> CheckResult:
     severed: list[str] = []
     ctx.extras["gradient_flow_severed"] = severed
     if problems:
-        trace, bits = _trace_parameters(
-            ctx.fresh_model(torch.float64), x, ctx.spec, labels, list(problems)
-        )
+        trace, bits = _trace_parameters(ctx.fresh_model(torch.float64), x, list(problems))
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=_owner(name))
         if name in measured.frozen:

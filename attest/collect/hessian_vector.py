@@ -33,8 +33,10 @@ from attest.collect.gradient_flow import probe_objective
 
 __all__ = ["HVP_EPS", "HVP_EPS_SWEEP", "hessian_vector_check"]
 
-HVP_EPS = 1e-5
-HVP_EPS_SWEEP: tuple[float, ...] = (1e-3, 1e-4, 1e-6, 1e-7, 1e-8)
+# A small default step: in ReLU/max-pool networks a larger one moves some of the (many)
+# pre-activations across their kink, and each crossing makes the gradient jump.
+HVP_EPS = 1e-7
+HVP_EPS_SWEEP: tuple[float, ...] = (1e-5, 1e-6, 1e-8, 1e-9)
 NEARBY = 1e-3  # size of the move to a nearby point, relative to each tensor's RMS
 
 

@@ -5,13 +5,16 @@
 whatever the model's precision; gradients are cast to float64 before they are weighted and
 summed, so the only rounding left is the model's own. Rules:
 
-- ``gausslegendre`` (default): ``numpy.polynomial.legendre.leggauss`` mapped to [0, 1];
+- ``trapezoid`` (default): n nodes ``j/(n-1)`` (both ends included), weights ``1/(n-1)``
+  with halves at the ends, so the weights sum to 1 (Captum's ``riemann_trapezoid`` sums to
+  ``(n-1)/n``). Nested under refinement, it needed the fewest model evaluations to reach
+  a completeness error of 1e-3 on every example model (docs/benchmarks.md);
+- ``gausslegendre``: ``numpy.polynomial.legendre.leggauss`` mapped to [0, 1]; exact for
+  polynomial integrands, the best fixed-step rule for smooth models, but not nested;
 - ``riemann_left`` / ``riemann_right`` / ``riemann_middle``: n equal cells, weights 1/n;
-- ``trapezoid``: n nodes ``j/(n-1)`` (both ends included), weights ``1/(n-1)`` with halves at
-  the ends, so the weights sum to 1 (Captum's ``riemann_trapezoid`` sums to ``(n-1)/n``).
 
 ``steps`` always counts integrand evaluations (model forward+backward passes) per input.
-With ``tolerance`` set, steps double until every input's completeness error
+Details in docs/ig.md. With ``tolerance`` set, steps double until every input's completeness error
 ``|sum(IG) - (F(x) - F(b))| / |F(x) - F(b)|`` is under it or ``max_steps`` is reached;
 nested rules (left, right, trapezoid) re-use every earlier evaluation when they refine.
 Path points are pushed through the model in chunks whose size is fixed from a memory
@@ -356,7 +359,7 @@ def integrated_gradients(
     *,
     target: TargetArg = "argmax",
     baseline: str | torch.Tensor = "zero",
-    method: str = "gausslegendre",
+    method: str = "trapezoid",
     steps: int = 32,
     tolerance: float | None = None,
     max_steps: int = 1024,

@@ -352,6 +352,29 @@ def _adaptive_positions(length: int, out: int) -> tuple[torch.Tensor, torch.Tens
     return pos, pos < end.unsqueeze(1)
 
 
+def _window_elements(
+    tied: torch.Tensor, per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]], shape: torch.Size
+) -> torch.Tensor:
+    """The input positions of the flagged window elements ``tied`` (*lead, O1..Od, K)."""
+    mask = torch.zeros(shape, dtype=torch.bool, device=tied.device)
+    if not bool(tied.any()):
+        return mask
+    d = len(per_dim)
+    hits = tied.nonzero()  # (n, lead + d + 1)
+    lead = hits[:, : tied.dim() - d - 1]
+    outs = hits[:, tied.dim() - d - 1 : -1]
+    flat_k = hits[:, -1]
+    kernel = [pos.shape[1] for pos, _ in per_dim]
+    coords = []
+    for i in range(d - 1, -1, -1):  # unravel the flattened window index, last dim fastest
+        k_i = flat_k % kernel[i]
+        flat_k = flat_k // kernel[i]
+        coords.append(per_dim[i][0].to(tied.device)[outs[:, i], k_i])
+    index = tuple(lead.unbind(1)) + tuple(reversed(coords))
+    mask[index] = True
+    return mask
+
+
 def _gather_windows(
     x: torch.Tensor, per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]], fill: float | int
 ) -> torch.Tensor:
@@ -407,15 +430,12 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
                 )
                 for i in range(d)
             ]
-        windows = _gather_windows(x.double(), per_dim, -math.inf)
-        index = torch.arange(x.numel(), device=x.device).reshape(x.shape)
-        index_windows = _gather_windows(index, per_dim, -1)
+        windows = _gather_windows(x.double(), per_dim, -math.inf)  # padding: -inf, never equal
         top = windows.amax(dim=-1, keepdim=True)
-        eq = (windows >= top - tolerance) & (index_windows >= 0) & torch.isfinite(top)
+        eq = (windows >= top - tolerance) & torch.isfinite(top)
         tie = eq.sum(dim=-1) >= 2
         tied = eq & tie.unsqueeze(-1)
-        mask = torch.zeros(x.numel(), dtype=torch.bool, device=x.device)
-        mask[index_windows[tied]] = True
+        mask = _window_elements(tied, per_dim, x.shape)
         px = _matching(x, _tensor(perturbed, "self"))
         moved = None
         if px is not None:

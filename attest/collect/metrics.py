@@ -64,24 +64,36 @@ def fidelity_pct(relative_err: float | None) -> float | None:
     return 100.0 * (1.0 - min(1.0, relative_err))
 
 
+_INT_OF_SIZE = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
+
+
 def _bit_view(tensor: torch.Tensor) -> torch.Tensor:
     flat = tensor.detach().reshape(-1)
     if flat.is_complex():
         flat = torch.view_as_real(flat).reshape(-1)
     if flat.is_floating_point():
         size = flat.element_size()
-        int_dtype = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[size]
-        return flat.view(int_dtype)
+        return flat.view(_INT_OF_SIZE[size])
     return flat
 
 
 def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when ``a`` and ``b`` have the same dtype, shape and raw bytes (NaN == NaN, -0 != +0)."""
+    """True when ``a`` and ``b`` have the same dtype, shape and raw bytes (NaN == NaN, -0 != +0).
+
+    Floating-point values are reinterpreted as integers of the same width (``Tensor.view``
+    with a dtype of the same size works on any strides, without a copy) and compared with
+    one ``torch.equal``.
+    """
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
     if a.device != b.device:
         b = b.to(a.device)
-    return bool(torch.equal(_bit_view(a), _bit_view(b)))
+    if a.is_complex():
+        a, b = torch.view_as_real(a.detach()), torch.view_as_real(b.detach())
+    if a.is_floating_point():
+        as_int = _INT_OF_SIZE[a.element_size()]
+        return bool(torch.equal(a.detach().view(as_int), b.detach().view(as_int)))
+    return bool(torch.equal(a, b))
 
 
 def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import math
 import statistics
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from attest.collect.capture import (
     BackwardCall,
@@ -39,13 +38,15 @@ from attest.collect.capture import (
     RunOutcome,
     TensorVault,
     VaultBox,
+    _ModuleStack,
     _RecordObserver,
     _written_args,
     flat_tensors,
     run_model,
 )
 from attest.collect.context import CollectContext, precision_dtype
-from attest.collect.metrics import bits_equal, relative_deviation, relative_error, tensors_sha256
+from attest.collect.metrics import bits_equal, relative_error, tensors_sha256
+from attest.collect.repeats import LiveBytes, RepeatCapture, RunComparison
 from attest.evidence import CheckResult
 
 __all__ = [
@@ -110,6 +111,8 @@ class OpMeasure:
     output_shapes: list[list[int]]
     output_dtypes: list[str]
     random: bool
+    func: Any = None  # the OpOverload (repeat runs align with run 0 by it)
+    engine_detaches: int = 0  # detaches the autograd engine issues right after this operator
     outputs: list[VaultBox] = field(default_factory=list)
     grad_outputs: list[VaultBox | None] | None = None
     grad_inputs: list[VaultBox | None] | None = None
@@ -201,6 +204,7 @@ class _ReferenceObserver(CaptureObserver):
             output_shapes=[list(t.shape) for t in call.outputs],
             output_dtypes=[str(t.dtype).removeprefix("torch.") for t in call.outputs],
             random=is_random_op(call.op),
+            func=call.func,
             outputs=[self.vault.keep(t) for t in call.outputs],
         )
         measure.forward_ns.append(call.elapsed_ns)
@@ -282,6 +286,9 @@ def capture_reference(ctx: CollectContext) -> Profile:
         failure=outcome.failure,
     )
     _attach_backward_times(profile.ops, outcome)
+    for op_id, count in outcome.engine_detaches.items():
+        if op_id < len(profile.ops):
+            profile.ops[op_id].engine_detaches = count
     for measure in profile.ops:
         measure.output_sha256 = tensors_sha256(b.value for b in measure.outputs)
         if measure.grad_inputs is not None:
@@ -352,6 +359,7 @@ class _Aligner:
 
 class _FidelityObserver(CaptureObserver):
     wants_grads = True
+    wants_inputs = True  # local re-runs read what the operator read, not what it wrote
 
     def __init__(self, reference: list[OpMeasure], low: torch.dtype) -> None:
         self.reference = reference
@@ -378,7 +386,7 @@ class _FidelityObserver(CaptureObserver):
             )
             return
         try:
-            local = _run_alone(call.func, call.args, call.kwargs, self.low)
+            local = _run_alone(call.func, *call.inputs(), self.low)
         except Exception as exc:
             measure.local_out_failed = (
                 f"re-running in the deployed precision raised {type(exc).__name__}: {exc}"
@@ -421,7 +429,7 @@ class _FidelityObserver(CaptureObserver):
         if not floats or measure.local_grad_failed:
             return
         try:
-            local = _run_alone(call.func, call.args, call.kwargs, self.low)
+            local = _run_alone(call.func, *call.inputs(), self.low)
         except Exception as exc:
             measure.local_grad_failed = f"re-running backward {call.op} in the deployed precision raised {type(exc).__name__}: {exc}"
             return
@@ -481,150 +489,6 @@ def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:
 # --- phase 3/4: repeats and thread count -----------------------------------------------------
 
 
-class _CompareObserver(CaptureObserver):
-    """Bitwise comparison of one run with the reference, per operator.
-
-    Also finds where a difference starts: in forward, an operator whose output differs
-    while none of its tensor inputs did (tracked by storage); in backward, an operator
-    whose computed gradient differs while the gradient flowing into it and its forward
-    inputs and outputs did not. Those are the ``origin`` operators; the rest inherited.
-    """
-
-    wants_grads = True
-
-    def __init__(self, reference: list[OpMeasure]) -> None:
-        self.reference = reference
-        self.exact: dict[int, bool] = {}
-        self.deviation: dict[int, float] = {}
-        self.diverged_at: int | None = None
-        self.forward_ns: dict[int, int] = {}
-        self.tainted: set[int] = set()  # storages holding values that differ from run 0
-        self.forward_tainted: set[int] = set()  # ops whose forward inputs or outputs differed
-        self.origins: set[int] = set()
-
-    def _note(self, ref_id: int, exact: bool, deviation: float) -> None:
-        self.exact[ref_id] = self.exact.get(ref_id, True) and exact
-        if not exact:
-            self.deviation[ref_id] = max(self.deviation.get(ref_id, 0.0), deviation)
-
-    def _storages(self, tensors: Sequence[torch.Tensor]) -> set[int]:
-        out: set[int] = set()
-        for t in tensors:
-            try:
-                ptr = int(t.untyped_storage().data_ptr())
-            except (RuntimeError, NotImplementedError):
-                continue
-            if ptr:
-                out.add(ptr)
-        return out
-
-    def forward(self, call: ForwardCall) -> None:
-        if self.diverged_at is not None:
-            return
-        if call.index >= len(self.reference) or (
-            self.reference[call.index].op,
-            self.reference[call.index].module,
-        ) != (call.op, call.module):
-            self.diverged_at = call.index
-            return
-        measure = self.reference[call.index]
-        self.forward_ns[call.index] = call.elapsed_ns
-        exact = len(measure.outputs) == len(call.outputs)
-        dev = 0.0 if exact else math.inf
-        for box, out in zip(measure.outputs, call.outputs, strict=False):
-            if not bits_equal(out, box.value):
-                exact = False
-                dev = max(dev, relative_deviation(out, box.value))
-        self._note(call.index, exact, dev)
-        inputs = [
-            v for v in tree_flatten((call.args, call.kwargs))[0] if isinstance(v, torch.Tensor)
-        ]
-        inputs_tainted = bool(self._storages(inputs) & self.tainted)
-        if inputs_tainted or not exact:
-            self.forward_tainted.add(call.index)
-        if not exact:
-            if not inputs_tainted:
-                self.origins.add(call.index)
-            self.tainted |= self._storages(call.outputs)
-
-    def grads(
-        self,
-        op_id: int,
-        grad_outputs: Sequence[torch.Tensor | None],
-        grad_inputs: Sequence[torch.Tensor | None],
-    ) -> None:
-        if op_id >= len(self.reference) or (
-            self.diverged_at is not None and op_id >= self.diverged_at
-        ):
-            return
-        measure = self.reference[op_id]
-        ref = measure.grad_inputs
-        if ref is None:
-            self._note(op_id, False, math.inf)
-            return
-        exact = len(ref) == len(grad_inputs)
-        dev = 0.0 if exact else math.inf
-        for box, g in zip(ref, grad_inputs, strict=False):
-            if (box is None) != (g is None):
-                exact, dev = False, math.inf
-            elif box is not None and g is not None and not bits_equal(g, box.value):
-                exact = False
-                dev = max(dev, relative_deviation(g, box.value))
-        self._note(op_id, exact, dev)
-        if not exact and op_id not in self.forward_tainted:
-            incoming_exact = measure.grad_outputs is not None and all(
-                (box is None) == (g is None)
-                and (box is None or g is None or bits_equal(g, box.value))
-                for box, g in zip(measure.grad_outputs, grad_outputs, strict=False)
-            )
-            if incoming_exact:
-                self.origins.add(op_id)
-
-
-class _LiveBytes(CaptureObserver):
-    """Bytes of tensors created by the run's ATen calls that are still alive, over time.
-
-    Each new storage is counted when an operator returns it and uncounted when Python frees
-    it (a ``weakref.finalize`` on the storage). Parameters, buffers and the inputs existed
-    before the run and are not counted. This is how the CPU peak and the forward/backward
-    memory deltas are measured (CUDA uses the caching allocator's own counters).
-    """
-
-    def __init__(self, preexisting: set[int]) -> None:
-        self.preexisting = preexisting
-        self.live: dict[int, int] = {}
-        self.current = 0
-        self.peak = 0
-        self.marks: dict[str, int] = {}
-
-    def _track(self, tensors: Sequence[torch.Tensor]) -> None:
-        for t in tensors:
-            try:
-                storage = t.untyped_storage()
-            except (RuntimeError, NotImplementedError):
-                continue
-            ptr = int(storage.data_ptr())
-            if not ptr or ptr in self.live or ptr in self.preexisting:
-                continue
-            nbytes = int(storage.nbytes())
-            self.live[ptr] = nbytes
-            self.current += nbytes
-            self.peak = max(self.peak, self.current)
-            weakref.finalize(storage, self._free, ptr)
-
-    def _free(self, ptr: int) -> None:
-        self.current -= self.live.pop(ptr, 0)
-
-    def forward(self, call: ForwardCall) -> None:
-        self._track(call.outputs)
-
-    def backward(self, call: BackwardCall) -> None:
-        self._track(call.outputs)
-
-    def mark(self, event: str) -> None:
-        self.marks[event] = self.current
-
-
 def _outcome_matches(outcome: RunOutcome, reference: RunOutcome) -> bool:
     pairs = [(outcome.output, reference.output), (outcome.input_grad, reference.input_grad)]
     pairs += [(outcome.param_grads.get(n), g) for n, g in reference.param_grads.items()]
@@ -636,7 +500,7 @@ def _outcome_matches(outcome: RunOutcome, reference: RunOutcome) -> bool:
     return outcome.failure is None and reference.failure is None
 
 
-def _compare_run(ctx: CollectContext, profile: Profile, observer: _CompareObserver) -> RunOutcome:
+def _compare_run(ctx: CollectContext, profile: Profile, observer: RunComparison) -> RunOutcome:
     spec = ctx.spec
     x = ctx.inputs()
     cuda = x.device.type == "cuda"
@@ -646,18 +510,27 @@ def _compare_run(ctx: CollectContext, profile: Profile, observer: _CompareObserv
         torch.cuda.reset_peak_memory_stats(x.device)
     preexisting = _parameter_storages(model)
     preexisting.add(int(x.untyped_storage().data_ptr()))
-    live = _LiveBytes(preexisting)
+    live = None if cuda else LiveBytes(preexisting)
+    observers: list[CaptureObserver] = [observer] if live is None else [observer, live]
+
+    def capture(modules: _ModuleStack) -> RepeatCapture:
+        return RepeatCapture(modules, profile.ops, observer, live, cuda_timing=cuda)
+
     outcome = run_model(
         model,
         x,
         spec,
-        [observer, live],
+        observers,
         labels=spec.labels,
         classes=profile.reference.classes,
         seed=ctx.settings.seed,
         cuda_timing=cuda,
         memory_marks=cuda,
+        capture_factory=capture,
+        track_modules=False,
     )
+    if outcome.failure is not None and observer.diverged_at is None:
+        observer.diverged_at = len(outcome.ops)  # what was not reached was not compared
     if outcome.failure is not None:
         return outcome
     if cuda and outcome.memory_marks:
@@ -670,7 +543,7 @@ def _compare_run(ctx: CollectContext, profile: Profile, observer: _CompareObserv
         if reserved:
             fragmentation = 1.0 - int(stats.get("allocated_bytes.all.peak", 0)) / reserved
             profile.fragmentation = max(profile.fragmentation or 0.0, fragmentation)
-    elif "forward_done" in live.marks and "backward_done" in live.marks:
+    elif live is not None and "forward_done" in live.marks and "backward_done" in live.marks:
         profile.forward_memory_bytes.append(live.marks["forward_done"])
         profile.backward_memory_bytes.append(
             live.marks["backward_done"] - live.marks["forward_done"]
@@ -690,7 +563,7 @@ def measure_repeats(
     for run_index in range(1, repeats):
         if progress is not None:
             progress(f"determinism run {run_index + 1}/{repeats}")
-        observer = _CompareObserver(profile.ops)
+        observer = RunComparison(profile.ops)
         outcome = _compare_run(ctx, profile, observer)
         profile.runs += 1
         if outcome.failure is None and _outcome_matches(outcome, profile.reference):
@@ -711,8 +584,8 @@ def measure_repeats(
                 measure.max_deviation = max(
                     measure.max_deviation, observer.deviation.get(measure.id, math.inf)
                 )
-            if measure.id in observer.forward_ns:
-                measure.forward_ns.append(observer.forward_ns[measure.id])
+            if measure.id < len(outcome.forward_ns):
+                measure.forward_ns.append(outcome.forward_ns[measure.id])
         _attach_backward_times(profile.ops, outcome)
         profile.model_forward_ns.append(sum(outcome.forward_ns))
         profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
@@ -723,7 +596,7 @@ def measure_thread_sensitivity(ctx: CollectContext, profile: Profile) -> None:
     configured = torch.get_num_threads()
     other = 1 if configured != 1 else 2
     profile.thread_counts = (configured, other)
-    observer = _CompareObserver(profile.ops)
+    observer = RunComparison(profile.ops)
     torch.set_num_threads(other)
     try:
         outcome = _compare_run(ctx, profile, observer)

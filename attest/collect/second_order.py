@@ -24,6 +24,7 @@ backward, a gradient path severed by ``detach``) are kept as warnings that name 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -34,7 +35,9 @@ import torch
 from attest.collect.aten_args import BoundCall, to_float64
 from attest.collect.context import CollectContext, OpRecord
 from attest.collect.finite_differences import (
+    BackwardCheck,
     FiniteDifferenceSettings,
+    GaussianPool,
     NotDifferentiable,
     check_backward,
     describe,
@@ -49,7 +52,7 @@ from attest.collect.gradcheck_ops import (
 from attest.collect.hessian_vector import HVP_EPS, HVP_EPS_SWEEP, hessian_vector_check
 from attest.evidence import CheckItem, CheckResult, Subject
 
-__all__ = ["gradient_map", "run", "twice_differentiable"]
+__all__ = ["gradient_map", "run", "second_order_check", "twice_differentiable"]
 
 TensorFn = Callable[..., Sequence[torch.Tensor]]
 
@@ -58,15 +61,16 @@ def _norm(ts: Sequence[torch.Tensor]) -> float:
     return math.sqrt(sum(float((t.detach() * t.detach()).sum()) for t in ts))
 
 
-def gradient_map(fn: TensorFn, inputs: list[torch.Tensor], seed: int) -> TensorFn:
+def gradient_map(
+    fn: TensorFn, inputs: list[torch.Tensor], seed: int, pool: GaussianPool | None = None
+) -> TensorFn:
     """``x -> J(x)^T u`` for ``fn`` (seeded cotangent ``u``), built with ``create_graph``."""
-    generator = torch.Generator().manual_seed(seed + 31)
+    pool = pool if pool is not None else GaussianPool(seed + 31)
     with torch.no_grad():
-        shapes = [o.shape for o in fn(*inputs) if o.is_floating_point()]
-    cotangents = [
-        torch.randn(s, generator=generator, dtype=torch.float64).to(inputs[0].device)
-        for s in shapes
-    ]
+        outputs = [o for o in fn(*inputs) if o.is_floating_point()]
+    # The cotangent requires grad, as the incoming gradient does inside a double backward of
+    # the model: ``@once_differentiable`` only arms its error when it does.
+    cotangents = [pool.like(o).clone().requires_grad_(True) for o in outputs]
 
     def vjp(*xs: torch.Tensor) -> list[torch.Tensor]:
         leaves = [x if x.requires_grad else x.detach().requires_grad_(True) for x in xs]
@@ -87,26 +91,43 @@ def gradient_map(fn: TensorFn, inputs: list[torch.Tensor], seed: int) -> TensorF
     return vjp
 
 
-def twice_differentiable(
-    fn: TensorFn, inputs: list[torch.Tensor], settings: FiniteDifferenceSettings
-) -> tuple[bool, str]:
-    """(verdict, sentence): can autograd differentiate ``fn``'s gradient map at ``inputs``?"""
-    vjp = gradient_map(fn, inputs, settings.seed)
-    leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
-    grads = vjp(*leaves)
-    tracked = [g for g in grads if g.requires_grad]
-    if tracked:
-        generator = torch.Generator().manual_seed(settings.seed + 37)
-        weights = [
-            torch.randn(g.shape, generator=generator, dtype=torch.float64).to(g.device)
-            for g in tracked
-        ]
-        try:
-            torch.autograd.grad(tracked, leaves, weights, allow_unused=True)
-        except RuntimeError as exc:
-            return False, "double backward raises: " + " ".join(str(exc).split())[:300]
-        return True, "double backward runs"
-    # Autograd sees a constant gradient map: finite differences must agree (a linear operator).
+def second_order_check(
+    fn: TensorFn,
+    inputs: list[torch.Tensor],
+    settings: FiniteDifferenceSettings,
+    pool: GaussianPool | None = None,
+) -> tuple[bool, str, BackwardCheck | None]:
+    """(twice differentiable?, why, the check): ``fn``'s gradient map vs finite differences.
+
+    The gradient map ``x -> J(x)^T u`` is checked like a backward: its derivative by double
+    backward against central differences of the gradient. A double backward that raises,
+    or one that misses how the gradient changes with ``x`` (a backward run under ``no_grad``,
+    a ``@once_differentiable`` Function, whose derivative autograd sees as zero), fails.
+    """
+    vjp = gradient_map(fn, inputs, settings.seed, pool)
+    try:
+        check = check_backward(vjp, inputs, settings, pool=pool)
+    except RuntimeError as exc:
+        return False, "double backward raises: " + " ".join(str(exc).split())[:300], None
+    except NotDifferentiable:
+        return _untracked_gradient_map(vjp, inputs, settings)
+    if check.passed:
+        return True, "its gradient map " + describe(check).removeprefix("backward "), check
+    return (
+        False,
+        (
+            "its gradient changes with the input in a way double backward does not reproduce "
+            f"(max relative error {check.max_rel_error:.2e} against central differences of the "
+            "gradient): the backward is not (correctly) differentiable"
+        ),
+        check,
+    )
+
+
+def _untracked_gradient_map(
+    vjp: TensorFn, inputs: list[torch.Tensor], settings: FiniteDifferenceSettings
+) -> tuple[bool, str, None]:
+    """Autograd sees the gradient map as constant: finite differences must agree."""
     generator = torch.Generator().manual_seed(settings.seed + 41)
     direction = [
         torch.randn(x.shape, generator=generator, dtype=torch.float64).to(x.device) for x in inputs
@@ -114,18 +135,36 @@ def twice_differentiable(
     with torch.no_grad():
         plus = vjp(*[x + 1e-4 * d for x, d in zip(inputs, direction, strict=True)])
         minus = vjp(*[x - 1e-4 * d for x, d in zip(inputs, direction, strict=True)])
+        here = vjp(*inputs)
     change = _norm([a - b for a, b in zip(plus, minus, strict=True)]) / 2e-4
-    if change > settings.rtol * max(_norm(grads), 1e-300):
-        return False, (
-            "its gradient changes with the input (finite differences) but autograd does not track "
-            "that dependence: the backward is not differentiable"
+    if change > settings.rtol * max(_norm(here), 1e-300):
+        return (
+            False,
+            (
+                "its gradient changes with the input (finite differences) but autograd does not "
+                "track that dependence: the backward is not (correctly) differentiable"
+            ),
+            None,
         )
-    return True, "linear: its gradient does not depend on the input (second derivative zero)"
+    return True, "linear: its gradient does not depend on the input", None
+
+
+def twice_differentiable(
+    fn: TensorFn, inputs: list[torch.Tensor], settings: FiniteDifferenceSettings
+) -> tuple[bool, str]:
+    """(verdict, sentence) from :func:`second_order_check` along one seeded direction."""
+    ok, why, _ = second_order_check(fn, inputs, dataclasses.replace(settings, directions=1))
+    return ok, why
 
 
 def _operator_case(
-    record: OpRecord, settings: FiniteDifferenceSettings
+    record: OpRecord,
+    settings: FiniteDifferenceSettings,
+    prepared: dict[str, tuple[BoundCall, list[int]]],
 ) -> tuple[TensorFn, list[torch.Tensor]]:
+    if record.op in prepared:  # gradcheck already built (and nudged) this operator's case
+        call, use = prepared[record.op]
+        return call.function(use), [call.tensors[i] for i in use]
     if is_random(record):
         raise CaseSkipped("random operator")
     call = BoundCall.of(record.func, to_float64(record.args), to_float64(record.kwargs))
@@ -143,10 +182,14 @@ def _item(
     case: Callable[[], tuple[TensorFn, list[torch.Tensor]]],
     settings: FiniteDifferenceSettings,
     finite_differences: bool,
+    pool: GaussianPool,
 ) -> CheckItem:
+    """One operator's second-order item: one seeded direction as a probe, or the full
+    ``K`` directions (plus ``gradgradcheck`` on small inputs) when ``finite_differences``."""
+    probe = settings if finite_differences else dataclasses.replace(settings, directions=1)
     try:
         fn, inputs = case()
-        ok, how = twice_differentiable(fn, inputs, settings)
+        ok, why, check = second_order_check(fn, inputs, probe, pool)
     except (CaseSkipped, NotDifferentiable) as exc:
         return CheckItem(
             subject=subject,
@@ -160,28 +203,12 @@ def _item(
             status="not_computed",
             message=f"could not re-run it alone in float64: {type(exc).__name__}: {exc}",
         )
-    if not ok:
-        return CheckItem(
-            subject=subject,
-            status="fail",
-            metrics={"twice_differentiable": False},
-            message=f"not twice differentiable: {how}",
-        )
-    metrics: dict[str, Any] = {"twice_differentiable": True}
-    if not finite_differences or how.startswith("linear"):
-        return CheckItem(
-            subject=subject, status="pass", metrics=metrics, message=f"twice differentiable: {how}"
-        )
-    vjp = gradient_map(fn, inputs, settings.seed)
-    try:
-        check = check_backward(vjp, inputs, settings)
-    except NotDifferentiable:
-        return CheckItem(
-            subject=subject, status="pass", metrics=metrics, message=f"twice differentiable: {how}"
-        )
-    metrics.update(check.metrics())
-    passed = check.passed
-    if check.mode == "full_jacobian":
+    metrics: dict[str, Any] = {"twice_differentiable": ok}
+    details: dict[str, Any] = {}
+    if check is not None:
+        metrics.update(check.metrics())
+        details["error_curve"] = check.error_curve
+    if ok and check is not None and finite_differences and check.mode == "full_jacobian":
         verdict = bool(
             torch.autograd.gradgradcheck(
                 lambda *xs: tuple(o for o in fn(*xs) if o.is_floating_point()),
@@ -193,13 +220,14 @@ def _item(
             )
         )
         metrics["torch_gradgradcheck"] = verdict
-        passed = passed and verdict
+        ok = verdict
+    prefix = "twice differentiable: " if ok else "not twice differentiable: "
     return CheckItem(
         subject=subject,
-        status="pass" if passed else "fail",
+        status="pass" if ok else "fail",
         metrics=metrics,
-        message=f"gradient map: {describe(check)}",
-        details={"error_curve": check.error_curve},
+        message=prefix + why,
+        details=details,
     )
 
 
@@ -337,6 +365,8 @@ def run(ctx: CollectContext) -> CheckResult:
         extra.get("second_order_operator_fd", False)
     )
     parameters["operator_finite_differences"] = localize
+    prepared = ctx.extras.get("gradcheck_cases") or {}
+    pool = ctx.extras.get("gradient_pool") or GaussianPool(settings.seed)
     seen: set[str] = set()
     for record in ctx.operators or []:
         if record.op in seen:
@@ -345,8 +375,8 @@ def run(ctx: CollectContext) -> CheckResult:
         subject = Subject(
             kind="operator", operator_id=record.id, op=record.op, module=record.module
         )
-        case = functools.partial(_operator_case, record, settings)
-        items.append(_item(subject, case, settings, localize))
+        case = functools.partial(_operator_case, record, settings, prepared)
+        items.append(_item(subject, case, settings, localize, pool))
     for call in ctx.extras.get("custom_calls", []):
         name = f"{call.cls.__module__}.{call.cls.__qualname__}"
         if name in seen:
@@ -358,6 +388,7 @@ def run(ctx: CollectContext) -> CheckResult:
                 _custom_case(call),
                 settings,
                 True,
+                pool,
             )
         )
     _defer_to_root_causes(

@@ -24,7 +24,8 @@ from typing import Any
 from attest.ledger.audit import AuditReport, audit_ledger
 from attest.ledger.entries import Event, LedgerEntry, entry_for_certificate, entry_for_verification
 from attest.ledger.log import LEDGER_ENV, Ledger, default_ledger_path, open_ledger
-from attest.ledger.storage import AppendResult, LedgerStorage, SQLiteStorage
+from attest.ledger.sqlite import SQLiteStorage
+from attest.ledger.storage import AppendResult, LedgerStorage
 
 __all__ = [
     "LEDGER_ENV",

@@ -36,13 +36,12 @@ from attest.ledger.merkle import (
     verify_consistency,
     verify_inclusion,
 )
+from attest.ledger.sqlite import SQLiteStorage, Synchronous
 from attest.ledger.storage import (
     AppendResult,
     LedgerStorage,
-    SQLiteStorage,
     StoredCheckpoint,
     StoredLeaf,
-    Synchronous,
     TreeHead,
 )
 from attest.signing import PrivateKey

@@ -4,6 +4,10 @@ why the figure is not available (never raises on a missing or odd section)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +23,23 @@ _INPUT_KEYS = ("inputs", "input", "x", "probe")
 _TARGET_KEYS = ("targets", "target", "labels")
 
 
-def _decode(raw: dict[str, Any]) -> dict[str, np.ndarray] | str:
+def _decoder() -> Callable[[dict[str, Any]], dict[str, Any]] | str:
+    """``decode_attributions`` of the collect side, or why it is not available.
+
+    The decoder (``attest/collect/_ig_storage.py``) needs only numpy, but importing it through
+    its package runs ``attest/collect/__init__.py``, which imports torch (seconds, and absent on
+    a reviewer's machine). So the file is loaded on its own when torch is not loaded yet.
+    """
+    if "attest.collect" not in sys.modules:
+        import attest
+
+        location = Path(attest.__file__).parent / "collect" / "_ig_storage.py"
+        spec = importlib.util.spec_from_file_location("attest_report_ig_storage", location)
+        if spec is not None and spec.loader is not None and location.is_file():
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            decoder: Callable[[dict[str, Any]], dict[str, Any]] = module.decode_attributions
+            return decoder
     try:
         from attest.collect.ig import decode_attributions
     except ImportError as exc:
@@ -27,8 +47,15 @@ def _decode(raw: dict[str, Any]) -> dict[str, np.ndarray] | str:
             f"the evidence holds attributions, but they cannot be decoded here ({exc}); "
             "install gradient-attest[collect] to draw them"
         )
+    return decode_attributions
+
+
+def _decode(raw: dict[str, Any]) -> dict[str, np.ndarray] | str:
+    decode = _decoder()
+    if isinstance(decode, str):
+        return decode
     try:
-        decoded = decode_attributions(raw)
+        decoded = decode(raw)
     except AttestError as exc:
         return f"the attributions in this input cannot be decoded: {exc.message}"
     except (ValueError, KeyError, TypeError) as exc:
@@ -58,6 +85,8 @@ def _completeness_by_input(check: CheckResult | None) -> dict[int, float]:
 def heatmaps_svg(src: ReportSource, max_inputs: int = 8) -> str:
     """Probe inputs beside their attribution maps, or why they cannot be shown."""
     if not src.attributions:
+        if src.evidence_path is not None:
+            return f"the evidence {src.evidence_path} holds no integrated-gradient attributions"
         hint = (
             " (give --evidence evidence.json: certificates do not carry the maps)"
             if src.kind != "evidence"
@@ -76,18 +105,21 @@ def heatmaps_svg(src: ReportSource, max_inputs: int = 8) -> str:
     if inputs is not None and inputs.shape[0] != attributions.shape[0]:
         inputs = None
     targets = _pick(decoded, _TARGET_KEYS)
+    stored_targets = src.attributions.get("target_classes")
+    if targets is None and isinstance(stored_targets, list):
+        targets = np.asarray(stored_targets)
     indices = decoded.get("input_indices")
     errors = _completeness_by_input(src.checks.get("ig_completeness"))
-    titles = []
+    titles: list[str] = []
+    captions: list[str] = []
     for i in range(min(len(attributions), max_inputs)):
         index = int(indices[i]) if indices is not None and i < len(indices) else i
         title = f"input {index}"
-        if targets is not None and i < len(targets):
+        if targets is not None and i < len(targets):  # targets follow the analysed inputs
             title += f" · target {targets[i]}"
-        if index in errors:
-            title += f" · completeness err {errors[index]:.1e}"
         titles.append(title)
-    svg = plots.ig_heatmaps(inputs, attributions, titles, max_inputs=max_inputs)
+        captions.append(f"completeness error {errors[index]:.1e}" if index in errors else "")
+    svg = plots.ig_heatmaps(inputs, attributions, titles, captions, max_inputs=max_inputs)
     shown = min(len(attributions), max_inputs)
     if shown < len(attributions):
         svg += f'<p class="na">showing {shown} of {len(attributions)} probe inputs</p>'

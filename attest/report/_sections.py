@@ -134,6 +134,10 @@ def findings_section(src: ReportSource, anchors: Anchors) -> str:
     return "".join(out)
 
 
+def _seconds(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else fmt_number(value)
+
+
 def checks_section(src: ReportSource, anchors: Anchors) -> str:
     """One row per check: status, item tally, reason."""
     out = ['<h2 id="checks">Checks</h2>']
@@ -151,7 +155,7 @@ def checks_section(src: ReportSource, anchors: Anchors) -> str:
                     Cell(badge(res.status)),
                     Cell(" ".join(f"{badge(k)} {v}" for k, v in sorted(tally.items())) or NA),
                     str(res.reason or ""),
-                    cell(res.duration_s),
+                    cell(res.duration_s, _seconds),
                 ],
                 {"class": "flag"} if res.status == "error" or tally.get("fail") else {},
             )
@@ -297,12 +301,12 @@ def check_detail(cid: str, src: ReportSource, anchors: Anchors) -> str:
     if res.reason:
         parts.append(f"<p>{esc(res.reason)}</p>")
     scope = (
-        kv((k, esc(fmt_number(v))) for k, v in flatten(res.parameters))
+        kv((k, esc(fmt_for_key(k)(v))) for k, v in flatten(res.parameters))
         if res.parameters
         else na("no parameters recorded")
     )
     summ = (
-        kv((k, esc(fmt_number(v))) for k, v in res.summary.items())
+        kv((k, esc(fmt_for_key(k)(v))) for k, v in res.summary.items())
         if res.summary
         else na("no summary recorded")
     )

@@ -104,6 +104,7 @@ class ReportSource:
     model_failure: dict[str, Any] | None = None
     targets: list[str] = field(default_factory=list)
     evidence_digest: str | None = None
+    evidence_path: str | None = None  # --evidence given with a certificate
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -317,6 +318,7 @@ def attach_evidence(path: str | Path, source: ReportSource) -> None:
     extra = load_source(path)
     if extra.kind != "evidence":
         raise InputError(f"--evidence {path} is not an evidence file")
+    source.evidence_path = str(path)
     if extra.attributions:
         source.attributions = extra.attributions
         source.attributions_source = str(path)
@@ -368,8 +370,8 @@ def verify_source(
             artifacts=[str(a) for a in artifacts or []],
             require_artifacts=False,
         )
-    except AttestError as exc:
-        return Verification("failed", exc.message, str(trust))
+    except AttestError:
+        raise  # the caller's own input (trust store, artifact) is unusable: exit 2, not a verdict
     raw_reasons = getattr(result, "reasons", []) or []
     reasons: list[tuple[str, str]] = []
     for r in raw_reasons:
@@ -377,6 +379,15 @@ def verify_source(
             reasons.append((str(r[0]), str(r[1])))
         else:
             reasons.append((str(getattr(r, "code", r)), str(getattr(r, "message", ""))))
+    verified_digest = getattr(result, "certificate_sha256", None)
+    if verified_digest is not None and verified_digest != source.file_sha256:
+        return Verification(
+            "failed",
+            f"{source.path} changed while the report read it: the verified bytes are not the "
+            "ones shown",
+            str(trust),
+            reasons,
+        )
     if bool(getattr(result, "verified", False)):
         checked = list(getattr(result, "subjects_checked", []) or [])
         what = (

@@ -63,7 +63,7 @@ class ReportResult:
     """What :func:`write_report` wrote and concluded."""
 
     path: Path
-    certified: bool
+    certified: bool  # a pass certificate, verified or (without --trust) as claimed
     verification: Verification
     operators: int
 
@@ -74,8 +74,15 @@ def _certified(src: ReportSource) -> bool:
 
 def _banners(src: ReportSource, ver: Verification) -> str:
     verdict = str(src.verdict) if src.verdict is not None else None
-    if _certified(src) and ver.signature_ok:
-        head = ("ok", "CERTIFIED", "signed certificate with verdict pass; signature checked")
+    codes = ", ".join(code for code, _ in ver.reasons)
+    if _certified(src) and ver.status == "verified":
+        head = (
+            "ok",
+            "CERTIFIED",
+            "signed certificate with verdict pass; verified with the trust store",
+        )
+    elif _certified(src) and ver.status == "signature_valid":
+        head = ("bad", "NOT VALID", f"authentic, but the verifier rejects it: {codes}")
     elif _certified(src) and ver.status == "failed":
         head = (
             "bad",
@@ -325,10 +332,16 @@ def write_report(
             raise InputError("--evidence is for a certificate input; the input is already evidence")
         attach_evidence(evidence, src)
         evidence_digest = sha256_file(evidence)
+    if artifacts and trust is None:
+        raise InputError(
+            "--artifact is checked against the certificate only with --trust",
+            hint="add --trust trust.yaml, or leave out --artifact",
+        )
     ver = verify_source(src, trust, artifacts)
     path = atomic_write_text(
         out, render_report(src, ver, evidence_digest=evidence_digest), mode=0o644
     )
+    certified = _certified(src) and ver.status in ("verified", "not_checked")
     return ReportResult(
-        path=path, certified=_certified(src), verification=ver, operators=len(src.operators)
+        path=path, certified=certified, verification=ver, operators=len(src.operators)
     )

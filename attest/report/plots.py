@@ -66,7 +66,17 @@ def figure_to_svg(fig: Figure, name: str) -> str:
     text = _METADATA.sub("", text, count=1)  # RDF block: namespace URIs, nothing to show
     # matplotlib numbers its element ids per figure (figure_1, axes_1, clip paths...): prefix
     # them with the figure's name so several figures can share one HTML document.
-    text = _ID_ATTR.sub(lambda m: f'{m.group(1)}="{name}-{m.group(2)}"', text)
+    seen: dict[str, int] = {}
+
+    def unique_id(match: re.Match[str]) -> str:
+        # matplotlib derives ids from content, so identical images (colour bars) repeat an id;
+        # references resolve to the first, which has the same content, so renaming is safe
+        ident = f"{name}-{match.group(2)}"
+        seen[ident] = seen.get(ident, 0) + 1
+        suffix = f"-{seen[ident]}" if seen[ident] > 1 else ""
+        return f'{match.group(1)}="{ident}{suffix}"'
+
+    text = _ID_ATTR.sub(unique_id, text)
     text = _ID_REF.sub(lambda m: f"{m.group(1)}#{name}-{m.group(2)}", text)
     return text.replace("<svg ", f'<svg role="img" aria-label="{name}" ', 1)
 
@@ -118,6 +128,13 @@ def _bars(ax: Any, x: np.ndarray, heights: np.ndarray, colors: Any) -> None:
         ax.bar(x, heights, color=colors, width=0.8)
     else:
         ax.vlines(x, 0, heights, colors=colors, lw=max(0.6, 300 / len(x)))
+
+
+def _outside_legend(ax: Any) -> None:
+    """The legend to the right of the axes, where it never hides a data point."""
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, frameon=False, borderaxespad=0
+    )
 
 
 def _human_bytes(value: float, _pos: float | None = None) -> str:
@@ -177,11 +194,13 @@ def operator_profile(
                 ls="--",
                 label=f"policy {fidelity_threshold:g} %",
             )
-        bad = flagged & np.isfinite(acc)
+        bad = flagged & (np.isfinite(acc) | np.isfinite(loc))
         if bad.any():
+            # circle the worse of the two figures of each operator a failing finding names
+            worst = np.fmax(_shortfall(acc, floor), _shortfall(loc, floor))
             ax.scatter(
                 x[bad],
-                _shortfall(acc, floor)[bad],
+                worst[bad],
                 s=60,
                 facecolors="none",
                 edgecolors=BAD,
@@ -193,7 +212,7 @@ def operator_profile(
         low, high = sorted(ax.get_ylim())
         narrow = high / low < 100  # under two decades: label the 3x ticks too
         ax.yaxis.set_minor_formatter(FuncFormatter(_fidelity_tick if narrow else _no_label))
-        ax.legend(loc="lower left", fontsize=7.5, ncol=4, frameon=False)
+        _outside_legend(ax)
     else:
         ax.text(
             0.5,
@@ -224,7 +243,7 @@ def operator_profile(
                 ls="--",
                 label=f"policy {stability_threshold:g}",
             )
-            ax.legend(loc="lower left", fontsize=7.5, frameon=True, framealpha=0.9)
+            _outside_legend(ax)
         ax.set_ylim(0, 105)
     else:
         ax.text(
@@ -287,7 +306,7 @@ def operator_profile(
             ax.set_ylim(0, positive.max() * 1.1)
         ax.yaxis.set_major_formatter(FuncFormatter(_human_ns))
         ax.yaxis.set_minor_formatter(FuncFormatter(_no_label))
-        ax.legend(loc="upper left", fontsize=7.5, ncol=2, frameon=False)
+        _outside_legend(ax)
     else:
         ax.text(
             0.5,
@@ -342,18 +361,29 @@ def ig_heatmaps(
     inputs: np.ndarray | None,
     attributions: np.ndarray,
     titles: Sequence[str],
+    captions: Sequence[str] = (),
     *,
     max_inputs: int = 8,
+    pairs_per_row: int = 3,
 ) -> str:
-    """Each probe input beside its integrated-gradients map (diverging, symmetric colours)."""
+    """Each probe input beside its integrated-gradients map (diverging colours symmetric
+    around zero: red adds to the target, blue takes away), a few pairs per row."""
     n = min(len(attributions), max_inputs)
-    cols = 2 if inputs is not None else 1
-    fig = _new_figure(2.3 * cols + 0.6, 2.1 * n + 0.2)
-    axes = np.atleast_2d(fig.subplots(n, cols, squeeze=False))
+    per_pair = 2 if inputs is not None else 1
+    per_row = max(1, min(pairs_per_row, n))
+    rows = -(-n // per_row)
+    fig = _new_figure(3.3 * per_pair * per_row / 2 + 0.8 * per_row, 2.5 * rows + 0.2)
+    axes = fig.subplots(rows, per_pair * per_row, squeeze=False)
+    for ax in axes.flat:
+        ax.set_axis_off()
     for i in range(n):
-        attr = _attribution_map(attributions[i])
+        row, col = divmod(i, per_row)
+        first = col * per_pair
+        title = titles[i] if i < len(titles) else f"input {i}"
+        caption = captions[i] if i < len(captions) else ""
         if inputs is not None:
-            ax = axes[i, 0]
+            ax = axes[row, first]
+            ax.set_axis_on()
             img, note = _image_of(inputs[i])
             if img.ndim == 1:
                 ax.plot(img, color=SERIES_A, lw=1)
@@ -361,10 +391,11 @@ def ig_heatmaps(
                 ax.imshow(img, cmap="gray" if img.ndim == 2 else None, interpolation="nearest")
                 ax.set_xticks([])
                 ax.set_yticks([])
-            ax.set_title(titles[i] if i < len(titles) else f"input {i}", fontsize=8, loc="left")
-            if note:
-                ax.set_xlabel(note, fontsize=7)
-        ax = axes[i, cols - 1]
+            ax.set_title(title, fontsize=8, loc="left")
+            ax.set_xlabel("; ".join(t for t in (caption, note) if t), fontsize=7)
+        ax = axes[row, first + per_pair - 1]
+        ax.set_axis_on()
+        attr = _attribution_map(attributions[i])
         if attr.ndim == 1:
             ax.bar(np.arange(attr.size), attr, color=[GOOD if v >= 0 else BAD for v in attr])
         else:
@@ -373,7 +404,7 @@ def ig_heatmaps(
             ax.set_xticks([])
             ax.set_yticks([])
             fig.colorbar(im, ax=ax, shrink=0.8)
-        ax.set_title("attribution (red +, blue −)", fontsize=8, loc="left")
+        ax.set_title("attribution" if inputs is not None else title, fontsize=8, loc="left")
     return figure_to_svg(fig, "ig-heatmaps")
 
 
@@ -385,6 +416,10 @@ def randomization_curve(
 ) -> str:
     """Rank correlation of attributions with the original as the weights are randomized layer
     by layer from the top (one line per probe input); ``threshold`` bounds ``|rho|`` at the end."""
+    # Every curve starts at rho = 1 by definition (the original attributions against
+    # themselves); drawing that point shows how far each randomization step moves them.
+    layers = ["none (original)", *layers]
+    curves = {label: [1.0, *values] for label, values in curves.items()}
     n = len(layers)
     x = np.arange(n)
     fig = _new_figure(8.5, 3.6)
@@ -416,5 +451,5 @@ def randomization_curve(
         "Model-randomization test (Adebayo et al. 2018): attributions should decorrelate",
         loc="left",
     )
-    ax.legend(loc="upper right", fontsize=7, frameon=False, ncol=2)
+    _outside_legend(ax)
     return figure_to_svg(fig, "ig-randomization")

@@ -28,22 +28,25 @@ from torch import nn
 
 
 class Tiny(nn.Module):
-    def __init__(self, broken: bool = False) -> None:
+    def __init__(self, broken: bool = False, mc_dropout: bool = False) -> None:
         super().__init__()
         self.fc1 = nn.Linear(6, 8)
         self.act = nn.Tanh()
         self.fc2 = nn.Linear(8, 3)
         self.broken = broken
+        self.mc_dropout = mc_dropout
 
     def forward(self, x):
         h = self.act(self.fc1(x))
         if self.broken:
             raise RuntimeError("shape bug in the head")
+        if self.mc_dropout:  # Monte Carlo dropout: random at inference, on purpose
+            h = nn.functional.dropout(h, p=0.2, training=True)
         return self.fc2(h)
 
 
-def build(broken: bool = False):
-    return Tiny(broken)
+def build(broken: bool = False, mc_dropout: bool = False):
+    return Tiny(broken, mc_dropout)
 
 
 def loss(output, target):
@@ -75,7 +78,9 @@ MINI_POLICY: dict[str, Any] = {
 }
 
 
-def write_tiny(folder: Path, *, broken: bool = False, **spec_changes: Any) -> Path:
+def write_tiny(
+    folder: Path, *, broken: bool = False, mc_dropout: bool = False, **spec_changes: Any
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "model.py").write_text(MODEL_PY)
     torch.manual_seed(0)
@@ -96,6 +101,7 @@ def write_tiny(folder: Path, *, broken: bool = False, **spec_changes: Any) -> Pa
             "factory": "model:build",
             "weights": "weights.safetensors",
             **({"factory_args": {"broken": True}} if broken else {}),
+            **({"factory_args": {"mc_dropout": True}} if mc_dropout else {}),
         },
         "inputs": {"probe": "probe.safetensors"},
         "target": "label",
@@ -410,3 +416,32 @@ def test_model_that_raises_gives_evidence_saying_where(
         assert "shape bug in the head" in out + json.dumps(evidence)
     else:  # refused at load (the spec loader builds the model once)
         assert "shape bug in the head" in err or "RuntimeError" in err
+
+
+def test_random_op_in_forward_fails_clinical_strict_rules(
+    tmp_path: Path, key: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    strict = yaml.safe_load((REPO / "policies" / "clinical-strict.yaml").read_text())
+    rules = [r for r in strict["rules"] if r["check"] == "determinism"]
+    policy = write_policy(tmp_path / "p.yaml", {"id": "det", "version": "1", "rules": rules})
+    spec = write_tiny(tmp_path / "model", mc_dropout=True)
+    code, out, err = run(
+        [
+            "certify",
+            str(spec),
+            "--policy",
+            str(policy),
+            "--key",
+            str(key[0]),
+            "-o",
+            str(tmp_path / "c.json"),
+            "--json",
+        ],
+        capsys,
+    )
+    summary = json.loads(out)
+    assert code == 1, err
+    failed = {(f["rule"], f["subject"].get("op")) for f in summary["failed"]}
+    assert any(
+        rule == "determinism.no-random-ops" and op and "dropout" in op for rule, op in failed
+    ), failed

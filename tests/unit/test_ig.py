@@ -61,7 +61,9 @@ def test_trapezoid_nodes_include_both_ends() -> None:
     assert weights.tolist() == [0.125, 0.25, 0.25, 0.25, 0.125]
 
 
-@pytest.mark.parametrize(("method", "steps"), [("trapezoid", 1), ("gausslegendre", 0), ("bogus", 8)])
+@pytest.mark.parametrize(
+    ("method", "steps"), [("trapezoid", 1), ("gausslegendre", 0), ("bogus", 8)]
+)
 def test_bad_rule_or_steps_is_an_input_error(method: str, steps: int) -> None:
     with pytest.raises(InputError):
         quadrature(method, steps)
@@ -86,7 +88,9 @@ def test_polynomial_path_is_integrated_to_rounding_by_gauss_legendre(method: str
         def forward(self, z: torch.Tensor) -> torch.Tensor:
             return (z**3).sum(dim=1, keepdim=True)
 
-    result = integrated_gradients(Cubic(), x, target=0, method=method, steps=2 if method == "gausslegendre" else 2000)
+    result = integrated_gradients(
+        Cubic(), x, target=0, method=method, steps=2 if method == "gausslegendre" else 2000
+    )
     bound = 1e-12 if method == "gausslegendre" else 1e-3
     assert result.completeness_rel_error.max() < bound
     if method == "gausslegendre":
@@ -96,12 +100,16 @@ def test_polynomial_path_is_integrated_to_rounding_by_gauss_legendre(method: str
 # ----------------------------------------------------------------------------- Captum, the peer
 
 
-@pytest.mark.parametrize("method", ["gausslegendre", "riemann_left", "riemann_right", "riemann_middle"])
+@pytest.mark.parametrize(
+    "method", ["gausslegendre", "riemann_left", "riemann_right", "riemann_middle"]
+)
 def test_matches_captum_on_float32_models(method: str) -> None:
     captum = pytest.importorskip("captum.attr")
     model, x = _small_cnn(), _cnn_inputs()
     ours = integrated_gradients(model, x, target=3, method=method, steps=50).attributions
-    theirs = captum.IntegratedGradients(model).attribute(x, target=3, method=method, n_steps=50).double()
+    theirs = (
+        captum.IntegratedGradients(model).attribute(x, target=3, method=method, n_steps=50).double()
+    )
     assert float((ours - theirs).norm() / theirs.norm()) < 1e-6
     assert torch.allclose(ours, theirs, rtol=1e-6, atol=1e-6 * float(theirs.abs().max()))
 
@@ -112,7 +120,11 @@ def test_captum_trapezoid_is_short_by_one_over_n_ours_is_exact(n: int) -> None:
     model, x = _linear64()
     model, x = model.float(), x.float()
     f_gap = (model(x) - model(torch.zeros_like(x)))[:, 1].double()
-    theirs = captum.IntegratedGradients(model).attribute(x, target=1, method="riemann_trapezoid", n_steps=n).double()
+    theirs = (
+        captum.IntegratedGradients(model)
+        .attribute(x, target=1, method="riemann_trapezoid", n_steps=n)
+        .double()
+    )
     their_error = (theirs.sum(dim=1) - f_gap) / f_gap
     assert torch.allclose(their_error, torch.full_like(their_error, -1.0 / n), atol=1e-5)
     ours = integrated_gradients(model, x, target=1, method="trapezoid", steps=n)
@@ -140,7 +152,9 @@ def test_chunks_are_bounded_by_the_memory_budget_and_do_not_change_bits() -> Non
 
 def test_model_is_evaluated_in_eval_mode_and_its_mode_restored() -> None:
     torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Dropout(0.5), nn.ReLU(), nn.Linear(16, 3))
+    model = nn.Sequential(
+        nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Dropout(0.5), nn.ReLU(), nn.Linear(16, 3)
+    )
     model.train()
     x = torch.randn(4, 8)
     first = integrated_gradients(model, x, target=0, steps=16)
@@ -166,7 +180,9 @@ def test_adaptive_steps_double_until_the_tolerance(method: str) -> None:
     model = _smooth_mlp()
     x = torch.randn(3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) * 3
     tolerance = 1e-4 if method in ("riemann_left", "riemann_right") else 1e-7  # first-order rules
-    result = integrated_gradients(model, x, target=1, method=method, steps=4, tolerance=tolerance, max_steps=1 << 14)
+    result = integrated_gradients(
+        model, x, target=1, method=method, steps=4, tolerance=tolerance, max_steps=1 << 14
+    )
     assert result.converged.all()
     assert (result.completeness_rel_error <= tolerance).all()
     assert len(result.error_curve) >= 2
@@ -195,8 +211,14 @@ def test_targets_agree_with_the_collect_contract() -> None:
     model, x = _small_cnn(), _cnn_inputs(4)
     labels = torch.tensor([0, 1, 2, 3])
     spec = LoadedSpec(
-        path=__file__, name="t", version="1", factory="m:b", factory_args={},  # type: ignore[arg-type]
-        build_model=lambda: model, inputs=x, labels=labels,
+        path=__file__,
+        name="t",
+        version="1",
+        factory="m:b",
+        factory_args={},  # type: ignore[arg-type]
+        build_model=lambda: model,
+        inputs=x,
+        labels=labels,
     )
     for target in ("argmax", "label", 2):
         spec.target = target  # type: ignore[assignment]
@@ -250,7 +272,12 @@ def test_stored_attributions_round_trip_and_stay_bounded() -> None:
     decoded = decode_attributions(stored)
     # sum-pooling keeps each input's total attribution (completeness survives downsampling)
     kept = len(stored["input_indices"])
-    assert np.allclose(decoded["attributions"].sum(axis=(1, 2, 3)), big_attr[:kept].sum(axis=(1, 2, 3)), rtol=0.05, atol=1.0)
+    assert np.allclose(
+        decoded["attributions"].sum(axis=(1, 2, 3)),
+        big_attr[:kept].sum(axis=(1, 2, 3)),
+        rtol=0.05,
+        atol=1.0,
+    )
     assert decode_attributions(None) == {}
     with pytest.raises(InputError):
         decode_attributions({"format": "npz+base64", "data": "not base64!"})

@@ -78,7 +78,9 @@ def _cnn() -> nn.Module:
 
 def _mlp() -> nn.Module:
     torch.manual_seed(1)
-    return nn.Sequential(nn.Linear(64, 32), nn.Tanh(), nn.Linear(32, 16), nn.GELU(), nn.Linear(16, 4))
+    return nn.Sequential(
+        nn.Linear(64, 32), nn.Tanh(), nn.Linear(32, 16), nn.GELU(), nn.Linear(16, 4)
+    )
 
 
 IMAGES = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(3))
@@ -89,7 +91,9 @@ VECTORS = torch.randn(3, 64, generator=torch.Generator().manual_seed(4))
 
 
 @pytest.mark.parametrize(("build", "inputs"), [(_cnn, IMAGES), (_mlp, VECTORS)], ids=["cnn", "mlp"])
-def test_clean_small_models_pass_every_check(build: Callable[[], nn.Module], inputs: torch.Tensor) -> None:
+def test_clean_small_models_pass_every_check(
+    build: Callable[[], nn.Module], inputs: torch.Tensor
+) -> None:
     ctx = _context(build, inputs)
     results = _by_check(run(ctx))
     for check, result in results.items():
@@ -159,7 +163,11 @@ class _StepAlongPath(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         out = self.body(z)
         jump = 4.0 * (z.mean(dim=(1, 2, 3)) > 0.25).to(z.dtype)
-        return out + torch.nn.functional.one_hot(torch.zeros_like(jump, dtype=torch.long), 10) * jump[:, None]
+        return (
+            out
+            + torch.nn.functional.one_hot(torch.zeros_like(jump, dtype=torch.long), 10)
+            * jump[:, None]
+        )
 
 
 def test_monotonicity_and_convergence_flag_a_jump_along_the_path() -> None:
@@ -270,8 +278,16 @@ def test_spearman_matches_scipy_with_ties() -> None:
     assert spearman(np.ones(5), np.arange(5.0)) is None
 
 
-def _path(t: np.ndarray, f: Callable[[np.ndarray], np.ndarray], slope: Callable[[np.ndarray], np.ndarray]) -> PathSamples:
-    return PathSamples(t=t, f=f(t), slope=slope(t), f_start=float(f(np.array([0.0]))[0]), f_end=float(f(np.array([1.0]))[0]))
+def _path(
+    t: np.ndarray, f: Callable[[np.ndarray], np.ndarray], slope: Callable[[np.ndarray], np.ndarray]
+) -> PathSamples:
+    return PathSamples(
+        t=t,
+        f=f(t),
+        slope=slope(t),
+        f_start=float(f(np.array([0.0]))[0]),
+        f_end=float(f(np.array([1.0]))[0]),
+    )
 
 
 def test_a_kink_is_not_a_jump_but_a_discontinuity_is() -> None:
@@ -290,11 +306,17 @@ def test_spikes_and_sign_flips() -> None:
     t = np.linspace(0.0, 1.0, 41)
     spike_slope = np.ones_like(t)
     spike_slope[20] = 30.0  # a narrow spike F does not show
-    reading = path_behaviour(PathSamples(t=t, f=t.copy(), slope=spike_slope, f_start=0.0, f_end=1.0), flip_tolerance=0.1)
+    reading = path_behaviour(
+        PathSamples(t=t, f=t.copy(), slope=spike_slope, f_start=0.0, f_end=1.0), flip_tolerance=0.1
+    )
     # 29 above its neighbours over a cell of 1/40, against V = 1 + 29/40: 42 % of the integral
     assert reading["max_spike_share"] == pytest.approx(29 / 40 / (1 + 29 / 40))
     assert reading["spike_step"] == 20 and reading["spike_t"] == 0.5
-    wave = _path(np.linspace(0, 1, 37), lambda s: np.sin(4 * np.pi * s), lambda s: 4 * np.pi * np.cos(4 * np.pi * s))
+    wave = _path(
+        np.linspace(0, 1, 37),
+        lambda s: np.sin(4 * np.pi * s),
+        lambda s: 4 * np.pi * np.cos(4 * np.pi * s),
+    )
     reading = path_behaviour(wave, flip_tolerance=0.1)
     assert reading["sign_flips"] == reading["sign_flips_beyond_tolerance"] == 4
     assert reading["nonmonotone_fraction"] > 0.9
@@ -305,7 +327,9 @@ def test_nonfinite_path_values_are_reported() -> None:
     t = np.linspace(0, 1, 5)
     slope = np.ones(5)
     slope[3] = np.nan
-    reading = path_behaviour(PathSamples(t=t, f=t.copy(), slope=slope, f_start=0.0, f_end=1.0), flip_tolerance=0.1)
+    reading = path_behaviour(
+        PathSamples(t=t, f=t.copy(), slope=slope, f_start=0.0, f_end=1.0), flip_tolerance=0.1
+    )
     assert reading["nonfinite_nodes"] == 1 and reading["first_nonfinite_t"] == 0.75
 
 

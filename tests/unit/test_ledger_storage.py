@@ -18,7 +18,7 @@ import pytest
 from attest.errors import LedgerError
 from attest.ledger import audit_ledger, merkle, open_ledger
 from attest.ledger.entries import LedgerEntry
-from attest.ledger.storage import SQLiteStorage
+from attest.ledger.sqlite import SQLiteStorage
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

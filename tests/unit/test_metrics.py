@@ -113,3 +113,35 @@ def test_missing_ledger_is_an_error(tmp_path: Path) -> None:
     ev = write_evidence(tmp_path / "e.json", make_evidence())
     with pytest.raises(InputError, match="does not exist"):
         openmetrics_text(ev, ledger=tmp_path / "nope.sqlite")
+
+
+def test_certificate_metrics_carry_identity_and_validity(tmp_path: Path) -> None:
+    from test_report_html import _certificate
+
+    cert, _ = _certificate(tmp_path, make_evidence())
+    text = openmetrics_text(cert)
+    (info,) = _samples(text, "attest_certificate")
+    labels = info[0]
+    assert labels["kind"] == "certificate" and labels["verdict"] == "pass"
+    assert labels["policy"] == "clinical-strict" and len(labels["certificate_id"]) > 8
+    (issued,) = _samples(text, "attest_certificate_issued_timestamp_seconds")
+    (expiry,) = _samples(text, "attest_certificate_expiry_timestamp_seconds")
+    assert expiry[1] - issued[1] == pytest.approx(365 * 86400)
+    findings = {lab["verdict"]: v for lab, v in _samples(text, "attest_findings")}
+    assert findings["pass"] == 12 and findings["waived"] == 1
+
+
+def test_diff_and_metrics_import_neither_torch_numpy_nor_matplotlib() -> None:
+    """They run on monitoring and CI machines that only have the core install."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, attest.report.diff, attest.report.metrics, attest.report\n"
+        "print([m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -622,3 +622,16 @@ def test_item_the_check_skipped_is_listed_not_failed() -> None:
     assert [f.verdict for f in findings.findings] == ["pass", "not_computed"]
     assert "no floating-point tensor input" in findings.findings[1].message
     assert findings.verdict == "pass"
+
+
+def test_clinical_strict_fails_a_random_op_in_forward() -> None:
+    strict = load_policy(REPO / "policies" / "clinical-strict.yaml")
+    rule = next(r for r in strict.rules if r.id == "determinism.no-random-ops")
+    ev = evidence()
+    ev.checks["determinism"].items[0].metrics = {"random_op": False, "bit_exact_rate": 1.0}
+    ev.checks["determinism"].items[1].metrics = {"random_op": True, "bit_exact_rate": 1.0}
+    findings = evaluate(
+        ev, parse_policy({"id": "p", "version": "1", "rules": [rule.model_dump()]}), at=AT
+    )
+    assert [f.verdict for f in findings.findings] == ["pass", "fail"]
+    assert findings.findings[1].subject.module == "features.1"

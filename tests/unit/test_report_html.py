@@ -262,7 +262,7 @@ def test_each_finding_links_to_its_row(
 
 
 def _certificate(
-    tmp_path: Path, evidence: Evidence, *, evidence_path: Path | None = None
+    tmp_path: Path, evidence: Evidence, *, evidence_path: Path | None = None, **validity: Any
 ) -> tuple[Path, Path]:
     """A signed certificate of ``evidence`` and a trust store holding its key."""
     from attest._io import sha256_file
@@ -282,6 +282,7 @@ def _certificate(
         verdict="pass",
         environment=doc["environment"],
         findings=findings_for(evidence)["findings"],
+        **validity,
         **sections,
     )
     cert = write_certificate(
@@ -349,7 +350,7 @@ def test_ig_heatmaps_beside_inputs_from_bound_evidence(tmp_path: Path) -> None:
     assert 'aria-label="ig-heatmaps"' in ig_section
     # each input beside its attribution map, and each map's colour bar
     assert ig_section.count("<image") == 3 * 3
-    assert "input 2 · completeness err 3.0e-06" in ig_section
+    assert "input 2" in ig_section and "completeness error 3.0e-06" in ig_section
     assert "whose digest the certificate names" in text
     # the same evidence unbound (no digest in the certificate) is reported as not verified
     (tmp_path / "other").mkdir()
@@ -369,7 +370,7 @@ def test_model_failure_is_named_in_the_summary(tmp_path: Path) -> None:
         error_type="RuntimeError",
         message="one of the variables needed for gradient computation has been modified",
     )
-    page, text = parse(
+    _, text = parse(
         write_report(write_evidence(tmp_path / "e.json", evidence), tmp_path / "r.html").path
     )
     summary = text[text.index('id="summary"') : text.index('id="findings"')]
@@ -388,3 +389,31 @@ def test_bare_statement_is_unsigned(tmp_path: Path) -> None:
     assert result.verification.status == "unsigned" and not result.certified
     _, text = parse(result.path)
     assert "NOT CERTIFIED" in text and "UNVERIFIED" in text
+
+
+def test_unusable_trust_store_or_lone_artifact_is_an_input_error(tmp_path: Path) -> None:
+    cert, _ = _certificate(tmp_path, make_evidence())
+    bad_trust = tmp_path / "bad-trust.yaml"
+    bad_trust.write_text("keys: [", encoding="utf-8")
+    with pytest.raises(AttestError):
+        write_report(cert, tmp_path / "r.html", trust=bad_trust)
+    with pytest.raises(InputError, match="only with --trust"):
+        write_report(cert, tmp_path / "r.html", artifacts=[cert])
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_expired_certificate_is_authentic_but_not_valid(tmp_path: Path) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    issued = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    cert, trust = _certificate(
+        tmp_path, make_evidence(), issued_at=issued, expires_in=timedelta(days=30)
+    )
+    result = write_report(cert, tmp_path / "r.html", trust=trust)
+    assert result.verification.status == "signature_valid"
+    assert [code for code, _ in result.verification.reasons] == ["EXPIRED"]
+    assert not result.certified
+    _, text = parse(result.path)
+    assert ">NOT VALID<" in text and "authentic, but the verifier rejects it: EXPIRED" in text
+    assert '<span class="badge b-fail">expired</span>' in text
+    assert "read from the signed statement" in text  # the numbers are still authentic

@@ -1,0 +1,470 @@
+"""The embedded ledger backend: one SQLite file, meeting the contract of
+:mod:`attest.ledger.storage`.
+
+- WAL journaling; each append is one ``BEGIN IMMEDIATE`` transaction (the write lock is taken
+  before the tree head is read) with a busy timeout, so several writer processes queue instead
+  of failing. Writers also queue on an OS lock (see :meth:`SQLiteStorage._writer_lock`).
+- Tables: ``leaves(idx, data, leaf_hash)``; ``nodes(key, hash)`` holding every perfect subtree
+  of two or more leaves, ``key = (end << 6) | level`` (creation order, one integer-key lookup);
+  ``head(size, root, frontier)``; ``checkpoints``; ``meta``.
+- Synchronous setting (``ATTEST_LEDGER_SYNCHRONOUS``): with ``normal`` (the default) a
+  committed append survives the process being killed (SIGKILL) at any point and the database
+  is never corrupted, but a power loss or OS crash may lose the last appends; ``full`` also
+  survives power loss, at one fsync per append. Storing a checkpoint is always done with
+  ``full``, so a signed checkpoint never outlives the entries it covers.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from attest.errors import InputError, LedgerError
+from attest.ledger.merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    NodeKey,
+    frontier_push,
+    frontier_root,
+    leaf_hash,
+)
+from attest.ledger.storage import AppendResult, StoredCheckpoint, StoredLeaf, TreeHead
+
+__all__ = ["SYNCHRONOUS_ENV", "SQLiteStorage", "Synchronous"]
+
+SYNCHRONOUS_ENV = "ATTEST_LEDGER_SYNCHRONOUS"
+SCHEMA_VERSION = 1
+Synchronous = Literal["normal", "full", "extra"]
+_LEVEL_BITS = 6  # node key = (end << 6) | level, end = first leaf index after the subtree
+
+
+def _blob(value: object) -> bytes:
+    """A stored BLOB as bytes. SQLite columns are dynamically typed, so an altered row may hold
+    text or a number; those become bytes that no longer match any hash (and are reported)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return repr(value).encode("ascii")
+
+
+def _integer(value: object, what: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise LedgerError(
+        f"the ledger's {what} is not an integer ({value!r}): the database was altered"
+    )
+
+
+def _node_key(level: int, index: int) -> int:
+    return ((index + 1) << level) << _LEVEL_BITS | level
+
+
+def _synchronous_from_env() -> Synchronous:
+    value = os.environ.get(SYNCHRONOUS_ENV, "normal").strip().lower()
+    if value not in ("normal", "full", "extra"):
+        raise InputError(
+            f"{SYNCHRONOUS_ENV}={value!r} is not a synchronous setting",
+            hint="use normal (survives process crashes) or full/extra (also power loss)",
+        )
+    return value  # type: ignore[return-value]
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS head (id INTEGER PRIMARY KEY CHECK (id = 0),"
+    " size INTEGER NOT NULL, root BLOB NOT NULL, frontier BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS leaves (idx INTEGER PRIMARY KEY, data BLOB NOT NULL,"
+    " leaf_hash BLOB NOT NULL)",
+    # key = (end << 6) | level: creation order, and one integer primary key lookup per node.
+    "CREATE TABLE IF NOT EXISTS nodes (key INTEGER PRIMARY KEY, hash BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS checkpoints (id INTEGER PRIMARY KEY, size INTEGER NOT NULL,"
+    " root BLOB NOT NULL, origin TEXT NOT NULL, note TEXT NOT NULL, signed_at TEXT NOT NULL)",
+)
+
+
+class SQLiteStorage:
+    """The embedded default backend: one SQLite file in WAL mode (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        create: bool = False,
+        synchronous: Synchronous | None = None,
+        busy_timeout_s: float = 60.0,
+    ) -> None:
+        self.path = Path(path)
+        self.synchronous: Synchronous = synchronous or _synchronous_from_env()
+        self._in_exclusive = False
+        self._lock_fd: int | None = None
+        if not self.path.exists():
+            if not create:
+                raise LedgerError(
+                    f"no ledger at {self.path}",
+                    hint="append an entry first (attest ledger append CERT) or pass --ledger PATH",
+                )
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LedgerError(
+                    f"cannot create the folder of ledger {self.path}: {exc.strerror}"
+                ) from None
+        elif self.path.is_dir():
+            raise LedgerError(f"ledger {self.path} is a directory, expected an SQLite file")
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open ledger {self.path}: {exc}") from None
+        try:
+            self._db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+            self._set_wal()
+            self._lock_fd = self._open_writer_lock()
+            self._initialize(create)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise LedgerError(
+                f"{self.path} is not a usable ledger database: {exc}",
+                hint="check --ledger points at a gradient-attest ledger (an SQLite file)",
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def _set_wal(self) -> None:
+        # journal_mode=WAL persists in the file; switching needs a moment without readers,
+        # so retry briefly when another process is creating the same ledger.
+        for attempt in range(200):
+            try:
+                mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 199:
+                    raise
+                time.sleep(0.01)
+                continue
+            if str(mode).lower() != "wal":
+                raise LedgerError(f"ledger {self.path}: SQLite refused WAL mode (got {mode})")
+            return
+
+    def _initialize(self, create: bool) -> None:
+        tables = {
+            row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if {"meta", "head", "leaves", "nodes", "checkpoints"} <= tables:
+            version = self.get_meta("schema_version")
+            if version != str(SCHEMA_VERSION):
+                raise LedgerError(
+                    f"ledger {self.path} has schema version {version}, expected {SCHEMA_VERSION}"
+                )
+            return
+        if tables - {"meta", "head", "leaves", "nodes", "checkpoints"} or (tables and not create):
+            raise LedgerError(
+                f"{self.path} is an SQLite database but not a gradient-attest ledger",
+                hint="point --ledger at a new file or at an existing ledger",
+            )
+        if not create:
+            raise LedgerError(
+                f"ledger {self.path} is empty (no tables)", hint="append an entry to create it"
+            )
+        with self._transaction():
+            for statement in _SCHEMA:
+                self._db.execute(statement)
+            self._db.execute(
+                "INSERT OR IGNORE INTO head (id, size, root, frontier) VALUES (0, 0, ?, ?)",
+                (EMPTY_ROOT, b""),
+            )
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?), ('log_id', ?)",
+                (str(SCHEMA_VERSION), uuid.uuid4().hex),
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (the write lock is held from the start), or a no-op
+        inside :meth:`exclusive`."""
+        if self._in_exclusive:
+            yield
+            return
+        with self._writer_lock():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @contextmanager
+    def _writer_lock(self) -> Iterator[None]:
+        """Queue writers on an OS lock (``flock`` on ``<ledger>-writer.lock``) before SQLite's.
+
+        Correctness comes from ``BEGIN IMMEDIATE`` alone; this is for throughput: SQLite's
+        busy handler polls with sleeps of 1 ms and more, so contending writer processes idle,
+        whereas a blocked ``flock`` wakes as soon as the holder releases it. The kernel drops
+        the lock when its process dies (SIGKILL included). Where ``fcntl`` is missing
+        (Windows) or the lock file cannot be made, writers fall back to the busy timeout.
+        """
+        if self._lock_fd is None:
+            yield
+            return
+        import fcntl
+
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _open_writer_lock(self) -> int | None:
+        try:
+            import fcntl  # noqa: F401  (POSIX only)
+        except ImportError:  # pragma: no cover - Windows
+            return None
+        try:
+            return os.open(f"{self.path}-writer.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+
+    @contextmanager
+    def exclusive(self, *, durable: bool = False) -> Iterator[None]:
+        """A write transaction spanning several calls; nothing else can write meanwhile.
+        ``durable`` commits it with ``synchronous=FULL`` (used for checkpoints)."""
+        if self._in_exclusive:
+            raise LedgerError("nested exclusive section on one ledger connection")
+        if durable:
+            self._db.execute("PRAGMA synchronous=FULL")
+        try:
+            with self._transaction():
+                self._in_exclusive = True
+                try:
+                    yield
+                finally:
+                    self._in_exclusive = False
+        except sqlite3.OperationalError as exc:
+            raise self._busy_error(exc) from None
+        finally:
+            if durable:
+                self._db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+
+    def _busy_error(self, exc: sqlite3.Error) -> LedgerError:
+        return LedgerError(
+            f"ledger {self.path} could not be written: {exc}",
+            hint="another process may hold it for longer than the busy timeout; retry",
+        )
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def _head_row(self) -> tuple[int, list[bytes]]:
+        size, frontier_blob = self.stored_frontier_raw()
+        frontier = [
+            frontier_blob[i : i + HASH_SIZE] for i in range(0, len(frontier_blob), HASH_SIZE)
+        ]
+        if len(frontier) != bin(size).count("1") or len(frontier_blob) % HASH_SIZE:
+            raise LedgerError(
+                f"ledger {self.path}: the stored tree head is corrupt (size {size}, "
+                f"{len(frontier_blob)} bytes of frontier)",
+                hint="run attest ledger verify",
+            )
+        return size, frontier
+
+    def append(self, data: bytes) -> AppendResult:
+        """See :class:`LedgerStorage`."""
+        return self.append_many([data])
+
+    def append_many(self, datas: Sequence[bytes]) -> AppendResult:
+        """See :class:`LedgerStorage`; a bulk import is one transaction."""
+        if not datas:
+            raise LedgerError("nothing to append")
+        try:
+            with self._transaction():
+                size, frontier = self._head_row()
+                leaf_rows: list[tuple[int, bytes, bytes]] = []
+                node_rows: list[tuple[int, bytes]] = []
+                for data in datas:
+                    lh = leaf_hash(data)
+                    completed = frontier_push(frontier, size, lh)
+                    size += 1
+                    for level, h in completed[1:]:
+                        node_rows.append((_node_key(level, (size >> level) - 1), h))
+                    leaf_rows.append((size - 1, data, lh))
+                root = frontier_root(frontier)
+                self._db.executemany(
+                    "INSERT INTO leaves (idx, data, leaf_hash) VALUES (?, ?, ?)", leaf_rows
+                )
+                self._db.executemany("INSERT INTO nodes (key, hash) VALUES (?, ?)", node_rows)
+                self._db.execute(
+                    "UPDATE head SET size = ?, root = ?, frontier = ? WHERE id = 0",
+                    (size, root, b"".join(frontier)),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise LedgerError(
+                f"ledger {self.path}: the tree head disagrees with the stored entries ({exc})",
+                hint="the database was altered; run attest ledger verify",
+            ) from None
+        except sqlite3.OperationalError as exc:
+            raise self._busy_error(exc) from None
+        return AppendResult(size - 1, leaf_rows[-1][2], size, root)
+
+    def add_checkpoint(self, size: int, root: bytes, origin: str, note: str, signed_at: str) -> int:
+        """See :class:`LedgerStorage`. Outside :meth:`exclusive` it commits durably
+        (``synchronous=FULL``); inside, the exclusive section's ``durable`` flag decides."""
+        if self._in_exclusive:
+            return self._insert_checkpoint(size, root, origin, note, signed_at)
+        with self.exclusive(durable=True):
+            return self._insert_checkpoint(size, root, origin, note, signed_at)
+
+    def _insert_checkpoint(
+        self, size: int, root: bytes, origin: str, note: str, signed_at: str
+    ) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO checkpoints (size, root, origin, note, signed_at) VALUES (?, ?, ?, ?, ?)",
+            (size, root, origin, note, signed_at),
+        )
+        new_id = cursor.lastrowid
+        if new_id is None:  # pragma: no cover - sqlite always sets it for an INSERT
+            raise LedgerError("SQLite did not return the new checkpoint's id")
+        return new_id
+
+    def set_meta(self, key: str, value: str) -> None:
+        """See :class:`LedgerStorage`."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """See :class:`LedgerStorage`."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _head(self) -> tuple[int, bytes, bytes]:
+        row = self._db.execute("SELECT size, root, frontier FROM head WHERE id = 0").fetchone()
+        if row is None:
+            raise LedgerError(f"ledger {self.path} has no tree head: the database was altered")
+        return _integer(row[0], "tree size"), _blob(row[1]), _blob(row[2])
+
+    def tree_head(self) -> TreeHead:
+        """See :class:`LedgerStorage`."""
+        size, root, _ = self._head()
+        return TreeHead(size, root)
+
+    def stored_frontier_raw(self) -> tuple[int, bytes]:
+        """The tree size and the frontier blob of the stored tree head."""
+        size, _, blob = self._head()
+        return size, blob
+
+    def stored_frontier(self) -> tuple[int, list[bytes]]:
+        """See :class:`LedgerStorage`."""
+        size, blob = self.stored_frontier_raw()
+        return size, [blob[i : i + HASH_SIZE] for i in range(0, len(blob), HASH_SIZE)]
+
+    def leaf(self, index: int) -> StoredLeaf:
+        """See :class:`LedgerStorage`."""
+        row = self._db.execute(
+            "SELECT idx, data, leaf_hash FROM leaves WHERE idx = ?", (index,)
+        ).fetchone()
+        if row is None:
+            raise LedgerError(
+                f"ledger {self.path} has no entry {index} (it holds {self.tree_head().size})",
+                hint="entries are numbered from 0",
+            )
+        return StoredLeaf(int(row[0]), _blob(row[1]), _blob(row[2]))
+
+    def read_nodes(self, keys: Sequence[NodeKey]) -> list[bytes]:
+        """See :class:`LedgerStorage`: one query for the leaves asked, one for the nodes."""
+        leaf_indexes = [index for level, index in keys if level == 0]
+        node_keys = [_node_key(level, index) for level, index in keys if level > 0]
+        found: dict[NodeKey, bytes] = {}
+        for start in range(0, len(leaf_indexes), 500):
+            chunk = leaf_indexes[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for idx, h in self._db.execute(
+                f"SELECT idx, leaf_hash FROM leaves WHERE idx IN ({marks})", chunk
+            ):
+                found[(0, int(idx))] = _blob(h)
+        for start in range(0, len(node_keys), 500):
+            chunk = node_keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, h in self._db.execute(
+                f"SELECT key, hash FROM nodes WHERE key IN ({marks})", chunk
+            ):
+                level = int(key) & ((1 << _LEVEL_BITS) - 1)
+                found[(level, (int(key) >> _LEVEL_BITS >> level) - 1)] = _blob(h)
+        missing = [key for key in keys if key not in found]
+        if missing:
+            level, index = missing[0]
+            raise LedgerError(
+                f"ledger {self.path}: the stored hash of entries [{index << level}, "
+                f"{(index + 1) << level}) is missing",
+                hint="the database was altered; run attest ledger verify",
+            )
+        return [found[key] for key in keys]
+
+    def iter_leaves(self, start: int = 0, stop: int | None = None) -> Iterator[StoredLeaf]:
+        """See :class:`LedgerStorage`."""
+        query = "SELECT idx, data, leaf_hash FROM leaves WHERE idx >= ?"
+        params: tuple[int, ...] = (start,)
+        if stop is not None:
+            query += " AND idx < ?"
+            params = (start, stop)
+        for idx, data, lh in self._db.execute(query + " ORDER BY idx", params):
+            yield StoredLeaf(int(idx), _blob(data), _blob(lh))
+
+    def iter_nodes(self) -> Iterator[tuple[int, int, bytes]]:
+        """See :class:`LedgerStorage`."""
+        mask = (1 << _LEVEL_BITS) - 1
+        for key, h in self._db.execute("SELECT key, hash FROM nodes ORDER BY key"):
+            level = int(key) & mask
+            yield level, (int(key) >> _LEVEL_BITS >> level) - 1, _blob(h)
+
+    def checkpoints(self) -> list[StoredCheckpoint]:
+        """See :class:`LedgerStorage`."""
+        rows = self._db.execute(
+            "SELECT id, size, root, origin, note, signed_at FROM checkpoints ORDER BY id"
+        ).fetchall()
+        return [
+            StoredCheckpoint(
+                int(r[0]),
+                _integer(r[1], "checkpoint size"),
+                _blob(r[2]),
+                str(r[3]),
+                str(r[4]),
+                str(r[5]),
+            )
+            for r in rows
+        ]
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction: every read inside sees the same committed state."""
+        if self._in_exclusive:
+            yield
+            return
+        self._db.execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        """See :class:`LedgerStorage`."""
+        self._db.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> SQLiteStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

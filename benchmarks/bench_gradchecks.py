@@ -1,0 +1,207 @@
+"""Cost of the gradient correctness checks against one float64 forward+backward pass.
+
+For each model and probe batch: the median time of one float64 forward+backward of the probe
+objective (the alternative a user would run anyway), measured before and after the checks in
+the same process, and the time of each check of ``attest.collect.gradchecks`` at the default
+settings (K = 4 directions, 2 Hessian-vector directions, micro-batches 2 and 4). Reports the
+ratio (target: at most 30x), each check's share, and how the ratio grows with the operator
+count (depth series) and the input size (resolution series). The operator capture that fills
+``ctx.operators`` belongs to the profiler and is reported apart.
+
+    .venv/bin/python benchmarks/bench_gradchecks.py            # the full table
+    .venv/bin/python benchmarks/bench_gradchecks.py --quick    # two small configurations
+    .venv/bin/python benchmarks/bench_gradchecks.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attest.collect import gradchecks
+from attest.collect.capture import capture_operators, model_output_tensor
+from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collect.gradient_flow import probe_objective
+
+
+class ConvNet(nn.Module):
+    """``depth`` Conv-BatchNorm-ReLU blocks with a max-pool after the first, then a linear head."""
+
+    def __init__(self, depth: int, width: int = 8, classes: int = 4) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = 1
+        for i in range(depth):
+            layers += [
+                nn.Conv2d(channels, width, 3, padding=1, bias=False),
+                nn.BatchNorm2d(width),
+                nn.ReLU(),
+            ]
+            if i == 0:
+                layers.append(nn.MaxPool2d(2))
+            channels = width
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.adaptive_avg_pool2d(self.features(x), 1).flatten(1))
+
+
+def _loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(output, target.long())
+
+
+def _context(
+    build: Callable[[], nn.Module], shape: tuple[int, ...], classes: int = 4
+) -> CollectContext:
+    torch.manual_seed(0)
+    model = build()
+    with torch.no_grad():  # trained-looking batch-norm statistics
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 1.5)
+    state = model.state_dict()
+
+    def build_model() -> nn.Module:
+        fresh = build()
+        fresh.load_state_dict(state)
+        return fresh
+
+    generator = torch.Generator().manual_seed(1)
+    spec = LoadedSpec(
+        path=Path("bench.yaml"),
+        name="bench",
+        version="0",
+        factory="bench:build",
+        factory_args={},
+        build_model=build_model,
+        inputs=torch.randn(*shape, generator=generator),
+        labels=torch.randint(0, classes, (shape[0],), generator=generator),
+        loss_fn=_loss,
+        loss="bench:loss",
+        threads=1,
+    )
+    return CollectContext(spec=spec, settings=CheckSettings())
+
+
+def _forward_backward_seconds(ctx: CollectContext, repeats: int) -> list[float]:
+    model = ctx.fresh_model(torch.float64)
+    x = ctx.inputs(torch.float64)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        xx = x.detach().requires_grad_(True)
+        objective = probe_objective(ctx.spec, model_output_tensor(model(xx)), ctx.spec.labels)
+        torch.autograd.grad(objective, [xx, *model.parameters()])
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def measure(name: str, ctx: CollectContext, repeats: int) -> dict[str, Any]:
+    """One row: baseline, capture, each check's time, the ratio."""
+    _forward_backward_seconds(ctx, 1)  # warm-up
+    before = _forward_backward_seconds(ctx, repeats)
+    start = time.perf_counter()
+    records, _ = capture_operators(
+        ctx.fresh_model(), ctx.inputs(), ctx.spec, labels=ctx.spec.labels, backward=False
+    )
+    capture_s = time.perf_counter() - start
+    ctx.operators = records
+    results = gradchecks.run(ctx)
+    after = _forward_backward_seconds(ctx, repeats)
+    baseline = statistics.median(before + after)
+    per_check = {r.check: float(r.duration_s or 0.0) for r in results}
+    total = sum(per_check.values())
+    flagged = sorted(r.check for r in results if r.failed_items or r.status == "error")
+    return {
+        "model": name,
+        "operators": len(records),
+        "input_numel": ctx.spec.inputs.numel(),
+        "baseline_ms": baseline * 1e3,
+        "capture_ratio": capture_s / baseline,
+        "total_s": total,
+        "ratio": total / baseline,
+        "share_pct": {k: 100 * v / total for k, v in per_check.items()},
+        "check_ratio": {k: v / baseline for k, v in per_check.items()},
+        "flagged": flagged,
+    }
+
+
+def configurations(quick: bool) -> list[tuple[str, Callable[[], CollectContext]]]:
+    depths = (1, 2) if quick else (1, 2, 4, 8)
+    sizes = (16,) if quick else (16, 32, 64)
+    configs: list[tuple[str, Callable[[], CollectContext]]] = []
+    for depth in depths:
+        configs.append(
+            (
+                f"depth {depth}, 8x1x32x32",
+                lambda d=depth: _context(lambda: ConvNet(d), (8, 1, 32, 32)),
+            )
+        )
+    for size in sizes:
+        configs.append(
+            (
+                f"depth 2, 8x1x{size}x{size}",
+                lambda s=size: _context(lambda: ConvNet(2), (8, 1, s, s)),
+            )
+        )
+    return configs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two small configurations only")
+    parser.add_argument("--repeats", type=int, default=5, help="baseline repeats before and after")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    rows = [measure(name, make(), args.repeats) for name, make in configurations(args.quick)]
+    checks = list(rows[0]["share_pct"])
+    print(
+        f"# gradient checks vs one float64 forward+backward ({date.today()}, {platform.machine()}, "
+        f"torch {torch.__version__}, {args.threads} thread(s))"
+    )
+    header = [
+        "model",
+        "ops",
+        "input",
+        "fwd+bwd ms",
+        "checks s",
+        "ratio",
+        *[f"{c} %" for c in checks],
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        cells = [
+            row["model"],
+            str(row["operators"]),
+            str(row["input_numel"]),
+            f"{row['baseline_ms']:.1f}",
+            f"{row['total_s']:.2f}",
+            f"{row['ratio']:.1f}x",
+            *[f"{row['share_pct'][c]:.0f}" for c in checks],
+        ]
+        print("| " + " | ".join(cells) + " |")
+    flagged = {row["model"]: row["flagged"] for row in rows if row["flagged"]}
+    if flagged:
+        print(f"note: checks that flagged something: {flagged}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

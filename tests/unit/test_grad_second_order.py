@@ -1,0 +1,109 @@
+"""The second_order check: Hessian-vector products and twice-differentiable operators."""
+
+from __future__ import annotations
+
+import torch
+from _grad_models import class_labels, continuous, cross_entropy, make_context
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+from attest.collect import custom_ops, second_order
+from attest.collect.finite_differences import FiniteDifferenceSettings
+
+
+class TanhNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+class OnceSoftplus(torch.autograd.Function):
+    """softplus whose backward cannot be differentiated (``@once_differentiable``)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        return grad * torch.sigmoid(x)
+
+
+class NoGradBackward(torch.autograd.Function):
+    """softplus whose backward runs under no_grad: double backward silently sees a constant."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors  # type: ignore[attr-defined]
+        with torch.no_grad():
+            return grad * torch.sigmoid(x)
+
+
+def _net(function: type[torch.autograd.Function]) -> type[nn.Module]:
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(6, 8)
+            self.fc2 = nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc2(function.apply(self.fc1(x)))  # type: ignore[no-untyped-call]
+
+    return Net
+
+
+def test_smooth_model_hvp_agrees_and_records_its_parameters() -> None:
+    ctx = make_context(TanhNet, continuous(6, 6), class_labels(6), cross_entropy)
+    result = second_order.run(ctx)
+    model_items = [i for i in result.items if i.subject.kind == "model"]
+    assert len(model_items) == ctx.settings.second_order_directions
+    for item in model_items:
+        assert item.status == "pass", item.message
+        assert float(item.metrics["max_rel_error"] or 1) < 1e-6
+        assert {"eps", "seed", "rtol", "atol", "direction", "hv_norm"} <= set(item.metrics)
+    ops = [i for i in result.items if i.subject.kind == "operator"]
+    assert ops and all(i.status in ("pass", "not_computed") for i in ops)
+    assert any(i.metrics.get("twice_differentiable") for i in ops)
+
+
+def test_once_differentiable_function_is_named() -> None:
+    ctx = make_context(_net(OnceSoftplus), continuous(6, 6), class_labels(6), cross_entropy)
+    custom_ops.run(ctx)  # shares the captured custom calls, as in collect
+    result = second_order.run(ctx)
+    assert "OnceSoftplus" in str(result.summary["not_twice_differentiable"])
+    custom = next(i for i in result.items if i.subject.kind == "custom_op")
+    assert custom.status == "fail" and "not twice differentiable" in custom.message
+    model = [i for i in result.items if i.subject.kind == "model"]
+    assert model and all(i.status == "fail" for i in model)
+
+
+def test_backward_under_no_grad_is_not_twice_differentiable() -> None:
+    x = torch.randn(20, dtype=torch.float64)
+    ok, why = second_order.twice_differentiable(lambda t: [NoGradBackward.apply(t)], [x], FiniteDifferenceSettings())
+    assert not ok and "not (correctly) differentiable" in why
+    ok, why = second_order.twice_differentiable(lambda t: [t * 3.0], [x], FiniteDifferenceSettings())
+    assert ok, why
+    ok, why = second_order.twice_differentiable(lambda t: [OnceSoftplus.apply(t)], [x], FiniteDifferenceSettings())
+    assert not ok, why
+
+
+def test_kink_on_the_probe_point_is_recognised() -> None:
+    x = continuous(6, 6)
+    x[:, :3] = 0.0
+    ctx = make_context(lambda: nn.Sequential(nn.ReLU(), nn.Linear(6, 3)), x, class_labels(6), cross_entropy)
+    result = second_order.run(ctx)
+    model = [i for i in result.items if i.subject.kind == "model"]
+    assert all(i.status == "pass" for i in model), [i.message for i in model]
+    assert any(i.metrics["on_kink"] for i in model)
