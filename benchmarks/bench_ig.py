@@ -5,9 +5,9 @@ Captum's ``IntegratedGradients.attribute`` with its default settings (one batch 
 step), timed alternately in one process; the attributions must match (relative L2 <= 1e-6).
 Then Captum again with its best ``internal_batch_size`` from a sweep on this machine, where
 ours must be no slower. Workloads: every example under ``examples/`` with an ``attest.yaml``
-(trained weights, probe inputs, the spec's target) and a CIFAR-sized CNN (3x32x32 inputs,
-three conv layers, seeded initialization), the size at which the memory layout of the batch
-starts to matter on a CPU. Targets: ratio >= 1.5 against the default, >= 1.0 against the best.
+(trained weights, probe inputs, the spec's target) and a CNN of three conv layers (seeded
+initialization) on 3x32x32 and 3x64x64 inputs, sizes at which one batch of every step
+(Captum's default) outgrows the CPU's caches. Targets: ratio >= 1.5 against the default, >= 1.0 against the best.
 
 Part 2, evaluations per rule. For each example model and probe input, the adaptive ladder
 from ``--start`` steps (cells doubled, nested rules re-using their evaluations) until the
@@ -106,6 +106,12 @@ def _captum_target(model: nn.Module, x: torch.Tensor, classes: torch.Tensor) -> 
     return Summed(model).eval(), classes.tolist()
 
 
+def _as_float64(model: nn.Module) -> nn.Module:
+    import copy
+
+    return copy.deepcopy(model).double().eval()
+
+
 def _time(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
@@ -130,6 +136,15 @@ def speed(
 
     reference, mine = theirs().double(), ours()
     rel = float((mine - reference).norm() / reference.norm())
+    # The exact answer to the same quadrature: the model and inputs in float64. Where a
+    # float32 model has ReLU kinks or max-pool ties within an ulp of some path point, a
+    # one-ulp difference in the path point flips a unit, so two float32 implementations can
+    # differ by more than rounding; this column says which one is nearer the truth.
+    exact = integrated_gradients(
+        _as_float64(model), x.double(), target=classes, method="gausslegendre", steps=STEPS
+    ).attributions
+    rel_ours_exact = float((mine - exact).norm() / exact.norm())
+    rel_theirs_exact = float((reference - exact).norm() / exact.norm())
     times: dict[str, list[float]] = {"ours": [], "captum": []}
     for _ in range(rounds):  # alternate, so that load from other processes hits both alike
         times["captum"].append(_time(theirs))
@@ -162,6 +177,8 @@ def speed(
         "ours_again_s": ours_b,
         "speedup_vs_best": captum_b / ours_b,
         "attribution_rel_l2": rel,
+        "ours_vs_float64": rel_ours_exact,
+        "captum_vs_float64": rel_theirs_exact,
     }
 
 
@@ -212,10 +229,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument(
-        "--start", type=int, default=4, help="first step count of the adaptive ladder"
-    )
-    parser.add_argument("--cap", type=int, default=16384, help="max steps of the adaptive ladder")
+    parser.add_argument("--start", type=int, default=8, help="first step count of the ladder")
+    parser.add_argument("--cap", type=int, default=4096, help="max steps of the ladder")
+    parser.add_argument("--inputs", type=int, default=2, help="probe inputs of larger examples")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--append", type=Path, default=None, help="append a Markdown section here")
     args = parser.parse_args()
@@ -225,6 +241,8 @@ def main() -> None:
     workloads = [(n, m, x, c) for n, m, x, c, _ in examples]
     inputs = torch.rand(8, 3, 32, 32, generator=torch.Generator().manual_seed(1))
     workloads.append(("cifar-cnn (seeded init)", cifar, inputs, torch.arange(8) % 10))
+    larger = torch.rand(8, 3, 64, 64, generator=torch.Generator().manual_seed(2))
+    workloads.append(("cifar-cnn at 64x64", cifar, larger, torch.arange(8) % 10))
 
     speed_rows = []
     for n, m, x, c in [] if args.skip_speed else workloads:
@@ -234,7 +252,8 @@ def main() -> None:
             f"{row['workload']:28s} ours {row['ours_s'] * 1e3:8.1f} ms  captum default {row['captum_default_s'] * 1e3:8.1f} ms"
             f"  x{row['speedup_vs_default']:.2f}  | captum best (batch {row['captum_best_batch']}) "
             f"{row['captum_best_s'] * 1e3:8.1f} ms vs ours {row['ours_again_s'] * 1e3:8.1f} ms  x{row['speedup_vs_best']:.2f}"
-            f"  | rel L2 {row['attribution_rel_l2']:.1e}",
+            f"  | rel L2 {row['attribution_rel_l2']:.1e} (vs float64: ours {row['ours_vs_float64']:.1e},"
+            f" captum {row['captum_vs_float64']:.1e})",
             flush=True,
         )
     eval_rows = []
@@ -273,14 +292,16 @@ def _append(
             f"Speed: Gauss-Legendre, {STEPS} steps, same inputs and targets. Targets: >= {SPEED_TARGET} against "
             "Captum's default (one batch of every step), >= 1.0 against Captum's best `internal_batch_size`.",
             "",
-            "| workload | inputs | ours | Captum default | speed-up | Captum best batch | Captum best | ours | speed-up | attributions rel. L2 |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| workload | inputs | ours | Captum default | speed-up | Captum best batch | Captum best | ours | speed-up "
+            "| ours vs Captum, rel. L2 | ours vs float64 | Captum vs float64 |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in speed_rows:
             lines.append(
                 f"| {r['workload']} | {'x'.join(map(str, r['inputs']))} | {r['ours_s'] * 1e3:.1f} ms | {r['captum_default_s'] * 1e3:.1f} ms "
                 f"| {r['speedup_vs_default']:.2f} | {r['captum_best_batch']} | {r['captum_best_s'] * 1e3:.1f} ms "
-                f"| {r['ours_again_s'] * 1e3:.1f} ms | {r['speedup_vs_best']:.2f} | {r['attribution_rel_l2']:.1e} |"
+                f"| {r['ours_again_s'] * 1e3:.1f} ms | {r['speedup_vs_best']:.2f} | {r['attribution_rel_l2']:.1e} "
+                f"| {r['ours_vs_float64']:.1e} | {r['captum_vs_float64']:.1e} |"
             )
         lines.append("")
     if eval_rows:

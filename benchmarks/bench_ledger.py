@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from attest.ledger import audit_ledger, merkle, open_ledger
 from attest.ledger.entries import LedgerEntry
@@ -69,17 +70,21 @@ def entry_bytes(count: int, start: int = 0) -> list[bytes]:
 
 
 def _append_worker(
-    path: str, synchronous: str, start: int, count: int, barrier_time: float
+    path: str, synchronous: str, start: int, count: int, ready: Any, go: Any, done: Any
 ) -> None:
     with open_ledger(path, create=True, synchronous=synchronous) as ledger:  # type: ignore[arg-type]
-        while time.time() < barrier_time:
-            time.sleep(0.001)
+        make_entry(start)  # imports and pydantic warmed up before the clock starts
+        ready.put(os.getpid())
+        go.wait()
         for i in range(start, start + count):
             ledger.append(make_entry(i))
+    done.put(time.perf_counter())
 
 
-def appends_per_second(folder: Path, synchronous: Synchronous, count: int, processes: int) -> float:
-    path = folder / f"appends-{synchronous}-{processes}.sqlite"
+def appends_per_second(
+    folder: Path, synchronous: Synchronous, count: int, processes: int, round_number: int = 0
+) -> float:
+    path = folder / f"appends-{synchronous}-{processes}-{round_number}.sqlite"
     with open_ledger(path, create=True, synchronous=synchronous):
         pass
     if processes == 1:
@@ -89,28 +94,40 @@ def appends_per_second(folder: Path, synchronous: Synchronous, count: int, proce
                 ledger.append(make_entry(i))
             elapsed = time.perf_counter() - started
     else:
+        # the clock runs from the moment every worker is started and warm to the last append
         per = count // processes
-        go = time.time() + 1.0
         ctx = multiprocessing.get_context("spawn")
+        ready, done, go = ctx.Queue(), ctx.Queue(), ctx.Event()
         workers = [
-            ctx.Process(target=_append_worker, args=(str(path), synchronous, w * per, per, go))
+            ctx.Process(
+                target=_append_worker, args=(str(path), synchronous, w * per, per, ready, go, done)
+            )
             for w in range(processes)
         ]
         for w in workers:
             w.start()
+        for _ in workers:
+            ready.get(timeout=300)
+        started = time.perf_counter()
+        go.set()
+        finished = max(done.get(timeout=600) for _ in workers)
         for w in workers:
             w.join()
             assert w.exitcode == 0
-        elapsed = time.time() - go
+        elapsed = finished - started
         count = per * processes
     with open_ledger(path) as ledger:
         assert ledger.tree_head().size == count
     return count / elapsed
 
 
-def plain_sqlite_appends_per_second(folder: Path, synchronous: Synchronous, count: int) -> float:
+def plain_sqlite_appends_per_second(
+    folder: Path, synchronous: Synchronous, count: int, round_number: int = 0
+) -> float:
     """The alternative: an audit table without a Merkle tree, same journal and sync settings."""
-    db = sqlite3.connect(folder / f"plain-{synchronous}.sqlite", isolation_level=None)
+    db = sqlite3.connect(
+        folder / f"plain-{synchronous}-{round_number}.sqlite", isolation_level=None
+    )
     db.execute("PRAGMA journal_mode=WAL")
     db.execute(f"PRAGMA synchronous={synchronous.upper()}")
     db.execute("CREATE TABLE audit (idx INTEGER PRIMARY KEY, data BLOB NOT NULL)")
@@ -205,7 +222,8 @@ def time_proofs(path: Path, size: int, samples: int) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small sizes only")
-    parser.add_argument("--appends", type=int, default=4000, help="appends per append measurement")
+    parser.add_argument("--appends", type=int, default=3000, help="appends per append measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of append measurements")
     args = parser.parse_args(argv)
     sizes = [1_000, 10_000] if args.quick else [1_000, 100_000, 1_000_000]
     appends = 1000 if args.quick else args.appends
@@ -221,14 +239,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             "\n## appends per second (each append one transaction; entry built and canonicalized)"
         )
         print(
+            f"(medians of {args.rounds} rounds; in each round the plain table and the ledger run "
+            "back to back, so both see the same disk and CPU contention)"
+        )
+        print(
             "synchronous | processes | ledger appends/s | plain SQLite table appends/s | ledger/plain"
         )
         for synchronous in ("normal", "full"):
-            plain = plain_sqlite_appends_per_second(folder, synchronous, appends)
+            rates: dict[int, list[float]] = {1: [], 4: []}
+            ratios: dict[int, list[float]] = {1: [], 4: []}
+            plains: list[float] = []
+            for round_number in range(args.rounds):
+                plain = plain_sqlite_appends_per_second(folder, synchronous, appends, round_number)
+                plains.append(plain)
+                for processes in (1, 4):
+                    rate = appends_per_second(folder, synchronous, appends, processes, round_number)
+                    rates[processes].append(rate)
+                    ratios[processes].append(rate / plain)
             for processes in (1, 4):
-                rate = appends_per_second(folder, synchronous, appends, processes)
                 print(
-                    f"{synchronous:>11} | {processes:>9} | {rate:16.0f} | {plain:28.0f} | {rate / plain:.2f}"
+                    f"{synchronous:>11} | {processes:>9} | {statistics.median(rates[processes]):16.0f} | "
+                    f"{statistics.median(plains):28.0f} | {statistics.median(ratios[processes]):.2f}"
                 )
         print("\n## proofs (O(log n) reads of stored subtree hashes)")
         print(

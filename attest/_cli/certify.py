@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,8 @@ def parse_at(text: str | None) -> datetime | None:
         return None
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
     except ValueError:
         raise InputError(
             f"--at {text!r} is not a date or timestamp",
@@ -279,6 +281,8 @@ def certify(
             click.echo(f"certificate: {result.certificate_path}")
         else:
             click.echo("no certificate written: the policy failed")
+            if output.exists():
+                click.echo(f"note: {output} is an older certificate; it does not cover this run")
         click.echo(f"evidence:    {result.evidence_path}")
         click.echo(f"findings:    {result.findings_path}")
         if result.report_path:

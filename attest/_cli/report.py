@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from attest.errors import AttestError
+
 _existing = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -54,7 +56,13 @@ def report(
     SOURCE is gradient_certificate.json or evidence.json. Nothing is fetched when the report
     is opened; it states which numbers it verified by signature (with --trust) and which not.
     """
-    from attest.report.html import write_report
+    try:
+        from attest.report.html import write_report
+    except ModuleNotFoundError as exc:  # matplotlib/numpy are the report extra, not the core
+        raise AttestError(
+            f"attest report needs {exc.name}, which is not installed",
+            hint="pip install 'gradient-attest[report]'",
+        ) from None
 
     result = write_report(
         source, out, findings=findings, trust=trust, evidence=evidence, artifacts=list(artifacts)

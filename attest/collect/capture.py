@@ -66,6 +66,12 @@ def op_name(func: Any) -> str:
 
 def flat_tensors(value: Any) -> list[torch.Tensor]:
     """All tensors in a (nested) op output, in pytree order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)) and all(
+        isinstance(v, torch.Tensor) or v is None for v in value
+    ):
+        return [v for v in value if v is not None]
     leaves, _ = tree_flatten(value)
     return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
 

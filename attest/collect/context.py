@@ -80,6 +80,8 @@ class CheckSettings:
     ig_memory_budget_bytes: int = 256 * 1024 * 1024
     ig_repeats: int = 3
     ig_max_inputs: int | None = None  # IG on the first k probe inputs (None: all)
+    ig_near_miss_factor: float = 10.0  # warn, not fail: error <= this * tolerance at the cap...
+    ig_near_miss_min_reduction: float = 4.0  # ...and it fell by this factor as steps doubled
     ig_baseline_max_target_probability: float = 0.5  # fail: baseline reads as the target
     ig_baseline_min_entropy_ratio: float = 0.5  # warn: softmax at the baseline far from uniform
     ig_baseline_max_output_ratio: float = 0.5  # non-classifiers: fail when |F(b)| > this * |F(x)|

@@ -155,7 +155,11 @@ def _vjp(
 
 
 def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
-    return float(sum(float((x * y).sum()) for x, y in zip(a, b, strict=True)))
+    """Sum of the elementwise products of two tensor lists (one fused kernel per pair)."""
+    total = 0.0
+    for x, y in zip(a, b, strict=True):
+        total += float(torch.dot(x.reshape(-1), y.reshape(-1).to(x.dtype)))
+    return total
 
 
 def _norm(a: Sequence[torch.Tensor]) -> float:
@@ -243,9 +247,13 @@ def _random_direction_check(
     def error_at(eps: float) -> float:
         worst = 0.0
         for v, u, analytic, g_norm in cases:
-            plus = _evaluate(fn, [x + eps * d for x, d in zip(inputs, v, strict=True)], keep)
-            minus = _evaluate(fn, [x - eps * d for x, d in zip(inputs, v, strict=True)], keep)
-            numeric = _dot(u, [(p - m) / (2 * eps) for p, m in zip(plus, minus, strict=True)])
+            plus = _evaluate(
+                fn, [torch.add(x, d, alpha=eps) for x, d in zip(inputs, v, strict=True)], keep
+            )
+            minus = _evaluate(
+                fn, [torch.add(x, d, alpha=-eps) for x, d in zip(inputs, v, strict=True)], keep
+            )
+            numeric = (_dot(u, plus) - _dot(u, minus)) / (2 * eps)
             if not math.isfinite(numeric):
                 return math.inf
             scale = max(abs(analytic), abs(numeric), floor_factor * g_norm)

@@ -64,7 +64,7 @@ TargetArg = int | str | torch.Tensor | Callable[[torch.Tensor], torch.Tensor]
 _MEMORY_SAFETY_FACTOR = 1.5
 # On CPU, chunks whose estimated working set is about this size ran fastest (benchmarks/bench_ig.py);
 # one batch of every step, Captum's default, was up to 2x slower.
-CPU_WORKING_SET_BYTES = 32 * 1024 * 1024
+CPU_WORKING_SET_BYTES = 64 * 1024 * 1024
 # Bytes per path sample measured by the probe step, per model and input shape: activation
 # memory does not depend on the weights' values, so a repeat run need not probe again.
 _SAMPLE_BYTES: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, ...], int]] = (

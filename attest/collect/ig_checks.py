@@ -19,7 +19,6 @@ the orchestrator to copy into ``Evidence.attributions``. Monotonicity and Spearm
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,12 +29,18 @@ import torch
 
 from attest.collect._ig_analysis import (
     baseline_neutrality,
-    cascade_layers,
-    path_behaviour,
-    randomize_layer,
-    spearman,
 )
-from attest.collect.context import CollectContext
+from attest.collect._ig_path_checks import (
+    determinism,
+    finite_or_none,
+    first_nonfinite,
+    input_subject,
+    monotonicity,
+    randomization,
+    status_counts,
+    summary_max,
+)
+from attest.collect.context import CheckSettings, CollectContext
 from attest.collect.ig import (
     BASELINES,
     IGResult,
@@ -43,7 +48,7 @@ from attest.collect.ig import (
     integrated_gradients,
     make_baseline,
 )
-from attest.evidence import CheckItem, CheckResult, ItemStatus, Metric, Subject
+from attest.evidence import CheckItem, CheckResult, ItemStatus, Metric
 
 __all__ = ["IG_CHECKS", "run"]
 
@@ -55,15 +60,6 @@ IG_CHECKS: tuple[str, ...] = (
     "ig_randomization",
     "ig_determinism",
 )
-
-
-def _finite(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None
-
-
-def _first_nonfinite(array: np.ndarray) -> list[int] | None:
-    bad = np.argwhere(~np.isfinite(array))
-    return [int(v) for v in bad[0]] if bad.size else None
 
 
 @contextmanager
@@ -111,8 +107,11 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "seed": settings.seed,
         "inputs_analysed": int(inputs.shape[0]),
     }
+    progress = ctx.extras.get("attest.progress")  # set by the collector on a terminal
+    say: Callable[[str], None] = progress if callable(progress) else (lambda _text: None)
     with _threads(spec.threads):
         try:
+            say(f"integrated gradients: {settings.ig_method}, up to {settings.ig_max_steps} steps")
             model = ctx.fresh_model()
             baseline = make_baseline(spec.baseline, inputs, seed=settings.seed)
             main = integrated_gradients(
@@ -139,19 +138,20 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         )
         duration = time.perf_counter() - started
         results = [
-            _completeness(main, settings.ig_tolerance, base_params, duration),
+            _completeness(main, settings, base_params, duration),
             _convergence(main, settings, base_params, duration),
         ]
         steps = (
             ("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params)),
-            ("ig_monotonicity", lambda: _monotonicity(ctx, main, base_params)),
-            ("ig_randomization", lambda: _randomization(ctx, inputs, baseline, main, base_params)),
+            ("ig_monotonicity", lambda: monotonicity(ctx, main, base_params)),
+            ("ig_randomization", lambda: randomization(ctx, inputs, baseline, main, base_params)),
             (
                 "ig_determinism",
-                lambda: _determinism(ctx, model, inputs, baseline, main, base_params),
+                lambda: determinism(ctx, model, inputs, baseline, main, base_params),
             ),
         )
         for check, compute in steps:
+            say(f"integrated gradients: {check}")
             results.append(_guarded(check, compute))
     ctx.extras["ig_attributions"] = encode_attributions(
         main.attributions.cpu().numpy(),
@@ -177,46 +177,69 @@ def _guarded(check: str, compute: Callable[[], CheckResult]) -> CheckResult:
     return result
 
 
-def _input_subject(i: int, indices: list[int] | None = None) -> Subject:
-    return Subject(kind="input", input_index=i, indices=indices)
-
-
-def _summary_max(items: list[CheckItem], metric: str) -> Metric:
-    values = [
-        v
-        for i in items
-        if isinstance(v := i.metrics.get(metric), int | float) and not isinstance(v, bool)
-    ]
-    return max(values) if values else None
-
-
-def _counts(items: list[CheckItem]) -> dict[str, Metric]:
-    return {f"items_{s}": sum(1 for i in items if i.status == s) for s in ("pass", "warn", "fail")}
-
-
 # ----------------------------------------------------------------------------- completeness
 
 
+def _error_curve(
+    main: IGResult, i: int
+) -> tuple[list[int], list[float | None], list[float | None]]:
+    """Input ``i``'s step counts, completeness errors and attribution changes per level."""
+    steps, errors, changes = [], [], []
+    for level in main.error_curve:
+        if i in level["inputs"]:
+            k = level["inputs"].index(i)
+            steps.append(level["steps"])
+            errors.append(level["rel_error"][k])
+            changes.append(level["attribution_change"][k])
+    return steps, errors, changes
+
+
+def _near_miss(errors: list[float | None], tolerance: float, settings: CheckSettings) -> bool:
+    """Over the tolerance at the step cap, but by at most ``ig_near_miss_factor`` and still
+    falling (its largest value on the curve is at least ``ig_near_miss_min_reduction`` times
+    the final one): the quadrature needs more steps, the model is not at fault. A jump along the
+    path, a severed gradient or a NaN keeps the error where it started."""
+    finite = [e for e in errors if e is not None]
+    if len(finite) < 2 or len(finite) != len(errors):
+        return False
+    final = finite[-1]
+    return (
+        final <= settings.ig_near_miss_factor * tolerance
+        and max(finite) >= settings.ig_near_miss_min_reduction * final
+    )
+
+
 def _completeness(
-    main: IGResult, tolerance: float, params: dict[str, Any], duration: float
+    main: IGResult, settings: CheckSettings, params: dict[str, Any], duration: float
 ) -> CheckResult:
+    tolerance = settings.ig_tolerance
     attributions = main.attributions.cpu().numpy()
     items = []
     for i in range(len(main.f_input)):
-        bad = _first_nonfinite(attributions[i])
+        bad = first_nonfinite(attributions[i])
         rel = main.completeness_rel_error[i]
         metrics: dict[str, Metric] = {
-            "completeness_rel_error": _finite(rel),
-            "completeness_abs_error": _finite(main.completeness_abs_error[i]),
-            "f_input": _finite(main.f_input[i]),
-            "f_baseline": _finite(main.f_baseline[i]),
-            "attribution_sum": _finite(main.attribution_sum[i]),
+            "completeness_rel_error": finite_or_none(rel),
+            "completeness_abs_error": finite_or_none(main.completeness_abs_error[i]),
+            "f_input": finite_or_none(main.f_input[i]),
+            "f_baseline": finite_or_none(main.f_baseline[i]),
+            "attribution_sum": finite_or_none(main.attribution_sum[i]),
             "steps_used": int(main.steps_used[i]),
             "nonfinite_attributions": int((~np.isfinite(attributions[i])).sum()),
         }
         status: ItemStatus
         if bad is not None:
             status, message = "fail", f"non-finite attribution at index {tuple(bad)}"
+        elif (
+            np.isfinite(rel)
+            and rel > tolerance
+            and _near_miss(_error_curve(main, i)[1], tolerance, settings)
+        ):
+            status = "warn"
+            message = (
+                f"sum of attributions misses F(x) - F(b) by {rel:.3g} relative (tolerance "
+                f"{tolerance:g}) at the step cap, still falling: raise ig_max_steps"
+            )
         elif not np.isfinite(rel) or rel > tolerance:
             status = "fail"
             message = f"sum of attributions misses F(x) - F(b) by {rel:.3g} relative (tolerance {tolerance:g})"
@@ -224,7 +247,7 @@ def _completeness(
             status, message = "pass", f"completeness error {rel:.3g} relative"
         items.append(
             CheckItem(
-                subject=_input_subject(i, bad), status=status, metrics=metrics, message=message
+                subject=input_subject(i, bad), status=status, metrics=metrics, message=message
             )
         )
     return CheckResult(
@@ -233,11 +256,13 @@ def _completeness(
         parameters={
             **params,
             "tolerance": tolerance,
+            "near_miss_factor": settings.ig_near_miss_factor,
+            "near_miss_min_reduction": settings.ig_near_miss_min_reduction,
             "error": "|sum(attr) - (F(x) - F(b))| / |F(x) - F(b)|",
         },
         summary={
-            "max_completeness_rel_error": _summary_max(items, "completeness_rel_error"),
-            **_counts(items),
+            "max_completeness_rel_error": summary_max(items, "completeness_rel_error"),
+            **status_counts(items),
         },
         items=items,
         duration_s=duration,
@@ -248,17 +273,11 @@ def _completeness(
 
 
 def _convergence(
-    main: IGResult, settings: Any, params: dict[str, Any], duration: float
+    main: IGResult, settings: CheckSettings, params: dict[str, Any], duration: float
 ) -> CheckResult:
     items = []
     for i in range(len(main.f_input)):
-        steps, errors, changes = [], [], []
-        for level in main.error_curve:
-            if i in level["inputs"]:
-                k = level["inputs"].index(i)
-                steps.append(level["steps"])
-                errors.append(level["rel_error"][k])
-                changes.append(level["attribution_change"][k])
+        steps, errors, changes = _error_curve(main, i)
         finite = [e for e in errors if e is not None]
         converged = bool(main.converged[i])
         metrics: dict[str, Metric] = {
@@ -278,15 +297,22 @@ def _convergence(
             message = (
                 f"completeness error under {settings.ig_tolerance:g} at {main.steps_used[i]} steps"
             )
+        elif _near_miss(errors, settings.ig_tolerance, settings):
+            status = "warn"
+            message = (
+                f"completeness error {errors[-1]:.3g} at the cap of {settings.ig_max_steps} steps, "
+                f"still falling as steps double: raise ig_max_steps"
+            )
         else:
             status = "fail"
             message = (
                 f"completeness error still {errors[-1] if errors else None} at {main.steps_used[i]} steps "
-                f"(max {settings.ig_max_steps}); the path may have a jump the quadrature cannot integrate"
+                f"(max {settings.ig_max_steps}) and not falling as steps double: the path may have a "
+                "jump the quadrature cannot integrate (see ig_monotonicity)"
             )
         items.append(
             CheckItem(
-                subject=_input_subject(i),
+                subject=input_subject(i),
                 status=status,
                 metrics=metrics,
                 message=message,
@@ -306,7 +332,7 @@ def _convergence(
         summary={
             "max_steps_used": int(main.steps_used.max()),
             "total_evaluations": int(main.evaluations.sum()),
-            **_counts(items),
+            **status_counts(items),
         },
         items=items,
         duration_s=duration,
@@ -338,7 +364,9 @@ def _baseline(
         chosen = baseline_neutrality(model(main.baseline.to(inputs.dtype)), out_x, classes)
     items = []
     for i in range(inputs.shape[0]):
-        metrics = {k: _finite(v[i]) if isinstance(v, np.ndarray) else v for k, v in chosen.items()}
+        metrics = {
+            k: finite_or_none(v[i]) if isinstance(v, np.ndarray) else v for k, v in chosen.items()
+        }
         status: ItemStatus
         if chosen["classifier"]:
             p_b, entropy = (
@@ -362,9 +390,9 @@ def _baseline(
             else:
                 status, message = "pass", f"|F(baseline)| is {ratio:.3g} of |F(x)|"
         items.append(
-            CheckItem(subject=_input_subject(i), status=status, metrics=metrics, message=message)
+            CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
         )
-    summary: dict[str, Metric] = {**_counts(items), "classifier": bool(chosen["classifier"])}
+    summary: dict[str, Metric] = {**status_counts(items), "classifier": bool(chosen["classifier"])}
     for kind, reading in readings.items():
         for key in (
             "baseline_entropy_ratio",
@@ -373,7 +401,7 @@ def _baseline(
         ):
             values = reading.get(key)
             if isinstance(values, np.ndarray) and values.size:
-                summary[f"{kind}_{key}_mean"] = _finite(float(np.mean(values)))
+                summary[f"{kind}_{key}_mean"] = finite_or_none(float(np.mean(values)))
     return CheckResult(
         check="ig_baseline",
         status="computed",
@@ -385,267 +413,5 @@ def _baseline(
             "baselines_compared": list(BASELINES),
         },
         summary=summary,
-        items=items,
-    )
-
-
-# ----------------------------------------------------------------------------- monotonicity
-
-
-def _monotonicity(ctx: CollectContext, main: IGResult, params: dict[str, Any]) -> CheckResult:
-    settings = ctx.settings
-    assert main.path is not None
-    items = []
-    for i, samples in enumerate(main.path):
-        reading = path_behaviour(samples, flip_tolerance=settings.ig_monotonicity_flip_tolerance)
-        metrics: dict[str, Metric] = {
-            k: v for k, v in reading.items() if not isinstance(v, dict | list)
-        }
-        status: ItemStatus
-        if reading["nonfinite_nodes"]:
-            status = "fail"
-            message = f"F or the integrand is not finite at t = {reading['first_nonfinite_t']}"
-        elif reading["max_jump_ratio"] > settings.ig_monotonicity_max_jump:
-            status = "fail"
-            message = (
-                f"F jumps by {reading['max_jump_ratio']:.3g} of the path's variation between "
-                f"t = {reading['jump_interval'][0]:.6g} and {reading['jump_interval'][1]:.6g}"
-            )
-        elif reading["max_spike_share"] > settings.ig_monotonicity_max_spike_share:
-            status = "fail"
-            message = (
-                f"the integrand spikes to {reading['max_spike_ratio']:.3g}x its mean magnitude at "
-                f"t = {reading['spike_t']:.6g} (step {reading['spike_step']})"
-            )
-        elif reading["sign_flips_beyond_tolerance"]:
-            status = "warn"
-            message = (
-                f"the integrand changes sign {reading['sign_flips_beyond_tolerance']} times beyond "
-                f"tolerance, first near t = {reading['first_flip_t']:.6g}; F is not monotone along the path"
-            )
-        else:
-            status, message = "pass", "F and the integrand behave along the path"
-        items.append(
-            CheckItem(
-                subject=_input_subject(i),
-                status=status,
-                metrics=metrics,
-                message=message,
-                details={k: v for k, v in reading.items() if isinstance(v, dict | list)},
-            )
-        )
-    return CheckResult(
-        check="ig_monotonicity",
-        status="computed",
-        parameters={
-            **params,
-            "max_jump": settings.ig_monotonicity_max_jump,
-            "max_spike_share": settings.ig_monotonicity_max_spike_share,
-            "flip_tolerance": settings.ig_monotonicity_flip_tolerance,
-            "scale": "path variation V = max(integral |dF/dt| dt, |F(x) - F(b)|)",
-        },
-        summary={
-            "max_jump_ratio": _summary_max(items, "max_jump_ratio"),
-            "max_spike_ratio": _summary_max(items, "max_spike_ratio"),
-            "max_sign_flips": _summary_max(items, "sign_flips"),
-            **_counts(items),
-        },
-        items=items,
-    )
-
-
-# ----------------------------------------------------------------------------- randomization
-
-
-def _randomization(
-    ctx: CollectContext,
-    inputs: torch.Tensor,
-    baseline: torch.Tensor,
-    main: IGResult,
-    params: dict[str, Any],
-) -> CheckResult:
-    settings = ctx.settings
-    k = max(1, min(settings.ig_randomization_inputs, inputs.shape[0]))
-    x, b = inputs[:k], baseline[:k]
-    target: Any = (
-        torch.from_numpy(main.target_classes[:k]) if main.target_classes is not None else "argmax"
-    )
-    model = ctx.fresh_model()
-    layers = cascade_layers(model, x[:1])
-    if not layers:
-        return CheckResult(
-            check="ig_randomization", status="not_computed", reason="the model has no parameters"
-        )
-
-    def attribute(net: torch.nn.Module) -> np.ndarray:
-        result = integrated_gradients(
-            net,
-            x,
-            target=target,
-            baseline=b,
-            method=settings.ig_method,
-            steps=settings.ig_steps,
-            memory_budget_bytes=settings.ig_memory_budget_bytes,
-            return_diagnostics=False,
-        )
-        return result.attributions.reshape(k, -1).cpu().numpy()
-
-    original = attribute(model)
-    count = len(layers)
-    checkpoints = sorted(
-        {
-            round(1 + j * (count - 1) / max(1, settings.ig_randomization_max_layers - 1))
-            for j in range(min(count, settings.ig_randomization_max_layers))
-        }
-    )
-    curve: list[dict[str, Any]] = []
-    randomized = 0
-    for stop in checkpoints:
-        while randomized < stop:
-            randomize_layer(layers[randomized][1], seed=settings.seed + randomized)
-            randomized += 1
-        attributions = attribute(model)
-        curve.append(
-            {
-                "layers_randomized": stop,
-                "last_layer": layers[stop - 1][0],
-                "spearman": [spearman(original[i], attributions[i]) for i in range(k)],
-                "spearman_abs": [
-                    spearman(np.abs(original[i]), np.abs(attributions[i])) for i in range(k)
-                ],
-            }
-        )
-    items = []
-    for i in range(k):
-        per_layer = [c["spearman"][i] for c in curve]
-        final = per_layer[-1]
-        metrics: dict[str, Metric] = {
-            "spearman_top_layer": per_layer[0],
-            "spearman_final": final,
-            "spearman_abs_final": curve[-1]["spearman_abs"][i],
-            "layers_randomized": count,
-        }
-        status: ItemStatus
-        if not np.any(original[i]):
-            status, message = "not_computed", "the original attributions are all zero"
-        elif final is None:
-            status, message = (
-                "pass",
-                "attributions of the randomized model are constant (no rank order left)",
-            )
-        elif abs(final) >= settings.ig_randomization_max_spearman:
-            status = "fail"
-            message = (
-                f"attributions barely change when all {count} parameterized layers are randomized "
-                f"(Spearman {final:.3f}): they reflect the input, not what the model learned"
-            )
-        else:
-            status, message = (
-                "pass",
-                f"Spearman falls to {final:.3f} after randomizing {count} layers",
-            )
-        items.append(
-            CheckItem(
-                subject=_input_subject(i),
-                status=status,
-                metrics=metrics,
-                message=message,
-                details={
-                    "layers": [c["last_layer"] for c in curve],
-                    "layers_randomized": [c["layers_randomized"] for c in curve],
-                    "spearman": per_layer,
-                    "spearman_abs": [c["spearman_abs"][i] for c in curve],
-                },
-            )
-        )
-    return CheckResult(
-        check="ig_randomization",
-        status="computed",
-        parameters={
-            **params,
-            "steps": settings.ig_steps,
-            "inputs_used": k,
-            "max_spearman": settings.ig_randomization_max_spearman,
-            "cascade": [name for name, _ in layers],
-            "reinit": "reset_parameters() under torch.manual_seed(seed + layer), else normal with the tensor's std",
-        },
-        summary={"max_abs_spearman_final": _summary_max(items, "spearman_final"), **_counts(items)},
-        items=items,
-    )
-
-
-# ----------------------------------------------------------------------------- determinism
-
-
-def _determinism(
-    ctx: CollectContext,
-    model: torch.nn.Module,
-    inputs: torch.Tensor,
-    baseline: torch.Tensor,
-    main: IGResult,
-    params: dict[str, Any],
-) -> CheckResult:
-    settings = ctx.settings
-    repeats = max(2, settings.ig_repeats)
-    target: Any = (
-        torch.from_numpy(main.target_classes) if main.target_classes is not None else "argmax"
-    )
-    runs = [
-        integrated_gradients(
-            model,
-            inputs,
-            target=target,
-            baseline=baseline,
-            method=settings.ig_method,
-            steps=settings.ig_steps,
-            memory_budget_bytes=settings.ig_memory_budget_bytes,
-            return_diagnostics=False,
-        )
-        .attributions.cpu()
-        .numpy()
-        for _ in range(repeats)
-    ]
-    items = []
-    for i in range(inputs.shape[0]):
-        reference = runs[0][i]
-        digests = [hashlib.sha256(np.ascontiguousarray(r[i]).tobytes()).hexdigest() for r in runs]
-        equal = [d == digests[0] for d in digests]
-        with np.errstate(invalid="ignore"):
-            diffs = [np.abs(r[i] - reference) for r in runs[1:]]
-        max_diff = max((float(np.nanmax(d)) if d.size else 0.0) for d in diffs)
-        scale = float(np.nanmax(np.abs(reference))) if reference.size else 0.0
-        first: list[int] | None = None
-        for r in runs[1:]:
-            mismatch = np.argwhere(~((r[i] == reference) | (np.isnan(r[i]) & np.isnan(reference))))
-            if mismatch.size:
-                first = [int(v) for v in mismatch[0]]
-                break
-        bit_exact = all(equal)
-        metrics: dict[str, Metric] = {
-            "bit_exact": bit_exact,
-            "bit_exact_rate": sum(equal) / len(equal),
-            "max_abs_diff": _finite(max_diff),
-            "max_rel_diff": _finite(max_diff / scale) if scale > 0 else None,
-            "repeats": repeats,
-        }
-        message = (
-            "bit-exact"
-            if bit_exact
-            else f"attributions differ between repeats, first at index {tuple(first or [])}"
-        )
-        items.append(
-            CheckItem(
-                subject=_input_subject(i, None if bit_exact else first),
-                status="pass" if bit_exact else "fail",
-                metrics=metrics,
-                message=message,
-                details={"sha256": digests[0]},
-            )
-        )
-    return CheckResult(
-        check="ig_determinism",
-        status="computed",
-        parameters={**params, "repeats": repeats, "steps": settings.ig_steps},
-        summary={"bit_exact": all(bool(i.metrics["bit_exact"]) for i in items), **_counts(items)},
         items=items,
     )

@@ -6,9 +6,12 @@ nothing else computes them.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import math
+import sys
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -18,6 +21,7 @@ __all__ = [
     "fidelity_pct",
     "relative_deviation",
     "relative_error",
+    "squared_error_sums",
     "stability_score",
     "tensor_sha256",
     "tensors_sha256",
@@ -77,10 +81,45 @@ def _bit_view(tensor: torch.Tensor) -> torch.Tensor:
     return flat
 
 
+def _load_memcmp() -> Any:
+    """libc's ``memcmp``, or None where it cannot be loaded.
+
+    Why hand-written: ``torch.equal`` on CPU compares element by element through
+    TensorIterator, 5-9 times slower than ``memcmp`` on the same bytes (measured on the
+    profiler's repeat runs, where comparing every operator's output and gradient with run 0
+    dominated the cost). Only used for dense CPU tensors of identical layout, where equal
+    raw bytes is exactly what ``memcmp`` decides.
+    """
+    try:
+        libc = ctypes.CDLL(None) if sys.platform != "win32" else ctypes.cdll.msvcrt
+        func = libc.memcmp
+    except (OSError, AttributeError):
+        return None
+    func.restype = ctypes.c_int
+    func.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return func
+
+
+_MEMCMP = _load_memcmp()
+
+
+def _dense_same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device.type != "cpu" or b.device.type != "cpu" or a.stride() != b.stride():
+        return False
+    if a.is_conj() or b.is_conj() or a.is_neg() or b.is_neg():  # lazy bits: bytes != values
+        return False
+    return (a.is_contiguous() and b.is_contiguous()) or (
+        a.dim() == 4
+        and a.is_contiguous(memory_format=torch.channels_last)
+        and b.is_contiguous(memory_format=torch.channels_last)
+    )
+
+
 def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when ``a`` and ``b`` have the same dtype, shape and raw bytes (NaN == NaN, -0 != +0).
 
-    Floating-point values are reinterpreted as integers of the same width (``Tensor.view``
+    Dense CPU tensors of the same layout are compared with ``memcmp``; otherwise
+    floating-point values are reinterpreted as integers of the same width (``Tensor.view``
     with a dtype of the same size works on any strides, without a copy) and compared with
     one ``torch.equal``.
     """
@@ -88,6 +127,9 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if a.device != b.device:
         b = b.to(a.device)
+    if _MEMCMP is not None and _dense_same_layout(a, b):
+        nbytes = a.numel() * a.element_size()
+        return nbytes == 0 or int(_MEMCMP(a.data_ptr(), b.data_ptr(), nbytes)) == 0
     if a.is_complex():
         a, b = torch.view_as_real(a.detach()), torch.view_as_real(b.detach())
     if a.is_floating_point():
@@ -127,6 +169,26 @@ def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
     return worst / scale if scale > 0.0 else math.inf
 
 
+def squared_error_sums(a: torch.Tensor, ref: torch.Tensor) -> tuple[float, float] | None:
+    """``(||a - ref||^2, ||ref||^2)`` in float64, or None when either side holds NaN or Inf.
+
+    One fused pass per term (``torch.dot`` of the flattened difference with itself and of
+    the reference with itself): a non-finite element makes a sum non-finite, so no separate
+    ``isfinite`` scan is needed. (Finite values above ~1e154 would overflow the square and
+    read as undefined too; no activation or gradient of a working model is that large.)
+    """
+    x = a.detach().reshape(-1).to(torch.float64)
+    r = ref.detach().reshape(-1).to(device=x.device, dtype=torch.float64)
+    if x.numel() == 0:
+        return 0.0, 0.0
+    diff = x - r
+    num = float(torch.dot(diff, diff))
+    den = float(torch.dot(r, r))
+    if not (math.isfinite(num) and math.isfinite(den)):
+        return None
+    return num, den
+
+
 def relative_error(values: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float | None:
     """``||a - ref|| / ||ref||`` (2-norms in float64) over all pairs taken together.
 
@@ -139,12 +201,11 @@ def relative_error(values: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float
     for a, ref in values:
         if a.shape != ref.shape:
             return None
-        x = a.detach().to(torch.float64)
-        r = ref.detach().to(device=x.device, dtype=torch.float64)
-        if not (bool(torch.isfinite(x).all()) and bool(torch.isfinite(r).all())):
+        sums = squared_error_sums(a, ref)
+        if sums is None:
             return None
-        num += float(torch.linalg.vector_norm(x - r)) ** 2
-        den += float(torch.linalg.vector_norm(r)) ** 2
+        num += sums[0]
+        den += sums[1]
         seen = True
     if not seen:
         return None

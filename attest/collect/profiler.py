@@ -45,7 +45,12 @@ from attest.collect.capture import (
     run_model,
 )
 from attest.collect.context import CollectContext, precision_dtype
-from attest.collect.metrics import bits_equal, relative_error, tensors_sha256
+from attest.collect.metrics import (
+    bits_equal,
+    relative_error,
+    squared_error_sums,
+    tensors_sha256,
+)
 from attest.collect.repeats import LiveBytes, RepeatCapture, RunComparison
 from attest.evidence import CheckResult
 
@@ -323,14 +328,21 @@ def _allocated(device: torch.device) -> int:
 
 
 def _cast_down(value: Any, low: torch.dtype) -> Any:
-    def cast(v: Any) -> Any:
-        if isinstance(v, torch.Tensor) and v.dtype == torch.float64:
-            return v.detach().to(low)
-        if isinstance(v, torch.dtype) and v == torch.float64:
-            return low
-        return v
+    """``value`` (an ATen argument: tensor, dtype, scalar, or a list/tuple/dict of them) with
+    float64 tensors cast to ``low`` and the dtype float64 replaced by ``low``.
 
-    return tree_map(cast, value)
+    A plain recursion rather than ``tree_map``: ATen arguments are at most one level of
+    lists, and this runs for every forward and backward call of the float64 run.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(low) if value.dtype == torch.float64 else value
+    if isinstance(value, torch.dtype):
+        return low if value == torch.float64 else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_down(v, low) for v in value)
+    if isinstance(value, dict):
+        return {k: _cast_down(v, low) for k, v in value.items()}
+    return value
 
 
 class _Aligner:
@@ -436,31 +448,33 @@ class _FidelityObserver(CaptureObserver):
         for lo, ref in zip(local, call.outputs, strict=False):
             if not (ref.is_floating_point() and lo.is_floating_point()) or lo.shape != ref.shape:
                 continue
-            x = lo.detach().to(torch.float64)
-            r = ref.detach().to(device=x.device, dtype=torch.float64)
-            if not (bool(torch.isfinite(x).all()) and bool(torch.isfinite(r).all())):
+            sums = squared_error_sums(lo, ref)
+            if sums is None:
                 measure.local_grad_failed = "non-finite values in the backward computation"
                 return
-            measure.local_grad_sq[0] += float(torch.linalg.vector_norm(x - r)) ** 2
-            measure.local_grad_sq[1] += float(torch.linalg.vector_norm(r)) ** 2
+            measure.local_grad_sq[0] += sums[0]
+            measure.local_grad_sq[1] += sums[1]
 
 
 def _run_alone(
     func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], low: torch.dtype
 ) -> list[torch.Tensor]:
-    """Run one ATen call on its float64 inputs cast down to ``low``; written arguments are
-    copies, so the float64 run is not disturbed."""
+    """Run one ATen call on its float64 inputs cast down to ``low`` (``args``/``kwargs`` as
+    the call read them, see ``ForwardCall.inputs``); a written argument that the cast left
+    as it was is copied first, so the float64 run is not disturbed."""
     low_args = _cast_down(args, low)
     low_kwargs = _cast_down(kwargs, low)
-    written = {id(t) for t in _written_args(func, args, kwargs)}
+    written = _written_args(func, low_args, low_kwargs)
     if written:
-        low_args = tree_map(
-            lambda v: v.clone() if isinstance(v, torch.Tensor) and id(v) in written else v, low_args
-        )
-        low_kwargs = tree_map(
-            lambda v: v.clone() if isinstance(v, torch.Tensor) and id(v) in written else v,
-            low_kwargs,
-        )
+        originals = {id(t) for t in flat_tensors((args, kwargs))}
+        shared = {id(t) for t in written if id(t) in originals}
+        if shared:
+
+            def copy(v: Any) -> Any:
+                return v.clone() if isinstance(v, torch.Tensor) and id(v) in shared else v
+
+            low_args = tree_map(copy, low_args)
+            low_kwargs = tree_map(copy, low_kwargs)
     with torch.no_grad():
         out = func(*low_args, **low_kwargs)
     return flat_tensors(out)

@@ -4,19 +4,20 @@ Model level (:mod:`attest.collect.hessian_vector`): for ``second_order_direction
 directions, ``Hv`` of the probe objective by double backward against central differences of
 the gradient, in float64.
 
-Operator level: each distinct ATen operator of the forward pass (its first call) and each
-custom ``torch.autograd.Function`` is probed for twice-differentiability on its captured
-inputs: the gradient map ``x -> J(x)^T u`` (seeded ``u``) is built with ``create_graph=True``
-and differentiated once more. An operator fails, and is named, when that double backward
+Operator level: each custom ``torch.autograd.Function`` (always) and, when a model-level
+direction fails or raises (or ``settings.extra["second_order_operator_probe"]`` is true),
+each distinct ATen operator of the forward pass (its first call) is probed for
+twice-differentiability on its captured inputs: the gradient map ``x -> J(x)^T u`` (seeded
+``u``) is built with ``create_graph=True`` and differentiated once more. An operator fails, and is named, when that double backward
 raises (no double-backward formula, a Function marked ``@once_differentiable``), or when the
 gradient map depends on ``x`` for finite differences while autograd does not track it (a
 backward computed under ``no_grad`` or from detached values). When an operator's gradient
 map is tracked, it is a pass; a gradient map that is constant for both is a linear operator.
 
-The gradient map of each operator is also checked against finite differences like a backward
-(``torch.autograd.gradgradcheck`` on small inputs, seeded directions otherwise) for every
-custom Function, and for every ATen operator when a model-level direction failed (to localize
-the failure) or when ``settings.extra["second_order_operator_fd"]`` is true.
+The probe is one seeded direction; custom Functions, and every operator when localizing a
+model-level failure, get the full ``K`` directions (plus ``torch.autograd.gradgradcheck`` on
+small inputs). When the model-level products agree, every operator's double backward has
+already been exercised along random directions, so the ATen operators are not probed alone.
 
 Second-order failures that a first-order defect explains (a custom Function with a wrong
 backward, a gradient path severed by ``detach``) are kept as warnings that name the cause.
@@ -361,14 +362,16 @@ def run(ctx: CollectContext) -> CheckResult:
             check="second_order", status="not_computed", parameters=parameters, reason=model_items
         )
     items = list(model_items)
-    localize = any(i.status == "fail" for i in items) or bool(
-        extra.get("second_order_operator_fd", False)
-    )
-    parameters["operator_finite_differences"] = localize
+    # The model-level products run every operator's double backward along random directions:
+    # when they agree, no operator needs probing alone. When one fails (or raises), every
+    # distinct operator is checked alone, with the full K directions, to name the culprit.
+    localize = any(i.status == "fail" for i in items)
+    probe_all = localize or bool(extra.get("second_order_operator_probe", False))
+    parameters["operators_probed"] = "all" if probe_all else "custom Functions only"
     prepared = ctx.extras.get("gradcheck_cases") or {}
     pool = ctx.extras.get("gradient_pool") or GaussianPool(settings.seed)
     seen: set[str] = set()
-    for record in ctx.operators or []:
+    for record in (ctx.operators or []) if probe_all else []:
         if record.op in seen:
             continue
         seen.add(record.op)

@@ -79,6 +79,9 @@ details > summary { cursor: pointer; color: var(--accent); margin: 6px 0; }
   .scroll { max-height: none; overflow: visible; border: 0; }
   h2 { break-after: avoid; } .chart, .card, tr { break-inside: avoid; }
   th { position: static; } a { color: inherit; }
+  table { font-size: 9px; } th, td { padding: 2px 3px; }
+  #op-table td code { white-space: normal; word-break: break-all; }
+  #op-table td:last-child { min-width: 0; }
   details > *:not(summary) { display: block; }
   .banner, .badge, tr.flag td { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
 }

@@ -89,7 +89,7 @@ def screenshot(html: str | Path, png: str | Path, *, width: int = 1280, height: 
             raise AttestError(
                 f"chromium wrote no screenshot (exit {done.returncode}): {' | '.join(tail)}"
             )
-        atomic_write_bytes(target, partial.read_bytes())
+        atomic_write_bytes(target, partial.read_bytes(), mode=0o644)
     return target
 
 

@@ -76,6 +76,20 @@ def _subject_label(subject: Any) -> str:
     return " ".join(p for p in parts if p)
 
 
+def _finding_message(finding: dict[str, Any]) -> str:
+    """The finding's message, and for a waived one who waived it, why, and until when."""
+    text = str(finding.get("message", ""))
+    waiver = finding.get("waiver")
+    if isinstance(waiver, dict):
+        who = waiver.get("approved_by") or waiver.get("module") or waiver.get("kind")
+        parts = [f"waived by {waiver.get('label', 'a waiver')}"]
+        parts += [f"approved by {who}"] if who else []
+        parts += [f"ref {waiver['reference']}"] if waiver.get("reference") else []
+        parts += [f"until {waiver['expires']}"] if waiver.get("expires") else []
+        text += f" [{', '.join(parts)}: {waiver.get('justification', '')}]"
+    return text
+
+
 def findings_section(src: ReportSource, anchors: Anchors) -> str:
     """Findings, failures and waivers first, then warnings; passing ones folded away."""
     out = ['<h2 id="findings">Findings</h2>']
@@ -104,7 +118,7 @@ def findings_section(src: ReportSource, anchors: Anchors) -> str:
                         Cell(subject_html(f.get("subject"), f.get("check"), anchors)),
                         cell(f.get("observed")),
                         cell(f.get("threshold")),
-                        str(f.get("message", "")),
+                        _finding_message(f),
                     ],
                     {"class": "flag"}
                     if str(f.get("verdict")).lower() in ("fail", "failed", "error")
@@ -179,6 +193,21 @@ _OP_COLUMNS: list[tuple[str, str, Any]] = [
     ("forward_ns", "forward", fmt_ns),
     ("backward_ns", "backward", fmt_ns),
 ]
+_MODULE_ORDER = (
+    "module",
+    "operators",
+    "fidelity_pct",
+    "min_fidelity_pct",
+    "local_fidelity_pct",
+    "min_local_fidelity_pct",
+    "stability_score",
+    "min_stability_score",
+    "bit_exact_rate",
+    "min_bit_exact_rate",
+    "memory_delta_bytes",
+    "forward_ns",
+    "backward_ns",
+)
 # Operator flags worth a word in the notes column (field -> text when true).
 _OP_FLAGS = {
     "random": "random op",
@@ -214,7 +243,11 @@ def operators_section(src: ReportSource, flagged: set[int]) -> str:
             "(the input has no module table)</p>"
         )
     hidden = {"operator_ids"}  # a long list; the operator table has the module of each row
-    keys = [k for k in dict.fromkeys(k for r in mods for k in r) if k not in hidden]
+    present = [k for k in dict.fromkeys(k for r in mods for k in r) if k not in hidden]
+    # a certificate's rows come back with sorted keys: put the figures people read first
+    keys = [k for k in _MODULE_ORDER if k in present] + [
+        k for k in present if k not in _MODULE_ORDER
+    ]
 
     def module_cell(r: dict[str, Any], key: str) -> Cell:
         if key == "module":

@@ -364,47 +364,60 @@ def ig_heatmaps(
     captions: Sequence[str] = (),
     *,
     max_inputs: int = 8,
-    pairs_per_row: int = 3,
+    pairs_per_row: int = 4,
 ) -> str:
-    """Each probe input beside its integrated-gradients map (diverging colours symmetric
-    around zero: red adds to the target, blue takes away), a few pairs per row."""
+    """Each probe input beside its integrated-gradients map, a few pairs per row. Colours are
+    diverging and symmetric around zero per map (red adds to the target, blue takes away);
+    the map's largest magnitude is written under it instead of a colour bar per map."""
     n = min(len(attributions), max_inputs)
     per_pair = 2 if inputs is not None else 1
     per_row = max(1, min(pairs_per_row, n))
     rows = -(-n // per_row)
-    fig = _new_figure(3.3 * per_pair * per_row / 2 + 0.8 * per_row, 2.5 * rows + 0.2)
-    axes = fig.subplots(rows, per_pair * per_row, squeeze=False)
-    for ax in axes.flat:
-        ax.set_axis_off()
+    with rc_context(_RC):  # a fixed grid: constrained layout costs seconds on many small axes
+        fig = Figure(figsize=(1.45 * per_pair * per_row + 0.3 * per_row, 1.9 * rows + 0.1), dpi=100)
+    grid = fig.add_gridspec(
+        rows,
+        per_pair * per_row,
+        wspace=0.08,
+        hspace=0.45,
+        left=0.01,
+        right=0.99,
+        top=0.9,
+        bottom=0.08,
+    )
     for i in range(n):
         row, col = divmod(i, per_row)
         first = col * per_pair
         title = titles[i] if i < len(titles) else f"input {i}"
         caption = captions[i] if i < len(captions) else ""
         if inputs is not None:
-            ax = axes[row, first]
-            ax.set_axis_on()
+            ax = fig.add_subplot(grid[row, first])
             img, note = _image_of(inputs[i])
             if img.ndim == 1:
                 ax.plot(img, color=SERIES_A, lw=1)
             else:
                 ax.imshow(img, cmap="gray" if img.ndim == 2 else None, interpolation="nearest")
-                ax.set_xticks([])
-                ax.set_yticks([])
-            ax.set_title(title, fontsize=8, loc="left")
-            ax.set_xlabel("; ".join(t for t in (caption, note) if t), fontsize=7)
-        ax = axes[row, first + per_pair - 1]
-        ax.set_axis_on()
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(title, fontsize=7.5, loc="left")
+            ax.set_xlabel("; ".join(t for t in (caption, note) if t), fontsize=6.5)
+        ax = fig.add_subplot(grid[row, first + per_pair - 1])
         attr = _attribution_map(attributions[i])
+        limit = float(np.nanmax(np.abs(attr))) if attr.size else 0.0
         if attr.ndim == 1:
             ax.bar(np.arange(attr.size), attr, color=[GOOD if v >= 0 else BAD for v in attr])
         else:
-            limit = float(np.nanmax(np.abs(attr))) or 1.0
-            im = ax.imshow(attr, cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            fig.colorbar(im, ax=ax, shrink=0.8)
-        ax.set_title("attribution" if inputs is not None else title, fontsize=8, loc="left")
+            ax.imshow(
+                attr,
+                cmap="RdBu_r",
+                vmin=-(limit or 1.0),
+                vmax=limit or 1.0,
+                interpolation="nearest",
+            )
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title("attribution" if inputs is not None else title, fontsize=7.5, loc="left")
+        ax.set_xlabel(f"red +, blue −; max |a| {limit:.2g}", fontsize=6.5)
     return figure_to_svg(fig, "ig-heatmaps")
 
 

@@ -218,7 +218,15 @@ def findings_for(evidence: Evidence, *, fail_op: int | None = None) -> dict[str,
             "verdict": "waived",
             "observed": 90.0,
             "threshold": 92.0,
-            "message": "waived by J. Doe (HAZ-12) until 2027-01-01",
+            "message": "stability_score 90 is below 92",
+            "waiver": {
+                "kind": "policy",
+                "label": "norm-waiver",
+                "approved_by": "J. Doe",
+                "justification": "batch-norm statistics recomputed per site",
+                "reference": "HAZ-12",
+                "expires": "2027-01-01",
+            },
         }
     )
     verdict = "fail" if fail_op is not None else "pass"

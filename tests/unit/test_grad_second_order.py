@@ -73,8 +73,18 @@ def test_smooth_model_hvp_agrees_and_records_its_parameters() -> None:
         assert item.status == "pass", item.message
         assert float(item.metrics["max_rel_error"] or 1) < 1e-6
         assert {"eps", "seed", "rtol", "atol", "direction", "hv_norm"} <= set(item.metrics)
+    # Every operator's double backward ran inside the products: none is probed alone.
+    assert not [i for i in result.items if i.subject.kind == "operator"]
+    assert result.parameters["operators_probed"] == "custom Functions only"
+
+
+def test_operator_probe_on_request_names_every_distinct_operator() -> None:
+    ctx = make_context(TanhNet, continuous(6, 6), class_labels(6), cross_entropy)
+    ctx.settings.extra["second_order_operator_probe"] = True
+    result = second_order.run(ctx)
     ops = [i for i in result.items if i.subject.kind == "operator"]
-    assert ops and all(i.status in ("pass", "not_computed") for i in ops)
+    assert len({i.subject.op for i in ops}) == len(ops) >= 3  # t, addmm, tanh
+    assert all(i.status in ("pass", "not_computed") for i in ops), [i.message for i in ops]
     assert any(i.metrics.get("twice_differentiable") for i in ops)
 
 

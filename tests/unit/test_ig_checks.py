@@ -101,7 +101,10 @@ def test_clean_small_models_pass_every_check(
         assert "fail" not in _statuses(result), (check, [i.message for i in result.items])
         assert result.items
     completeness = results["ig_completeness"]
-    assert all(i.metrics["completeness_rel_error"] <= 1e-3 for i in completeness.items)  # type: ignore[operator]
+    # ReLU paths converge slowly: at this test's small step cap an input may be a near miss
+    # (warn), never a failure
+    bound = ctx.settings.ig_near_miss_factor * ctx.settings.ig_tolerance
+    assert all(i.metrics["completeness_rel_error"] <= bound for i in completeness.items)  # type: ignore[operator]
     assert [i.subject.input_index for i in completeness.items] == [0, 1, 2]
     assert results["ig_determinism"].summary["bit_exact"] is True
     curve = results["ig_randomization"].items[0].details["spearman"]

@@ -635,3 +635,11 @@ def test_clinical_strict_fails_a_random_op_in_forward() -> None:
     )
     assert [f.verdict for f in findings.findings] == ["pass", "fail"]
     assert findings.findings[1].subject.module == "features.1"
+
+
+def test_research_has_clinical_strict_rules_as_warnings() -> None:
+    strict = load_policy(REPO / "policies" / "clinical-strict.yaml")
+    research = load_policy(REPO / "policies" / "research.yaml")
+    assert [r.model_copy(update={"severity": "warn"}) for r in strict.rules] == list(research.rules)
+    assert research.settings == strict.settings
+    assert research.accept_annotations

@@ -85,7 +85,8 @@ def test_report_of_each_example_renders_every_section_and_operator(
         assert href[1:] in page.ids, href
     assert page.fetching == []
     assert "NOT CERTIFIED" in text  # evidence, never a certificate
-    if example == "digits":
+    if example == "digits":  # every check ran: the IG maps and the randomization curve
+        assert 'aria-label="ig-heatmaps"' in text
         assert 'aria-label="ig-randomization"' in text
 
 
