@@ -2,35 +2,48 @@
 
 Prints three figures, each a ratio measured in the same run (these machines are noisy):
 
-* overhead: the profiler's phases (reference capture, float64 fidelity with local re-runs,
-  R-1 repeats) against the bare PyTorch work they must do: R forward+backward passes in the
-  deployed precision, one float64 forward+backward, and one more deployed-precision
-  forward+backward standing for the local re-runs. Target: <= 1.5x. The full ``collect``
-  (adding topology's per-input forwards and the thread-count run) is shown beside it.
-* scaling: profiler time per operator for a residual network of 8, 16, 32 and 64 blocks.
+* overhead, on the example models (examples/digits, examples/phantom-seg, examples/volume3d,
+  with their own ``repeats``) and a residual CNN: the profiler's phases (reference capture,
+  float64 fidelity with the local re-runs, R-1 repeats) against the bare PyTorch work they
+  must do: R forward+backward passes in the deployed precision, one float64
+  forward+backward, and one more deployed-precision forward+backward standing for the local
+  re-runs. Each side builds a fresh model per pass, as the profiler does. Bare and profiler
+  alternate ``--trials`` times; the figure is the least profiler time over the least bare
+  time (load from other processes only adds time), per-trial ratios beside it. Time is
+  the process's CPU time at 1 intra-op thread (the machine is shared: CPU time is what
+  other processes' load disturbs least); wall-clock ratios are printed beside it.
+  Target: <= 1.5x.
+* scaling: profiler CPU time per operator for a residual network of 8, 16, 32 and 64 blocks.
   Target: flat within 25 % (max/min of the per-operator cost).
-* peak memory: resident-set growth of ``collect`` against one bare forward+backward, each in
-  a fresh process. Target: <= 3x.
+* peak memory: bytes of tensor storage alive at once, tracked by a dispatch mode that sees
+  every ATen call's outputs (each storage counted when created, uncounted when freed), for
+  ``collect`` (topology + profiler) against one bare forward+backward of the same model.
+  Both sides count everything they allocate, parameters included. Target: <= 3x.
 
-Usage: .venv/bin/python benchmarks/bench_collect.py [--repeats 5] [--quick]
+Usage: .venv/bin/python benchmarks/bench_collect.py [--trials 3] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
+import statistics
 import sys
 import tempfile
 import textwrap
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+EXAMPLES = ("digits", "phantom-seg", "volume3d")
 
 MODEL = textwrap.dedent(
     """
@@ -81,128 +94,184 @@ def write_spec(folder: Path, blocks: int, batch: int, size: int, repeats: int) -
     return folder / "attest.yaml"
 
 
-def bare_seconds(spec_path: Path, repeats: int) -> float:
-    """R deployed fwd+bwd + 1 float64 fwd+bwd + 1 deployed fwd+bwd (the local re-runs)."""
-    from attest.collect.context import target_scalar
+def load(spec_path: Path) -> Any:
     from attest.spec import load_spec
 
     spec = load_spec(spec_path)
-
-    def step(dtype: torch.dtype) -> None:
-        model = spec.build_model().to(dtype)
-        x = spec.inputs.to(dtype).requires_grad_(True)
-        out = model(x)
-        objective = target_scalar(out, spec).sum()
-        torch.autograd.grad(objective, [x, *model.parameters()])
-
-    start = time.perf_counter()
-    for _ in range(repeats + 1):
-        step(torch.float32)
-    step(torch.float64)
-    return time.perf_counter() - start
+    spec.threads = 1  # measurement: CPU time at one intra-op thread
+    return spec
 
 
-def profiler_seconds(spec_path: Path) -> tuple[float, int]:
-    from attest.collect import environment
+def bare_pass(spec: Any, dtype: torch.dtype) -> None:
+    """One forward+backward of a fresh model, as a user would write it."""
+    from attest.collect.context import target_scalar
+
+    model = spec.build_model().to(dtype).eval()
+    x = spec.inputs.to(dtype).requires_grad_(True)
+    out = model(x)
+    objective = target_scalar(out, spec, spec.labels).sum()
+    torch.autograd.grad(objective, [x, *model.parameters()])
+
+
+def bare_work(spec: Any) -> None:
+    """R deployed fwd+bwd + 1 float64 fwd+bwd + 1 deployed fwd+bwd (the local re-runs)."""
+    from attest.collect.context import precision_dtype
+
+    low = precision_dtype(spec.precision)
+    for _ in range(spec.repeats + 1):
+        bare_pass(spec, low)
+    bare_pass(spec, torch.float64)
+
+
+def profiler_work(spec: Any) -> int:
+    """The profiler's phases the target covers; returns the operator count."""
     from attest.collect.context import CheckSettings, CollectContext
     from attest.collect.profiler import capture_reference, measure_fidelity, measure_repeats
-    from attest.spec import load_spec
 
-    spec = load_spec(spec_path)
-    with environment.runtime(spec, CheckSettings()):
-        ctx = CollectContext(spec=spec)
-        start = time.perf_counter()
-        profile = capture_reference(ctx)
-        measure_fidelity(ctx, profile)
-        measure_repeats(ctx, profile)
-        return time.perf_counter() - start, len(profile.ops)
+    ctx = CollectContext(spec=spec, settings=CheckSettings())
+    profile = capture_reference(ctx)
+    measure_fidelity(ctx, profile)
+    measure_repeats(ctx, profile)
+    return len(profile.ops)
 
 
-def collect_seconds(spec_path: Path) -> float:
+def collect_work(spec: Any) -> None:
     from attest.collect import collect
 
-    start = time.perf_counter()
-    collect(spec_path, runners=["attest.collect.topology:run", "attest.collect.profiler:run"])
-    return time.perf_counter() - start
+    collect(spec, runners=["attest.collect.topology:run", "attest.collect.profiler:run"])
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * resource.getpagesize()
+def timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one call."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def memory_child(spec_path: str, mode: str) -> None:
-    """Run in a fresh process: print the resident-set growth of one mode."""
-    from attest.collect.context import target_scalar
-    from attest.spec import load_spec
+def overhead(name: str, spec: Any, trials: int) -> float:
+    from attest.collect import environment
+    from attest.collect.context import CheckSettings
 
-    spec = load_spec(spec_path)
-    model = spec.build_model()
-    x = spec.inputs.clone().requires_grad_(True)
-    import attest.collect  # noqa: F401 - import cost outside the measurement
+    with environment.runtime(spec, CheckSettings()):
+        n_ops = profiler_work(spec)  # warm-up: kernels, allocator, lazy imports
+        bare_work(spec)
+        cpu_ratios, wall_ratios, bare_cpu, prof_cpu = [], [], [], []
+        for _ in range(trials):
+            b_cpu, b_wall = timed(lambda: bare_work(spec))
+            p_cpu, p_wall = timed(lambda: profiler_work(spec))
+            cpu_ratios.append(p_cpu / b_cpu)
+            wall_ratios.append(p_wall / b_wall)
+            bare_cpu.append(b_cpu)
+            prof_cpu.append(p_cpu)
+        full_cpu, _ = timed(lambda: collect_work(spec))
+    # Other processes' load only ever adds time: the least of each side over the trials is
+    # the figure least disturbed by it; the per-trial ratios show the spread.
+    ratio = min(prof_cpu) / min(bare_cpu)
+    print(
+        f"overhead {name:<12} {n_ops:>4} ops, R={spec.repeats:>2}: bare "
+        f"{min(bare_cpu):6.3f}s, profiler {min(prof_cpu):6.3f}s -> {ratio:.2f}x CPU "
+        f"(per-trial {', '.join(f'{r:.2f}' for r in cpu_ratios)}; wall median "
+        f"{statistics.median(wall_ratios):.2f}x); full collect {full_cpu / min(bare_cpu):.2f}x"
+    )
+    return ratio
 
-    base = _rss_bytes()
-    if mode == "bare":
-        out = model(x)
-        torch.autograd.grad(target_scalar(out, spec).sum(), [x, *model.parameters()])
-    else:
-        from attest.collect import collect
 
-        collect(spec, runners=["attest.collect.topology:run", "attest.collect.profiler:run"])
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"growth": max(peak - base, 1)}))
+class StoragePeak(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Bytes of tensor storage alive at once: every storage an ATen call returns is counted
+    when first seen and uncounted when Python frees it."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.live: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
+
+    def _free(self, ptr: int) -> None:
+        self.current -= self.live.pop(ptr, 0)
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):
+                continue
+            ptr = int(storage.data_ptr())
+            if ptr and ptr not in self.live:
+                self.live[ptr] = int(storage.nbytes())
+                self.current += self.live[ptr]
+                self.peak = max(self.peak, self.current)
+                weakref.finalize(storage, self._free, ptr)
+        return out
 
 
-def memory_ratio(spec_path: Path) -> tuple[int, int]:
-    def run(mode: str) -> int:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--memory-child", str(spec_path), mode],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return int(json.loads(proc.stdout.strip().splitlines()[-1])["growth"])
+def peak_bytes(fn: Callable[[], object]) -> int:
+    import gc
 
-    return run("bare"), run("collect")
+    gc.collect()
+    with StoragePeak() as tracker:
+        fn()
+    return tracker.peak
+
+
+def memory(name: str, spec: Any) -> float:
+    from attest.collect.context import precision_dtype
+
+    bare = peak_bytes(lambda: bare_pass(spec, precision_dtype(spec.precision)))
+    full = peak_bytes(lambda: collect_work(spec))
+    ratio = full / bare
+    print(
+        f"peak memory {name:<12} bare fwd+bwd {bare / 2**20:7.2f} MiB, collect "
+        f"{full / 2**20:7.2f} MiB -> {ratio:.2f}x (target <= 3x)"
+    )
+    return ratio
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--memory-child", nargs=2)
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="skip the 64-block scaling run")
+    parser.add_argument("--only", choices=["overhead", "scaling", "memory"])
     args = parser.parse_args()
-    if args.memory_child:
-        memory_child(*args.memory_child)
-        return
     torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s)")
     with tempfile.TemporaryDirectory() as tmp:
-        spec = write_spec(Path(tmp) / "overhead", blocks=8, batch=16, size=32, repeats=args.repeats)
-        bare_seconds(spec, 1)  # warm up kernels and the allocator
-        bare = bare_seconds(spec, args.repeats)
-        prof, n_ops = profiler_seconds(spec)
-        full = collect_seconds(spec)
-        print(
-            f"overhead: {n_ops} operators, R={args.repeats}: bare {bare:.2f}s, profiler {prof:.2f}s "
-            f"-> {prof / bare:.2f}x (target <= 1.5x); full collect {full:.2f}s -> {full / bare:.2f}x"
-        )
+        cnn = write_spec(Path(tmp) / "cnn", blocks=8, batch=16, size=32, repeats=5)
+        models = {name: ROOT / "examples" / name / "attest.yaml" for name in EXAMPLES}
+        models["residual-cnn"] = cnn
+        if args.only in (None, "overhead"):
+            for name, path in models.items():
+                overhead(name, load(path), args.trials)
+        if args.only in (None, "scaling"):
+            from attest.collect import environment
+            from attest.collect.context import CheckSettings
 
-        per_op: dict[int, float] = {}
-        for blocks in (8, 16, 32) if args.quick else (8, 16, 32, 64):
-            s = write_spec(Path(tmp) / f"scale{blocks}", blocks=blocks, batch=4, size=16, repeats=3)
-            seconds, ops = profiler_seconds(s)
-            per_op[blocks] = seconds / ops * 1e6
-            print(
-                f"scaling: {blocks:>2} blocks, {ops:>4} operators: {per_op[blocks]:.0f} us per operator"
-            )
-        spread = max(per_op.values()) / min(per_op.values())
-        print(f"scaling: per-operator cost max/min = {spread:.2f} (target <= 1.25)")
-
-        bare_mem, collect_mem = memory_ratio(spec)
-        print(
-            f"peak memory: bare fwd+bwd +{bare_mem / 2**20:.1f} MiB, collect +{collect_mem / 2**20:.1f} MiB "
-            f"-> {collect_mem / bare_mem:.2f}x (target <= 3x)"
-        )
+            per_op: dict[int, float] = {}
+            for blocks in (8, 16, 32) if args.quick else (8, 16, 32, 64):
+                path = write_spec(
+                    Path(tmp) / f"s{blocks}", blocks=blocks, batch=4, size=16, repeats=3
+                )
+                spec = load(path)
+                with environment.runtime(spec, CheckSettings()):
+                    profiler_work(spec)  # warm-up
+                    samples = []
+                    for _ in range(args.trials):
+                        cpu, _ = timed(lambda spec=spec: profiler_work(spec))
+                        samples.append(cpu)
+                    ops = profiler_work(spec)
+                per_op[blocks] = statistics.median(samples) / ops * 1e6
+                print(
+                    f"scaling: {blocks:>2} blocks, {ops:>4} operators: {per_op[blocks]:.0f} us per operator"
+                )
+            spread = max(per_op.values()) / min(per_op.values())
+            print(f"scaling: per-operator cost max/min = {spread:.2f} (target <= 1.25)")
+        if args.only in (None, "memory"):
+            for name, path in models.items():
+                memory(name, load(path))
 
 
 if __name__ == "__main__":

@@ -241,7 +241,10 @@ def randomization(
             "reinit": "reset_parameters() under torch.manual_seed(seed + layer), else normal with the tensor's std",
         },
         summary={
-            "max_abs_spearman_final": summary_max(items, "spearman_final"),
+            "max_abs_spearman_final": max(
+                (abs(v) for i in items if isinstance(v := i.metrics["spearman_final"], float)),
+                default=None,
+            ),
             **status_counts(items),
         },
         items=items,

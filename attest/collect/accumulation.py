@@ -27,6 +27,7 @@ from torch import nn
 from attest.collect.capture import model_output_tensor
 from attest.collect.context import CollectContext
 from attest.collect.finite_differences import finite_or_none
+from attest.collect.gradient_flow import probe_input
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = ["FIX_SENTENCE", "run"]
@@ -90,11 +91,7 @@ def run(ctx: CollectContext) -> CheckResult:
             reason="the probe inputs have no 'target' tensor for the loss",
         )
     model = ctx.fresh_model(torch.float64)
-    x = (
-        ctx.inputs(torch.float64)
-        if spec.inputs.is_floating_point()
-        else spec.inputs.to(spec.device)
-    )
+    x = probe_input(ctx, torch.float64)
     y = spec.labels.to(spec.device)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     try:

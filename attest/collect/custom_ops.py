@@ -43,6 +43,7 @@ from attest.collect.finite_differences import (
     describe,
     finite_or_none,
 )
+from attest.collect.gradient_flow import probe_input
 from attest.errors import InputError
 from attest.evidence import CheckItem, CheckResult, Subject
 
@@ -378,7 +379,7 @@ def run(ctx: CollectContext) -> CheckResult:
         "dtype": "float64",
     }
     model = ctx.fresh_model()
-    x = ctx.inputs()
+    x = probe_input(ctx)
     x = x.detach().requires_grad_(True) if x.is_floating_point() else x
     with torch.enable_grad():
         output = model_output_tensor(model(x))

@@ -37,6 +37,7 @@ from attest.collect.finite_differences import (
     check_backward,
     describe,
     finite_or_none,
+    rms_or_one,
 )
 from attest.collect.kink_detectors import scan_kinks
 from attest.evidence import CheckItem, CheckResult, Subject
@@ -51,12 +52,16 @@ __all__ = [
     "run",
 ]
 
-# Values within KINK_REACH of a kink could be crossed by a finite-difference step of the
-# default size (1e-6 times a Gaussian direction). They are nudged by KINK_NUDGE times the
-# input's RMS (at least KINK_NUDGE_MIN): far beyond that reach, far below the values.
+# Values within KINK_REACH (times the inputs' RMS) of a kink could be crossed by a
+# finite-difference step of the default size (1e-6 times a Gaussian direction scaled by the
+# RMS). They are nudged by KINK_NUDGE times the input's RMS: far beyond that reach, far below
+# the values.
 KINK_REACH = 1e-5
 KINK_NUDGE = 1e-2
-KINK_NUDGE_MIN = 1e-3
+# Elements of the representative slice of a large pointwise operator: the operator acts on
+# each element alone, so a few elements exercise its derivative formula; every element of the
+# captured input is covered by the random directions anyway.
+SLICE_NUMEL = 16
 
 _NOT_IMPLEMENTED = re.compile(
     r"derivative for '?([A-Za-z_0-9.]+)'? is not implemented"
@@ -134,7 +139,8 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
         bound = bind_schema(call.func, call.args, call.kwargs)
         for i in range(len(call.tensors)):  # the scan must see the nudged values
             _replace_bound(bound, call.names[i], call.tensors, i)
-        scan = scan_kinks(name, bound, tolerance=KINK_REACH)
+        reach = KINK_REACH * max(rms_or_one(call.tensors[i]) for i in use)
+        scan = scan_kinks(name, bound, tolerance=reach)
         if scan is None or scan.raw_hits == 0:
             return moved
         for i in use:
@@ -142,8 +148,7 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
             x = call.tensors[i]
             if mask is None or mask.shape != x.shape or not bool(mask.any()):
                 continue
-            rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
-            size = max(KINK_NUDGE * rms, KINK_NUDGE_MIN)
+            size = KINK_NUDGE * rms_or_one(x)
             where = mask.to(x.device).nonzero(as_tuple=True)
             n = where[0].numel()
             sign = torch.randint(0, 2, (n,), generator=generator) * 2 - 1
@@ -290,12 +295,16 @@ def check_operator(
         ):
             if sliced_done is not None:
                 sliced_done.add(signature)
-            budget = settings.full_jacobian_max_numel // max(len(use), 1)
+            budget = min(SLICE_NUMEL, settings.full_jacobian_max_numel) // max(len(use), 1)
             small = _slice_pointwise(call, use, budget)
             if small is not None:
                 small_fn = small.function(use)
                 sliced_check = check_backward(
-                    small_fn, [small.tensors[i] for i in use], settings, mode="full_jacobian"
+                    small_fn,
+                    [small.tensors[i] for i in use],
+                    settings,
+                    mode="full_jacobian",
+                    pool=pool,
                 )
                 checks.append(("representative slice", sliced_check))
                 sliced_note = {

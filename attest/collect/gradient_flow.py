@@ -41,7 +41,13 @@ from attest.collect.capture import _ModuleStack, model_output_tensor
 from attest.collect.context import CollectContext, LoadedSpec, target_scalar
 from attest.evidence import CheckItem, CheckResult, Subject
 
-__all__ = ["ParameterGradients", "parameter_gradients", "probe_objective", "run"]
+__all__ = [
+    "ParameterGradients",
+    "parameter_gradients",
+    "probe_input",
+    "probe_objective",
+    "run",
+]
 
 _SEVERING = {"detach": "detach()", "detach_": "detach_()"}
 _LEAVES_TORCH = {
@@ -67,6 +73,14 @@ def probe_objective(
     if spec.loss_fn is not None and labels is not None:
         return spec.loss_fn(output, labels)
     return target_scalar(output, spec, labels).sum()
+
+
+def probe_input(ctx: CollectContext, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The probe inputs on the spec's device: floating ones in ``dtype`` (default: the
+    deployed precision), integer ones (token ids, label maps) unchanged."""
+    if ctx.spec.inputs.is_floating_point():
+        return ctx.inputs(dtype)
+    return ctx.spec.inputs.to(ctx.spec.device)
 
 
 @dataclass
@@ -336,11 +350,7 @@ def _labels(ctx: CollectContext) -> torch.Tensor | None:
 def run(ctx: CollectContext) -> CheckResult:
     """The ``gradient_flow`` result: one item per parameter (plus the input and any in-place write)."""
     model = ctx.fresh_model(torch.float64)
-    x = (
-        ctx.inputs(torch.float64)
-        if ctx.spec.inputs.is_floating_point()
-        else ctx.spec.inputs.to(ctx.spec.device)
-    )
+    x = probe_input(ctx, torch.float64)
     labels = _labels(ctx)
     parameters = {
         "dtype": "float64",

@@ -170,7 +170,7 @@ def _eval_mode(model: nn.Module) -> Iterator[dict[str, Any]]:
 
 
 class _PathEvaluator:
-    """Pushes path points through the model; returns gradients (model dtype) and F (float64)."""
+    """Pushes path points through the model; returns gradients and F in float64."""
 
     def __init__(
         self,
@@ -211,21 +211,24 @@ class _PathEvaluator:
         return f_x, f_b
 
     def grad(self, points: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gradient of F (model dtype, shape of ``points``) and F (k,) float64 at ``points``.
+        """Gradient of F (float64, shape of ``points``) and F (k,) float64 at ``points``.
 
         ``idx`` are the input indices of the samples (for their target classes). F is summed
         over the batch before backward: each sample's F depends on that sample only (eval
         mode), and d(sum)/dF_i = 1 exactly, so these are the per-sample gradients, bit for bit.
         """
-        path = points.to(self.dtype).requires_grad_(True)
+        leaf = points.detach().requires_grad_(True)
         with torch.enable_grad():
-            f = self.target(self.model(path), idx)
+            # A copy, not the leaf, enters the model: a model that writes into its input
+            # (an in-place ReLU first) still differentiates, and the gradient arrives as the
+            # exact float64 image of the model-precision one.
+            f = self.target(self.model(leaf.to(self.dtype, copy=True)), idx)
             g = (
-                torch.autograd.grad(f.sum(), path, allow_unused=True)[0]
+                torch.autograd.grad(f.sum(), leaf, allow_unused=True)[0]
                 if f.requires_grad
                 else None
             )
-        return (torch.zeros_like(path) if g is None else g), f.detach().to(torch.float64)
+        return (torch.zeros_like(leaf) if g is None else g), f.detach().to(torch.float64)
 
     def measure_sample_bytes(self, point: torch.Tensor, idx: torch.Tensor) -> int:
         """Bytes one path sample needs, from one probe step: the tensors autograd saves for
@@ -234,10 +237,13 @@ class _PathEvaluator:
         saved: dict[int, int] = {}
 
         def pack(t: torch.Tensor) -> torch.Tensor:
-            storage = t.untyped_storage()
-            ptr = storage.data_ptr()
+            try:
+                storage = t.untyped_storage()
+                ptr, size = storage.data_ptr(), storage.nbytes()
+            except (RuntimeError, NotImplementedError):  # tensor subclasses without storage
+                ptr, size = id(t), t.numel() * t.element_size()
             if ptr not in self.param_ptrs and ptr not in saved:
-                saved[ptr] = storage.nbytes()
+                saved[ptr] = size
             return t
 
         cuda = point.device.type == "cuda"
@@ -291,8 +297,7 @@ def _evaluate_level(
     ``acc``, ``b64`` and ``diff64`` hold the active inputs only (compact). Every input
     receives its terms in node order whatever the chunk size, so the float64 sum is the
     same bits for any memory budget (for a model whose per-sample results do not depend on
-    the batch size). In-place ``add_`` of a model-precision gradient into float64 computes
-    in float64 (type promotion), with the float64 weight as ``alpha``.
+    the batch size), each gradient weighted by its float64 weight as ``add_``'s ``alpha``.
     """
     m, k = len(idx_active), len(nodes)
     f_out = np.empty((k, m))

@@ -74,6 +74,13 @@ def perturbed_records(ctx: CollectContext) -> tuple[dict[int, OpRecord], str]:
     return matched, f"aligned by operator sequence ({len(matched)} of {len(probe)} operators)"
 
 
+def _has_raw_hits(record: OpRecord) -> bool:
+    scan = scan_kinks(
+        op_short_name(record.op), bind_schema(record.func, record.args, record.kwargs)
+    )
+    return scan is not None and scan.raw_hits > 0
+
+
 def run(ctx: CollectContext) -> CheckResult:
     """The ``kinks`` result: one item per captured operator that has non-differentiable points."""
     parameters: dict[str, Any] = {
@@ -93,6 +100,8 @@ def run(ctx: CollectContext) -> CheckResult:
     perturbed: dict[int, OpRecord] = {}
     note = "no operator with non-differentiable points"
     if candidates:
+        note = "no exact hit: the perturbed run was not needed"
+    if any(_has_raw_hits(r) for r in candidates):
         try:
             perturbed, note = perturbed_records(ctx)
         except Exception as exc:  # liveness is a refinement; without it every hit counts

@@ -514,7 +514,17 @@ def _outcome_matches(outcome: RunOutcome, reference: RunOutcome) -> bool:
     return outcome.failure is None and reference.failure is None
 
 
-def _compare_run(ctx: CollectContext, profile: Profile, observer: RunComparison) -> RunOutcome:
+# The first DETAILED_RUNS repeats also time each operator's backward (autograd node pre and
+# post hooks) and, on the CPU, track storage lifetimes for the memory figures (forward and
+# backward deltas, their spread across runs, peak); later repeats only compare bits. A
+# Python finalizer per tensor and two hooks per node cost more than a small model's own
+# operators, and these figures are medians and spreads that a few runs establish.
+DETAILED_RUNS = 3
+
+
+def _compare_run(
+    ctx: CollectContext, profile: Profile, observer: RunComparison, *, detailed: bool = True
+) -> RunOutcome:
     spec = ctx.spec
     x = ctx.inputs()
     cuda = x.device.type == "cuda"
@@ -524,11 +534,13 @@ def _compare_run(ctx: CollectContext, profile: Profile, observer: RunComparison)
         torch.cuda.reset_peak_memory_stats(x.device)
     preexisting = _parameter_storages(model)
     preexisting.add(int(x.untyped_storage().data_ptr()))
-    live = None if cuda else LiveBytes(preexisting)
+    live = LiveBytes(preexisting) if detailed and not cuda else None
     observers: list[CaptureObserver] = [observer] if live is None else [observer, live]
 
     def capture(modules: _ModuleStack) -> RepeatCapture:
-        return RepeatCapture(modules, profile.ops, observer, live, cuda_timing=cuda)
+        return RepeatCapture(
+            modules, profile.ops, observer, live, cuda_timing=cuda, time_backward=detailed
+        )
 
     outcome = run_model(
         model,
@@ -578,7 +590,7 @@ def measure_repeats(
         if progress is not None:
             progress(f"determinism run {run_index + 1}/{repeats}")
         observer = RunComparison(profile.ops)
-        outcome = _compare_run(ctx, profile, observer)
+        outcome = _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
         profile.runs += 1
         if outcome.failure is None and _outcome_matches(outcome, profile.reference):
             profile.model_exact_runs += 1
@@ -612,8 +624,8 @@ def measure_thread_sensitivity(ctx: CollectContext, profile: Profile) -> None:
     profile.thread_counts = (configured, other)
     observer = RunComparison(profile.ops)
     torch.set_num_threads(other)
-    try:
-        outcome = _compare_run(ctx, profile, observer)
+    try:  # memory only when no repeat measured it (repeats: 1)
+        outcome = _compare_run(ctx, profile, observer, detailed=not profile.forward_memory_bytes)
     finally:
         torch.set_num_threads(configured)
     profile.thread_failure = outcome.failure

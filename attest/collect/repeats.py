@@ -229,7 +229,7 @@ class LiveBytes(CaptureObserver):
         self.marks[event] = self.current
 
 
-class RepeatCapture(OperatorCapture):
+class RepeatCapture(OperatorCapture):  # type: ignore[no-untyped-call]
     """The lean dispatch mode of the repeat runs (see the module docstring).
 
     Operators are aligned with the reference by position: the ``k``-th forward ATen call
@@ -246,15 +246,34 @@ class RepeatCapture(OperatorCapture):
         live: LiveBytes | None = None,
         *,
         cuda_timing: bool = False,
+        time_backward: bool = True,
     ) -> None:
         observers: list[CaptureObserver] = [comparison] if live is None else [comparison, live]
         super().__init__(modules, observers, cuda_timing=cuda_timing)
         self.wants_backward_calls = False
+        self.time_backward = time_backward
         self.reference = reference
         self.comparison = comparison
         self.live = live
         self._skip_detaches = 0
         self._pending_outputs: tuple[int, list[torch.Tensor]] | None = None
+
+    def _hook_node(self, op_id: int, node: Any) -> None:
+        if self.time_backward:  # pre + post hooks: times the node, names it if it raises
+            super()._hook_node(op_id, node)
+            return
+        comparison, live = self.comparison, self.live
+
+        def posthook(
+            grad_inputs: tuple[torch.Tensor | None, ...],
+            grad_outputs: tuple[torch.Tensor | None, ...],
+        ) -> None:
+            # Backward runs outside this mode here: the comparison's calls reach no mode.
+            comparison.grads(op_id, grad_outputs, grad_inputs)
+            if live is not None:
+                live.grads(op_id, grad_outputs, grad_inputs)
+
+        self._hook_handles.append(node.register_hook(posthook))
 
     def settle(self) -> None:
         """Hook the autograd node of the last operator's outputs (as run 0 did)."""

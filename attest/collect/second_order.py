@@ -50,6 +50,7 @@ from attest.collect.gradcheck_ops import (
     nudge_off_kinks,
     prepare_case,
 )
+from attest.collect.gradient_flow import probe_input
 from attest.collect.hessian_vector import HVP_EPS, HVP_EPS_SWEEP, hessian_vector_check
 from attest.evidence import CheckItem, CheckResult, Subject
 
@@ -279,11 +280,7 @@ def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckIte
     """The HVP items, or the reason they cannot be computed."""
     spec = ctx.spec
     labels = None if spec.labels is None else spec.labels.to(spec.device)
-    x = (
-        ctx.inputs(torch.float64)
-        if spec.inputs.is_floating_point()
-        else spec.inputs.to(spec.device)
-    )
+    x = probe_input(ctx, torch.float64)
     subject = Subject(kind="model", name="hessian-vector product")
     try:
         outcomes = hessian_vector_check(

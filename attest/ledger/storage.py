@@ -5,10 +5,11 @@ shared database serving a fleet, must guarantee. The embedded default is
 1. **Dense, append-only indexes.** Entries are numbered 0, 1, 2, ... with no gaps. A stored
    leaf, interior node or checkpoint is never changed or removed.
 2. **Atomic, linearizable append.** :meth:`LedgerStorage.append` assigns the next index, stores
-   the leaf data and its hash, every perfect subtree the leaf completes, and the new tree head,
-   all in one transaction, serialized against every other writer (in any process): two appends
-   never get the same index and a crash never leaves half an append. When ``append`` returns,
-   the entry is committed; the backend documents what a commit survives.
+   the leaf data and its hash and every perfect subtree the leaf completes (the new tree head
+   follows from them), all in one transaction, serialized against every other writer (in any
+   process): two appends never get the same index and a crash never leaves half an append.
+   When ``append`` returns, the entry is committed; the backend documents what a commit
+   survives.
 3. **O(log n) proofs.** :meth:`LedgerStorage.read_nodes` returns the hash of any perfect subtree
    ``(level, index)`` inside the tree, so proofs never walk the leaves.
 4. **Snapshots.** Inside ``with storage.snapshot():`` reads see one committed prefix of the log,
@@ -100,10 +101,6 @@ class LedgerStorage(Protocol):
 
     def iter_nodes(self) -> Iterator[tuple[int, int, bytes]]:
         """Stored interior nodes ``(level >= 1, index, hash)`` in the order appends made them."""
-        ...
-
-    def stored_frontier(self) -> tuple[int, list[bytes]]:
-        """The tree size and frontier recorded in the tree head (for verification)."""
         ...
 
     def checkpoints(self) -> list[StoredCheckpoint]:

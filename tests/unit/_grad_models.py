@@ -210,9 +210,8 @@ def make_context(
     )
     ctx = CollectContext(spec=spec, settings=CheckSettings())
     if capture:
-        records, _ = capture_operators(
-            ctx.fresh_model(), ctx.inputs(), spec, labels=labels, backward=False
-        )
+        x = ctx.inputs() if inputs.is_floating_point() else inputs
+        records, _ = capture_operators(ctx.fresh_model(), x, spec, labels=labels, backward=False)
         ctx.operators = records
     return ctx
 

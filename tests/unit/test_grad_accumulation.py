@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from _grad_models import MLP, class_labels, continuous, cross_entropy, make_context, valid_label_mean
+from _grad_models import (
+    MLP,
+    class_labels,
+    continuous,
+    cross_entropy,
+    make_context,
+    valid_label_mean,
+)
 
 from attest.collect import accumulation
 from attest.collect.context import CheckSettings

@@ -30,12 +30,18 @@ class ClampedExp(torch.autograd.Function):
         return torch.exp(x.clamp(max=limit))
 
     @staticmethod
-    def setup_context(ctx: torch.autograd.function.FunctionCtx, inputs: tuple[torch.Tensor, float], output: torch.Tensor) -> None:
+    def setup_context(
+        ctx: torch.autograd.function.FunctionCtx,
+        inputs: tuple[torch.Tensor, float],
+        output: torch.Tensor,
+    ) -> None:
         ctx.save_for_backward(inputs[0], output)
         ctx.limit = inputs[1]  # type: ignore[attr-defined]
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor, None]:
         x, y = ctx.saved_tensors  # type: ignore[attr-defined]
         return grad * y * (x < ctx.limit), None  # type: ignore[attr-defined]
 
@@ -44,13 +50,17 @@ class DropsGradient(torch.autograd.Function):
     """x * w whose backward silently returns None for w."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, w: torch.Tensor
+    ) -> torch.Tensor:
         ctx.save_for_backward(w)
         return x * w
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor, None]:
         (w,) = ctx.saved_tensors  # type: ignore[attr-defined]
         return grad * w, None
 
@@ -73,7 +83,9 @@ def test_discovery_walks_the_autograd_graph() -> None:
 
 def test_capture_records_calls_and_restores_forward() -> None:
     before = {cls: cls.__dict__.get("forward") for cls in (ClampedExp, ScaledTanh)}
-    calls = custom_ops.captured_custom_calls(TwoFunctions(), continuous(2, 6), [ClampedExp, ScaledTanh], 3)
+    calls = custom_ops.captured_custom_calls(
+        TwoFunctions(), continuous(2, 6), [ClampedExp, ScaledTanh], 3
+    )
     assert {c.cls for c in calls} == {ClampedExp, ScaledTanh}
     clamped = next(c for c in calls if c.cls is ClampedExp)
     assert clamped.args[1] == 3.0 and clamped.differentiate == [True]
@@ -84,12 +96,16 @@ def test_probe_run_checks_every_function_and_names_its_module() -> None:
     result = custom_ops.run(make_context(TwoFunctions, continuous(4, 6)))
     names = {i.subject.name for i in result.items}
     assert names == {f"{__name__}.ClampedExp", "_grad_models.ScaledTanh"}
-    assert all(i.status == "pass" and i.subject.module == "" for i in result.items), [i.message for i in result.items]
+    assert all(i.status == "pass" and i.subject.module == "" for i in result.items), [
+        i.message for i in result.items
+    ]
     assert result.summary["custom_functions_found"] == 2
 
 
 def test_wrong_backward_fails_with_the_error_size() -> None:
-    result = custom_ops.run(make_context(lambda: CustomTanhNet(TwoPercentOffTanh), continuous(8, 6)))
+    result = custom_ops.run(
+        make_context(lambda: CustomTanhNet(TwoPercentOffTanh), continuous(8, 6))
+    )
     (item,) = result.items
     assert item.status == "fail"
     assert item.metrics["max_rel_error"] == pytest.approx(0.02, rel=0.05)
@@ -106,7 +122,9 @@ def test_a_dropped_gradient_fails() -> None:
 
 
 def test_register_with_samples_class_function_and_decorator() -> None:
-    attest.register_custom_op(ScaledTanh, sample_inputs=lambda: [(torch.randn(3, requires_grad=True),)])
+    attest.register_custom_op(
+        ScaledTanh, sample_inputs=lambda: [(torch.randn(3, requires_grad=True),)]
+    )
 
     def fused(x: torch.Tensor) -> torch.Tensor:
         return ScaledTanh.apply(x) * 2  # type: ignore[no-any-return, no-untyped-call]
@@ -120,7 +138,11 @@ def test_register_with_samples_class_function_and_decorator() -> None:
     assert Decorated.__name__ == "Decorated"
     result = custom_ops.run(make_context(lambda: nn.Linear(3, 2), continuous(2, 3)))
     by_name = {i.subject.name: i for i in result.items}
-    assert set(by_name) == {"_grad_models.ScaledTanh", "fused", f"{__name__}.{Decorated.__qualname__}"}
+    assert set(by_name) == {
+        "_grad_models.ScaledTanh",
+        "fused",
+        f"{__name__}.{Decorated.__qualname__}",
+    }
     assert all(i.status == "pass" for i in result.items)
     assert by_name["fused"].metrics["mode"] == "random_directions"  # 100 elements: directions
 

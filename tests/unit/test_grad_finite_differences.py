@@ -19,14 +19,18 @@ class OffBy(torch.autograd.Function):
     """exp with a backward scaled by ``factor`` (1.0 is correct)."""
 
     @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, factor: float) -> torch.Tensor:
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, factor: float
+    ) -> torch.Tensor:
         y = torch.exp(x)
         ctx.save_for_backward(y)
         ctx.factor = factor  # type: ignore[attr-defined]
         return y
 
     @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor, None]:
         (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
         return grad * y * ctx.factor, None  # type: ignore[attr-defined]
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _grad_models import MLP, InplaceOnSavedNet, class_labels, continuous, cross_entropy, make_context
+from _grad_models import (
+    MLP,
+    InplaceOnSavedNet,
+    class_labels,
+    continuous,
+    cross_entropy,
+    make_context,
+)
 from torch import nn
 
 from attest.collect import gradient_flow
@@ -14,12 +21,18 @@ from attest.evidence import CheckResult
 
 def _run(build: type[nn.Module] | object, loss: bool = False) -> CheckResult:
     labels = class_labels(4) if loss else None
-    ctx = make_context(build, continuous(4, 6), labels, cross_entropy if loss else None, capture=False)  # type: ignore[arg-type]
+    ctx = make_context(
+        build, continuous(4, 6), labels, cross_entropy if loss else None, capture=False
+    )  # type: ignore[arg-type]
     return gradient_flow.run(ctx)
 
 
 def _by_name(result: CheckResult) -> dict[str, tuple[str, str]]:
-    return {i.subject.name or "": (i.status, i.message) for i in result.items if i.subject.kind == "parameter"}
+    return {
+        i.subject.name or "": (i.status, i.message)
+        for i in result.items
+        if i.subject.kind == "parameter"
+    }
 
 
 class Base(nn.Module):
@@ -108,16 +121,26 @@ def test_missing_gradient_reasons(model: type[nn.Module], expected: str) -> None
 def test_frozen_parameters_are_listed_not_failed() -> None:
     result = _run(Frozen)
     params = {i.subject.name: i for i in result.items if i.subject.kind == "parameter"}
-    assert params["side.weight"].status == "pass" and params["side.weight"].metrics["frozen"] is True
+    assert (
+        params["side.weight"].status == "pass" and params["side.weight"].metrics["frozen"] is True
+    )
     assert "frozen" in params["side.weight"].message
-    assert result.summary == {"parameters": 4, "frozen": 2, "without_gradient": 0, "inplace_writes": 0,
-                              "raised_in": None}
+    assert result.summary == {
+        "parameters": 4,
+        "frozen": 2,
+        "without_gradient": 0,
+        "inplace_writes": 0,
+        "raised_in": None,
+    }
 
 
 def test_non_finite_gradients_fail_with_counts() -> None:
     result = _run(NonFinite)
     item = next(i for i in result.items if i.subject.name == "side.weight")
-    assert item.status == "fail" and int(item.metrics["nan_count"] or 0) + int(item.metrics["inf_count"] or 0) > 0
+    assert (
+        item.status == "fail"
+        and int(item.metrics["nan_count"] or 0) + int(item.metrics["inf_count"] or 0) > 0
+    )
 
 
 def test_inplace_write_on_a_saved_tensor_is_reported_with_both_modules() -> None:
@@ -149,5 +172,9 @@ def test_clean_model_passes_with_gradient_norms() -> None:
     result = _run(MLP, loss=True)
     assert result.parameters["objective"] == "loss"
     assert all(i.status == "pass" for i in result.items)
-    assert all(float(i.metrics["grad_norm"] or 0) > 0 for i in result.items if i.subject.kind == "parameter")
+    assert all(
+        float(i.metrics["grad_norm"] or 0) > 0
+        for i in result.items
+        if i.subject.kind == "parameter"
+    )
     assert any(i.subject.kind == "input" for i in result.items)

@@ -42,8 +42,12 @@ CASES: list[tuple[str, dict[str, Any], int, list[int] | None]] = [
 ]
 
 
-@pytest.mark.parametrize("name, bound, count, first", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
-def test_detector_counts_exact_hits(name: str, bound: dict[str, Any], count: int, first: list[int] | None) -> None:
+@pytest.mark.parametrize(
+    "name, bound, count, first", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+)
+def test_detector_counts_exact_hits(
+    name: str, bound: dict[str, Any], count: int, first: list[int] | None
+) -> None:
     scan = scan_kinks(name, bound)
     if scan is None:  # the detector found no non-differentiable point for these arguments
         assert count == 0
@@ -54,8 +58,14 @@ def test_detector_counts_exact_hits(name: str, bound: dict[str, Any], count: int
 
 def test_max_pool_ties_respect_padding_and_ceil_mode() -> None:
     zeros = torch.zeros(1, 1, 4, 4)
-    bound = {"self": zeros, "kernel_size": [2, 2], "stride": [], "padding": [1, 1], "dilation": [1, 1],
-             "ceil_mode": True}
+    bound = {
+        "self": zeros,
+        "kernel_size": [2, 2],
+        "stride": [],
+        "padding": [1, 1],
+        "dilation": [1, 1],
+        "ceil_mode": True,
+    }
     scan = scan_kinks("max_pool2d_with_indices", bound)
     assert scan is not None
     # 3x3 windows: the 4 corner windows hold one real element (the rest is padding): no tie.
@@ -64,7 +74,9 @@ def test_max_pool_ties_respect_padding_and_ceil_mode() -> None:
 
 
 def test_adaptive_max_pool_windows() -> None:
-    scan = scan_kinks("adaptive_max_pool2d", {"self": torch.zeros(1, 2, 5, 5), "output_size": [2, 2]})
+    scan = scan_kinks(
+        "adaptive_max_pool2d", {"self": torch.zeros(1, 2, 5, 5), "output_size": [2, 2]}
+    )
     assert scan is not None and scan.count == 8
 
 
@@ -82,7 +94,9 @@ def test_ties_that_stay_tied_under_perturbation_are_not_counted() -> None:
 
 def test_a_hit_that_moves_off_the_kink_counts() -> None:
     x = T([0.0, 1.0, 0.0])
-    scan = scan_kinks("relu", {"self": x}, {"self": x.double() + T([1e-7, 0.0, 0.0], dtype=torch.float64)})
+    scan = scan_kinks(
+        "relu", {"self": x}, {"self": x.double() + T([1e-7, 0.0, 0.0], dtype=torch.float64)}
+    )
     assert scan is not None and scan.count == 1 and scan.constant_hits == 1
 
 
@@ -106,8 +120,13 @@ def test_relu_cnn_on_continuous_inputs_has_no_kinks(seed: int) -> None:
     ctx = make_context(SmallCNN, continuous(6, 1, 6, 6, seed=seed), seed=seed)
     result = kinks.run(ctx)
     assert result.status == "computed"
-    assert result.summary["total_count"] == 0, [i.message for i in result.items if i.status == "fail"]
-    assert {i.subject.op for i in result.items} >= {"aten.relu.default", "aten.max_pool2d_with_indices.default"}
+    assert result.summary["total_count"] == 0, [
+        i.message for i in result.items if i.status == "fail"
+    ]
+    assert {i.subject.op for i in result.items} >= {
+        "aten.relu.default",
+        "aten.max_pool2d_with_indices.default",
+    }
 
 
 def test_exact_zero_inputs_to_relu_are_counted_with_indices() -> None:

@@ -19,9 +19,19 @@ SETTINGS = FiniteDifferenceSettings()
 
 def _record(func: Any, *args: Any, **kwargs: Any) -> OpRecord:
     out = func(*args, **kwargs)
-    outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
-    return OpRecord(id=0, op=str(func), module="m", func=func, args=args, kwargs=kwargs,
-                    output_shapes=[list(o.shape) for o in outs], output_dtypes=[str(o.dtype) for o in outs])
+    outs = [
+        o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)
+    ]
+    return OpRecord(
+        id=0,
+        op=str(func),
+        module="m",
+        func=func,
+        args=args,
+        kwargs=kwargs,
+        output_shapes=[list(o.shape) for o in outs],
+        output_dtypes=[str(o.dtype) for o in outs],
+    )
 
 
 def _x(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -53,7 +63,9 @@ two_percent_tanh.register_autograd(_wrong_backward, setup_context=_setup)
 
 @pytest.mark.parametrize("shape", [(3, 4), (6, 200)])
 def test_planted_operator_wrong_by_two_percent_fails(shape: tuple[int, ...]) -> None:
-    item = gradcheck_ops.check_operator(_record(torch.ops.attest_test.two_percent_tanh.default, _x(*shape)), SETTINGS)
+    item = gradcheck_ops.check_operator(
+        _record(torch.ops.attest_test.two_percent_tanh.default, _x(*shape)), SETTINGS
+    )
     assert item.status == "fail", item.message
     assert 0.015 < float(item.metrics["max_rel_error"] or 0) < 0.025
     assert item.subject.op == "attest_test.two_percent_tanh.default"
@@ -70,7 +82,9 @@ SKIPPED = [
 
 
 @pytest.mark.parametrize("func, args, kwargs", SKIPPED, ids=[str(f) for f, _, _ in SKIPPED])
-def test_not_differentiable_operators_are_skipped_with_a_reason(func: Any, args: Any, kwargs: Any) -> None:
+def test_not_differentiable_operators_are_skipped_with_a_reason(
+    func: Any, args: Any, kwargs: Any
+) -> None:
     item = gradcheck_ops.check_operator(_record(func, *args, **kwargs), SETTINGS)
     assert item.status == "not_computed" and item.metrics["skipped"] is True
     assert item.message.startswith("skipped (not differentiable)")
@@ -79,7 +93,9 @@ def test_not_differentiable_operators_are_skipped_with_a_reason(func: Any, args:
 def test_batch_norm_running_statistics_are_held_fixed_and_named() -> None:
     x, w, b = _x(4, 3, 5, 5), _x(3, seed=1), _x(3, seed=2)
     mean, var = _x(3, seed=3), torch.rand(3) + 0.5
-    record = _record(torch.ops.aten._native_batch_norm_legit_no_training.default, x, w, b, mean, var, 0.1, 1e-5)
+    record = _record(
+        torch.ops.aten._native_batch_norm_legit_no_training.default, x, w, b, mean, var, 0.1, 1e-5
+    )
     item = gradcheck_ops.check_operator(record, SETTINGS)
     assert item.status == "pass", item.message
     assert item.details["differentiated_inputs"] == ["input", "weight", "bias"]
@@ -98,16 +114,22 @@ def test_relu_and_max_pool_on_exact_kinks_are_nudged_not_failed() -> None:
 
 
 def test_large_pointwise_operator_gets_a_sliced_full_jacobian_that_says_so() -> None:
-    item = gradcheck_ops.check_operator(_record(torch.ops.aten.mul.Tensor, _x(8, 50), _x(50, seed=1)), SETTINGS)
+    item = gradcheck_ops.check_operator(
+        _record(torch.ops.aten.mul.Tensor, _x(8, 50), _x(50, seed=1)), SETTINGS
+    )
     assert item.status == "pass"
     assert item.metrics["full_jacobian_on_slice"] is True
     cases = [c["case"] for c in item.details["checks"]]
     assert cases == ["captured input", "representative slice"]
     assert item.details["checks"][1]["mode"] == "full_jacobian"
     assert item.details["checks"][1]["torch_gradcheck"] is True
-    assert all(n <= SETTINGS.full_jacobian_max_numel for n in [item.details["checks"][1]["input_numel"]])
+    assert all(
+        n <= SETTINGS.full_jacobian_max_numel for n in [item.details["checks"][1]["input_numel"]]
+    )
     assert "slice" in item.message
-    assert item.details["checks"][0]["mode"] == "random_directions"  # no full Jacobian on the large input
+    assert (
+        item.details["checks"][0]["mode"] == "random_directions"
+    )  # no full Jacobian on the large input
 
 
 def test_in_place_operator_is_checked_on_a_copy() -> None:
@@ -140,7 +162,9 @@ class BuiltinZoo(nn.Module):
         attended, _ = self.attn(tokens, tokens, tokens, need_weights=False)
         z = torch.tanh(attended).sum(dim=1) / 4 + F.leaky_relu(tokens).amax(dim=1)
         z = F.hardtanh(z) + torch.exp(-z.pow(2)) + torch.sqrt(z * z + 1)
-        return F.log_softmax(self.fc(z), dim=-1) + F.softmax(self.fc(z), dim=-1).clamp(min=1e-6).log()
+        return (
+            F.log_softmax(self.fc(z), dim=-1) + F.softmax(self.fc(z), dim=-1).clamp(min=1e-6).log()
+        )
 
 
 def test_every_builtin_operator_of_a_conv_net_passes() -> None:
@@ -148,15 +172,26 @@ def test_every_builtin_operator_of_a_conv_net_passes() -> None:
     result = gradcheck_ops.run(ctx)
     assert result.status == "computed"
     failed = [(i.subject.label(), i.message) for i in result.items if i.status == "fail"]
-    unusable = [(i.subject.label(), i.message) for i in result.items
-                if i.status == "not_computed" and not i.metrics.get("skipped")]
+    unusable = [
+        (i.subject.label(), i.message)
+        for i in result.items
+        if i.status == "not_computed" and not i.metrics.get("skipped")
+    ]
     assert not failed and not unusable, (failed, unusable)
     checked_ops = {i.subject.op for i in result.items if i.status == "pass"}
-    for expected in ("aten.convolution.default", "aten.max_pool2d_with_indices.default",
-                     "aten.addmm.default", "aten.native_layer_norm.default", "aten.gelu.default",
-                     "aten.cat.default", "aten.upsample_bilinear2d.default", "aten._softmax.default",
-                     "aten.upsample_nearest2d.default", "aten.native_group_norm.default",
-                     "aten._scaled_dot_product_flash_attention_for_cpu.default"):
+    for expected in (
+        "aten.convolution.default",
+        "aten.max_pool2d_with_indices.default",
+        "aten.addmm.default",
+        "aten.native_layer_norm.default",
+        "aten.gelu.default",
+        "aten.cat.default",
+        "aten.upsample_bilinear2d.default",
+        "aten._softmax.default",
+        "aten.upsample_nearest2d.default",
+        "aten.native_group_norm.default",
+        "aten._scaled_dot_product_flash_attention_for_cpu.default",
+    ):
         assert expected in checked_ops, sorted(checked_ops)
     assert result.summary["failed"] == 0 and result.parameters["directions"] == 4
 

@@ -101,18 +101,26 @@ def test_once_differentiable_function_is_named() -> None:
 
 def test_backward_under_no_grad_is_not_twice_differentiable() -> None:
     x = torch.randn(20, dtype=torch.float64)
-    ok, why = second_order.twice_differentiable(lambda t: [NoGradBackward.apply(t)], [x], FiniteDifferenceSettings())
+    ok, why = second_order.twice_differentiable(
+        lambda t: [NoGradBackward.apply(t)], [x], FiniteDifferenceSettings()
+    )
     assert not ok and "not (correctly) differentiable" in why
-    ok, why = second_order.twice_differentiable(lambda t: [t * 3.0], [x], FiniteDifferenceSettings())
+    ok, why = second_order.twice_differentiable(
+        lambda t: [t * 3.0], [x], FiniteDifferenceSettings()
+    )
     assert ok, why
-    ok, why = second_order.twice_differentiable(lambda t: [OnceSoftplus.apply(t)], [x], FiniteDifferenceSettings())
+    ok, why = second_order.twice_differentiable(
+        lambda t: [OnceSoftplus.apply(t)], [x], FiniteDifferenceSettings()
+    )
     assert not ok, why
 
 
 def test_kink_on_the_probe_point_is_recognised() -> None:
     x = continuous(6, 6)
     x[:, :3] = 0.0
-    ctx = make_context(lambda: nn.Sequential(nn.ReLU(), nn.Linear(6, 3)), x, class_labels(6), cross_entropy)
+    ctx = make_context(
+        lambda: nn.Sequential(nn.ReLU(), nn.Linear(6, 3)), x, class_labels(6), cross_entropy
+    )
     result = second_order.run(ctx)
     model = [i for i in result.items if i.subject.kind == "model"]
     assert all(i.status == "pass" for i in model), [i.message for i in model]

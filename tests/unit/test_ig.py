@@ -138,14 +138,16 @@ def test_captum_trapezoid_is_short_by_one_over_n_ours_is_exact(n: int) -> None:
 
 def test_chunks_are_bounded_by_the_memory_budget_and_do_not_change_bits() -> None:
     model, x = _small_cnn(), _cnn_inputs(2)
+    steps, budget = 1024, 1 << 19
     batch_sizes: list[int] = []
     handle = model.register_forward_pre_hook(lambda _m, args: batch_sizes.append(args[0].shape[0]))
-    small = integrated_gradients(model, x, target=0, steps=2048, memory_budget_bytes=1 << 20)
+    small = integrated_gradients(model, x, target=0, steps=steps, memory_budget_bytes=budget)
     handle.remove()
-    big = integrated_gradients(model, x, target=0, steps=2048, memory_budget_bytes=1 << 30)
-    assert 1 < small.chunk_size < 2 * 2048 // 4  # neither one per step nor everything at once
-    assert small.chunk_size * small.per_sample_bytes <= 1 << 20
+    big = integrated_gradients(model, x, target=0, steps=steps, memory_budget_bytes=1 << 30)
+    assert small.chunk_size * small.per_sample_bytes <= budget
+    assert 1 < small.chunk_size < 2 * steps // 4  # neither one per step nor everything at once
     assert max(batch_sizes) <= small.chunk_size
+    assert len(batch_sizes) >= 2 * steps // small.chunk_size  # it really went in chunks
     assert big.chunk_size > small.chunk_size
     assert torch.equal(small.attributions, big.attributions)  # node order fixed: same bits
 
@@ -204,7 +206,12 @@ def test_adaptive_steps_stop_at_the_cap_and_say_so() -> None:
     result = integrated_gradients(Step(), x, target=0, steps=8, tolerance=1e-3, max_steps=64)
     assert not result.converged.any()
     assert result.steps_used.max() <= 64
-    assert [level["steps"] for level in result.error_curve] == [8, 15, 29, 57]  # trapezoid cells doubled
+    assert [level["steps"] for level in result.error_curve] == [
+        8,
+        15,
+        29,
+        57,
+    ]  # trapezoid cells doubled
 
 
 def test_targets_agree_with_the_collect_contract() -> None:
@@ -281,3 +288,27 @@ def test_stored_attributions_round_trip_and_stay_bounded() -> None:
     assert decode_attributions(None) == {}
     with pytest.raises(InputError):
         decode_attributions({"format": "npz+base64", "data": "not base64!"})
+
+
+def test_a_model_writing_into_its_input_still_differentiates() -> None:
+    torch.manual_seed(8)
+    model = nn.Sequential(nn.ReLU(inplace=True), nn.Linear(5, 2)).double()
+    x = torch.randn(3, 5, dtype=torch.float64)
+    before = x.clone()
+    result = integrated_gradients(model, x, target=0, method="gausslegendre", steps=8)
+    # relu(t x) = t relu(x) for t >= 0: F is linear along the path, so the rule is exact
+    assert result.completeness_rel_error.max() < 1e-12
+    expected = torch.relu(x) * model[1].weight[0].detach()
+    assert torch.allclose(result.attributions, expected, rtol=1e-12, atol=1e-15)
+    assert torch.equal(x, before)  # the caller's inputs are untouched
+
+
+def test_float16_model_accumulates_in_float64() -> None:
+    torch.manual_seed(9)
+    model = nn.Linear(6, 2).half()
+    x = torch.rand(2, 6).half()
+    result = integrated_gradients(model, x, target=1, steps=4)
+    assert result.attributions.dtype == torch.float64
+    assert result.model_info["dtype"] == "float16"
+    expected = x.double() * model.weight[1].detach().double()  # fp16 weights, exact products
+    assert torch.allclose(result.attributions, expected, rtol=1e-12)

@@ -107,6 +107,7 @@ def test_clean_small_models_pass_every_check(
     assert all(i.metrics["completeness_rel_error"] <= bound for i in completeness.items)  # type: ignore[operator]
     assert [i.subject.input_index for i in completeness.items] == [0, 1, 2]
     assert results["ig_determinism"].summary["bit_exact"] is True
+    assert results["ig_randomization"].summary["max_abs_spearman_final"] < 0.5  # type: ignore[operator]
     curve = results["ig_randomization"].items[0].details["spearman"]
     assert 1 <= len(curve) <= FAST["ig_randomization_max_layers"]
     stored = ctx.extras["ig_attributions"]
@@ -235,6 +236,7 @@ def test_randomization_flags_attributions_that_ignore_the_weights() -> None:
     assert _statuses(randomization) == ["fail"] * 2
     assert randomization.items[0].metrics["spearman_final"] > 0.99  # type: ignore[operator]
     assert randomization.parameters["cascade"] == ["offset"]
+    assert randomization.summary["max_abs_spearman_final"] > 0.99  # type: ignore[operator]
 
 
 class _NoisyForward(nn.Module):

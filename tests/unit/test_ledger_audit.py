@@ -74,12 +74,13 @@ def insert_row(db: sqlite3.Connection) -> None:
     )
 
 
-def append_row_behind_the_log(db: sqlite3.Connection) -> None:
-    data = _entry(99).leaf_data
-    db.execute(
-        "INSERT INTO leaves (idx, data, leaf_hash) VALUES (?, ?, ?)",
-        (SIZE, data, merkle.leaf_hash(data)),
-    )
+def append_rows_without_hashes(db: sqlite3.Connection) -> None:
+    for idx in (SIZE, SIZE + 1):  # entry 17 completes the subtree over 16..17: no hash stored
+        data = _entry(idx).leaf_data
+        db.execute(
+            "INSERT INTO leaves (idx, data, leaf_hash) VALUES (?, ?, ?)",
+            (idx, data, merkle.leaf_hash(data)),
+        )
 
 
 def edit_node(db: sqlite3.Connection) -> None:
@@ -99,10 +100,10 @@ TAMPERING: list[tuple[Callable[[sqlite3.Connection], None], str, int | None, str
     (edit_data, "edited", 5, "entry 5"),
     (edit_data_and_hash, "altered", 4, "entries 4..5"),
     (delete_row, "deleted", 5, "entry 5 missing"),
-    (delete_last_row, "head", None, "says 16 entries but 15"),
+    (delete_last_row, "deleted", 14, "beyond the last stored entry (14)"),
     (reorder_rows, "altered", 4, "entries 4..5"),
     (insert_row, "altered", 4, "entries 4..5"),
-    (append_row_behind_the_log, "head", None, "says 16 entries but 17"),
+    (append_rows_without_hashes, "missing-node", 16, "entries 16..17 is missing"),
     (edit_node, "altered", None, "does not match"),
     (non_canonical_entry, "malformed", 5, "canonical"),
 ]
@@ -193,14 +194,6 @@ def test_truncated_log_is_caught_by_checkpoint(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         db.execute("DELETE FROM leaves WHERE idx = 15")
         db.execute("DELETE FROM nodes WHERE key >> 6 = 16")
-        hashes = [bytes(r[0]) for r in db.execute("SELECT leaf_hash FROM leaves ORDER BY idx")]
-        frontier: list[bytes] = []
-        for i, h in enumerate(hashes):
-            merkle.frontier_push(frontier, i, h)
-        db.execute(
-            "UPDATE head SET size = 15, root = ?, frontier = ?",
-            (merkle.frontier_root(frontier), b"".join(frontier)),
-        )
     report = _audit(path)
     assert [p.message for p in report.problems] == [
         "checkpoint 1 covers 16 entries but only 15 are stored (truncated)"

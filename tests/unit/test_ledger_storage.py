@@ -19,6 +19,7 @@ from attest.errors import LedgerError
 from attest.ledger import audit_ledger, merkle, open_ledger
 from attest.ledger.entries import LedgerEntry
 from attest.ledger.sqlite import SQLiteStorage
+from attest.ledger.storage import TreeHead
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,14 +124,28 @@ def test_wal_mode_and_synchronous_setting(tmp_path: Path, monkeypatch: pytest.Mo
         SQLiteStorage(tmp_path / "l.sqlite")
 
 
-def test_altered_tree_head_is_refused_on_append(tmp_path: Path) -> None:
+def test_a_stored_hash_in_the_way_is_refused_on_append(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
     with SQLiteStorage(path, create=True) as storage:
         storage.append_many([b"a", b"b", b"c"])
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE head SET size = 1, frontier = ? WHERE id = 0", (merkle.leaf_hash(b"a"),))
-    with SQLiteStorage(path) as storage, pytest.raises(LedgerError, match="disagrees"):
-        storage.append(b"d")
+    with sqlite3.connect(path) as db:  # the subtree over entries 2..3, planted before entry 3
+        db.execute("INSERT INTO nodes (key, hash) VALUES (?, ?)", ((4 << 6) | 1, bytes(32)))
+    with SQLiteStorage(path) as storage:
+        with pytest.raises(LedgerError, match="in the way of entry 3"):
+            storage.append(b"d")
+        assert storage.tree_head().size == 3  # nothing half-written
+
+
+def test_interleaved_connections_keep_one_tree(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    datas = [f"d{i}".encode() for i in range(41)]
+    with SQLiteStorage(path, create=True) as one, SQLiteStorage(path) as two:
+        for i, data in enumerate(datas):  # each connection's cached frontier goes stale in turn
+            result = (one if i % 3 else two).append(data)
+            assert result.index == i
+        want = merkle.root_from_leaf_hashes(merkle.leaf_hash(d) for d in datas)
+        assert one.tree_head() == two.tree_head() == TreeHead(41, want)
+        assert audit_ledger(one, check_entries=False).ok
 
 
 # --- several processes -----------------------------------------------------------------------

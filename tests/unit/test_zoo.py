@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _grad_models import ZOO
 
 from attest.collect import gradchecks
 from attest.evidence import CheckResult
-from _grad_models import ZOO
 
 EXPECTED_FLAGS: dict[str, set[str]] = {
     "clean_mlp": set(),
@@ -77,7 +77,10 @@ def test_defect_items_name_the_culprit(zoo_results: dict[str, list[CheckResult]]
         return [f"{i.subject.label()}: {i.message}" for i in result.failed_items]
 
     assert any("TwoPercentOffTanh" in m for m in failed("wrong_custom_backward", "custom_ops"))
-    assert any("unused_scale" in m and "unused in forward" in m for m in failed("dead_parameter", "gradient_flow"))
+    assert any(
+        "unused_scale" in m and "unused in forward" in m
+        for m in failed("dead_parameter", "gradient_flow")
+    )
     assert all("detach()" in m for m in failed("detached_branch", "gradient_flow"))
     assert any("side.weight" in m for m in failed("detached_branch", "gradient_flow"))
     assert all("integer" in m and "'quant'" in m for m in failed("integer_path", "gradient_flow"))
