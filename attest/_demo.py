@@ -132,13 +132,9 @@ def run_demo(out: Path) -> int:
     reports.append(bad)
 
     ledger_path = out / "ledger.sqlite"
-    append_certificate = _optional("attest.ledger", "append_certificate")
-    record_verification = _optional("attest.ledger", "record_verification")
-    if append_certificate is not None and record_verification is not None:
-        append_certificate(ledger_path, certificate)
-        for report in reports:
-            record_verification(ledger_path, report.to_dict())
-        print(f"ledger: {len(reports) + 1} entries appended to {ledger_path}")
+    # appends the certificate and each verification, signs a checkpoint, prints an inclusion proof
+    ledger_demo = _optional("attest.ledger.demo", "ledger_demo")
+    logged = ledger_demo is None or ledger_demo(out, certificate, [r.to_dict() for r in reports])
 
     report_path = result.report_path
     if report_writer is not None:
@@ -169,7 +165,7 @@ def run_demo(out: Path) -> int:
             print(f"  {label + ':':22} {path}")
     print(f"try: attest inspect {certificate}")
     print(f"     attest verify {certificate} --trust {trust} --artifact {onnx} --probe {bundle}")
-    expected = good.verified and deployed_ok and bad.codes == ["SUBJECT_MISMATCH"]
+    expected = good.verified and deployed_ok and bad.codes == ["SUBJECT_MISMATCH"] and logged
     if not expected:
         print("demo: UNEXPECTED outcome", file=sys.stderr)
     return 0 if expected else 1

@@ -94,8 +94,14 @@ def run(ctx: CollectContext) -> CheckResult:
     x = probe_input(ctx, torch.float64)
     y = spec.labels.to(spec.device)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    shared = ctx.extras.get("full_batch_loss_gradients")  # from gradient_flow, same model
     try:
-        full = _loss_gradients(model, params, spec.loss_fn, x, y)
+        if isinstance(shared, dict) and all(n in shared for n, _ in params):
+            full = [
+                torch.zeros_like(p) if shared[n] is None else shared[n].detach() for n, p in params
+            ]
+        else:
+            full = _loss_gradients(model, params, spec.loss_fn, x, y)
     except Exception as exc:
         return CheckResult(
             check="accumulation",

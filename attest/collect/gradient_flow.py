@@ -358,6 +358,9 @@ def run(ctx: CollectContext) -> CheckResult:
     }
     measured = parameter_gradients(model, x, ctx.spec, labels)
     ctx.extras["gradient_flow_error"] = measured.error
+    if measured.error is None and parameters["objective"] == "loss":
+        # The float64 full-batch loss gradient: the accumulation check's reference.
+        ctx.extras["full_batch_loss_gradients"] = measured.grads
     items: list[CheckItem] = []
     if measured.error is not None:
         message = " ".join(str(measured.error).split())[:400]

@@ -355,30 +355,28 @@ def _adaptive_positions(length: int, out: int) -> tuple[torch.Tensor, torch.Tens
 def _window_elements(
     tied: torch.Tensor, per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]], shape: torch.Size
 ) -> torch.Tensor:
-    """The input positions of the flagged window elements ``tied`` (*lead, O1..Od, K)."""
+    """The input positions of the flagged window elements ``tied`` (*lead, O1..Od, k1..kd)."""
     mask = torch.zeros(shape, dtype=torch.bool, device=tied.device)
     if not bool(tied.any()):
         return mask
     d = len(per_dim)
-    hits = tied.nonzero()  # (n, lead + d + 1)
-    lead = hits[:, : tied.dim() - d - 1]
-    outs = hits[:, tied.dim() - d - 1 : -1]
-    flat_k = hits[:, -1]
-    kernel = [pos.shape[1] for pos, _ in per_dim]
-    coords = []
-    for i in range(d - 1, -1, -1):  # unravel the flattened window index, last dim fastest
-        k_i = flat_k % kernel[i]
-        flat_k = flat_k // kernel[i]
-        coords.append(per_dim[i][0].to(tied.device)[outs[:, i], k_i])
-    index = tuple(lead.unbind(1)) + tuple(reversed(coords))
-    mask[index] = True
+    hits = tied.nonzero()  # (n, lead + 2d)
+    n_lead = tied.dim() - 2 * d
+    lead = hits[:, :n_lead]
+    coords = [
+        per_dim[i][0].to(tied.device)[hits[:, n_lead + i], hits[:, n_lead + d + i]]
+        for i in range(d)
+    ]
+    mask[(*lead.unbind(1), *coords)] = True
     return mask
 
 
 def _gather_windows(
-    x: torch.Tensor, per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]], fill: float | int
+    x: torch.Tensor, per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]], fill: float
 ) -> torch.Tensor:
-    """(*lead, O1..Od, K): every pooling window's elements, ``fill`` outside the input."""
+    """(*lead, O1..Od, k1..kd): every pooling window's elements, ``fill`` outside the input.
+
+    Any window layout (adaptive pooling): one ``index_select`` per spatial dim."""
     d = len(per_dim)
     base = x.dim() - d
     t = x
@@ -396,7 +394,36 @@ def _gather_windows(
             torch.full((), fill, dtype=g.dtype, device=g.device),
         )
         t = g.movedim(dim + 1, -1)
-    return t.flatten(-d) if d > 1 else t
+    return t
+
+
+def _unfold_windows(
+    x: torch.Tensor,
+    per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    fill: float,
+) -> torch.Tensor:
+    """The same layout as :func:`_gather_windows` for regular windows, as views of a padded
+    copy (``Tensor.unfold``): far cheaper than gathering on large activations."""
+    d = len(per_dim)
+    base = x.dim() - d
+    pads: list[int] = []
+    for i in range(d - 1, -1, -1):  # F.pad takes the last dim first
+        out, k = per_dim[i][0].shape
+        span = dilation[i] * (k - 1) + 1
+        needed = (out - 1) * stride[i] + span
+        extra = max(0, needed - (x.shape[base + i] + 2 * padding[i]))
+        pads += [padding[i], padding[i] + extra]
+    t = torch.nn.functional.pad(x, pads, value=fill) if any(pads) else x
+    for i in range(d):
+        out, k = per_dim[i][0].shape
+        span = dilation[i] * (k - 1) + 1
+        t = t.unfold(base + i, span, stride[i]).narrow(base + i, 0, out)
+        if dilation[i] > 1:
+            t = t[..., :: dilation[i]]
+    return t
 
 
 def _ints(value: Any, d: int, default: int) -> list[int]:
@@ -414,9 +441,13 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
         if x is None or x.dim() < d or x.numel() == 0:
             return None
         sizes = x.shape[-d:]
+        windows: Callable[[torch.Tensor], torch.Tensor]
         if adaptive:
             outs = _ints(bound.get("output_size"), d, 1)
             per_dim = [_adaptive_positions(sizes[i], outs[i]) for i in range(d)]
+
+            def windows(t: torch.Tensor) -> torch.Tensor:
+                return _gather_windows(t, per_dim, -math.inf)
         else:
             kernel = _ints(bound.get("kernel_size"), d, 1)
             stride = _ints(bound.get("stride"), d, 0)
@@ -430,22 +461,25 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
                 )
                 for i in range(d)
             ]
-        windows = _gather_windows(x.double(), per_dim, -math.inf)  # padding: -inf, never equal
-        top = windows.amax(dim=-1, keepdim=True)
-        eq = (windows >= top - tolerance) & torch.isfinite(top)
-        tie = eq.sum(dim=-1) >= 2
-        tied = eq & tie.unsqueeze(-1)
+
+            def windows(t: torch.Tensor) -> torch.Tensor:
+                return _unfold_windows(t, per_dim, stride, padding, dilation, -math.inf)
+
+        inner = tuple(range(-d, 0))
+        w = windows(x.double())  # (*lead, O1..Od, k1..kd); padding is -inf, never a tie
+        top = w.amax(dim=inner, keepdim=True)
+        eq = (w >= top - tolerance) & torch.isfinite(top)
+        tie = eq.sum(dim=inner) >= 2
+        tied = eq & tie.reshape(*tie.shape, *([1] * d))
         mask = _window_elements(tied, per_dim, x.shape)
         px = _matching(x, _tensor(perturbed, "self"))
         moved = None
         if px is not None:
-            pw = _gather_windows(px, per_dim, -math.inf)
-            hi = torch.where(tied, pw, -math.inf).amax(dim=-1)
-            lo = torch.where(tied, pw, math.inf).amin(dim=-1)
+            pw = windows(px)
+            hi = torch.where(tied, pw, -math.inf).amax(dim=inner)
+            lo = torch.where(tied, pw, math.inf).amin(dim=inner)
             moved = hi != lo
-        return _scan(
-            "max-pool window tie", tie, moved, "output window", {"self": mask.reshape(x.shape)}
-        )
+        return _scan("max-pool window tie", tie, moved, "output window", {"self": mask})
 
     return detect
 

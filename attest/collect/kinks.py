@@ -74,13 +74,6 @@ def perturbed_records(ctx: CollectContext) -> tuple[dict[int, OpRecord], str]:
     return matched, f"aligned by operator sequence ({len(matched)} of {len(probe)} operators)"
 
 
-def _has_raw_hits(record: OpRecord) -> bool:
-    scan = scan_kinks(
-        op_short_name(record.op), bind_schema(record.func, record.args, record.kwargs)
-    )
-    return scan is not None and scan.raw_hits > 0
-
-
 def run(ctx: CollectContext) -> CheckResult:
     """The ``kinks`` result: one item per captured operator that has non-differentiable points."""
     parameters: dict[str, Any] = {
@@ -97,11 +90,16 @@ def run(ctx: CollectContext) -> CheckResult:
             reason="the operator capture did not run, so there are no operator inputs to scan",
         )
     candidates = [r for r in ctx.operators if op_short_name(r.op) in DETECTORS]
+    # First every hit, counted or not; the perturbed run is only needed to judge hits.
+    raw = {
+        r.id: scan_kinks(op_short_name(r.op), bind_schema(r.func, r.args, r.kwargs))
+        for r in candidates
+    }
     perturbed: dict[int, OpRecord] = {}
     note = "no operator with non-differentiable points"
     if candidates:
         note = "no exact hit: the perturbed run was not needed"
-    if any(_has_raw_hits(r) for r in candidates):
+    if any(scan is not None and scan.raw_hits > 0 for scan in raw.values()):
         try:
             perturbed, note = perturbed_records(ctx)
         except Exception as exc:  # liveness is a refinement; without it every hit counts
@@ -109,12 +107,14 @@ def run(ctx: CollectContext) -> CheckResult:
     parameters["alignment"] = note
     items: list[CheckItem] = []
     for record in candidates:
-        bound = bind_schema(record.func, record.args, record.kwargs)
-        twin = perturbed.get(record.id)
-        twin_bound = None if twin is None else bind_schema(twin.func, twin.args, twin.kwargs)
-        scan = scan_kinks(op_short_name(record.op), bound, twin_bound)
+        scan = raw[record.id]
         if scan is None:
             continue
+        twin = perturbed.get(record.id)
+        twin_bound = None if twin is None else bind_schema(twin.func, twin.args, twin.kwargs)
+        if scan.raw_hits and twin_bound is not None:
+            bound = bind_schema(record.func, record.args, record.kwargs)
+            scan = scan_kinks(op_short_name(record.op), bound, twin_bound) or scan
         first = scan.first_indices
         subject = Subject(
             kind="operator",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -145,3 +146,22 @@ def test_exact_zero_inputs_to_relu_are_counted_with_indices() -> None:
 def test_without_the_capture_kinks_is_not_computed() -> None:
     ctx = make_context(SmallCNN, continuous(2, 1, 6, 6), capture=False)
     assert kinks.run(ctx).status == "not_computed"
+
+
+@pytest.mark.parametrize(
+    "size, kernel, stride, padding, dilation, ceil_mode",
+    [(7, 2, 2, 0, 1, False), (7, 3, 2, 1, 1, True), (8, 3, 1, 1, 2, False), (9, 2, 3, 1, 1, True)],
+)
+def test_unfolded_windows_match_gathered_windows_and_pool_shape(
+    size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool
+) -> None:
+    from attest.collect.kink_detectors import _gather_windows, _unfold_windows, _window_positions
+
+    x = torch.randn(2, 3, size, size, dtype=torch.float64)
+    per_dim = [_window_positions(size, kernel, stride, padding, dilation, ceil_mode)] * 2
+    unfolded = _unfold_windows(x, per_dim, [stride] * 2, [padding] * 2, [dilation] * 2, -math.inf)
+    gathered = _gather_windows(x, per_dim, -math.inf)
+    assert torch.equal(unfolded, gathered)
+    pooled = F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
+    assert unfolded.shape[2:4] == pooled.shape[2:]
+    assert torch.equal(unfolded.amax(dim=(-2, -1)), pooled)
