@@ -241,6 +241,21 @@ class Evaluator:
             message=f"not computed: {why}",
         )
 
+    def _not_applicable(self, rule: Rule, why: str) -> Finding:
+        """The spec did not ask for this check: the rule's ``when_not_applicable`` decides."""
+        message = f"not applicable: {why}"
+        verdict = rule.when_not_applicable or rule.severity
+        if verdict == "accept":
+            return Finding(
+                rule=rule.id,
+                check=rule.check,
+                subject=_MODEL,
+                verdict="not_computed",
+                severity=rule.severity,
+                message=message,
+            )
+        return self._negative(rule, _MODEL, verdict, message=message)
+
     # -- rules
     def rule_findings(self, rule: Rule) -> list[Finding]:
         result = self.evidence.checks.get(rule.check)
@@ -248,6 +263,8 @@ class Evaluator:
             return [
                 self._not_computed(rule, _MODEL, f"check {rule.check!r} is not in the evidence")
             ]
+        if result.status == "not_applicable":
+            return [self._not_applicable(rule, result.reason or "the spec did not ask for it")]
         if result.status != "computed":
             why = f"check {rule.check!r} is {result.status}" + (
                 f": {result.reason}" if result.reason else ""

@@ -60,8 +60,10 @@ CHECK_IDS: tuple[str, ...] = CheckId.__args__  # type: ignore[attr-defined]
 # not_computed: the check could not be computed (reason says why, e.g. topology failed,
 #   no loss given); a policy that requires it fails.
 # not_implemented: this build does not implement it; a policy that requires it fails.
+# not_applicable: the spec did not ask for it (no loss given, export not requested); the
+#   policy rule's ``when_not_applicable`` decides whether that fails, warns or is accepted.
 # error: the check itself raised; reason holds where and what.
-CheckStatus = Literal["computed", "not_computed", "not_implemented", "error"]
+CheckStatus = Literal["computed", "not_computed", "not_applicable", "not_implemented", "error"]
 # The check's own reading of one item at the tolerances recorded in its parameters.
 # Policies decide verdicts from metrics; this status is what the check itself concluded.
 ItemStatus = Literal["pass", "fail", "warn", "not_computed", "error"]

@@ -68,6 +68,7 @@ FINDINGS_SCHEMA_VERSION = "1"
 
 Comparator = Literal[">=", ">", "<=", "<", "=="]
 Severity = Literal["fail", "warn"]
+NotApplicable = Literal["fail", "warn", "accept"]
 Source = Literal["items", "summary", "operators", "model", "check"]
 Precision = Literal["float32", "bfloat16", "float16"]
 Verdict = Literal["pass", "fail", "warn", "waived", "not_computed"]
@@ -112,6 +113,12 @@ class Rule(_Strict):
     required: bool = True
     min_subjects: int = Field(default=0, ge=0)
     accept_annotations: bool | None = None
+    when_not_applicable: NotApplicable | None = Field(
+        default=None,
+        description="verdict when the check reports not_applicable (the spec did not ask for "
+        "it, e.g. no loss or no export): fail, warn, or accept (listed as not_computed); "
+        "default: the rule's severity",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Rule:

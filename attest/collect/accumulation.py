@@ -79,7 +79,7 @@ def run(ctx: CollectContext) -> CheckResult:
     if spec.loss_fn is None:
         return CheckResult(
             check="accumulation",
-            status="not_computed",
+            status="not_applicable",
             parameters=parameters,
             reason="the spec has no loss (add `loss: module:callable` to attest.yaml to enable this check)",
         )

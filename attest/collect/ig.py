@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attest.collect._ig_adaptive import DEFAULT_PANEL_NODES, PanelLayout, adaptive_paths
 from attest.collect._ig_baselines import BASELINES, make_baseline
 from attest.collect._ig_quadrature import (
     METHODS,
@@ -44,13 +45,15 @@ from attest.collect._ig_quadrature import (
     quadrature,
     refinement,
 )
-from attest.collect._ig_storage import decode_attributions, encode_attributions
+from attest._attributions import decode_attributions, encode_attributions
 from attest.errors import InputError
 
 __all__ = [
+    "ADAPTIVE",
     "BASELINES",
     "METHODS",
     "IGResult",
+    "PanelLayout",
     "PathSamples",
     "decode_attributions",
     "encode_attributions",
@@ -59,6 +62,7 @@ __all__ = [
     "quadrature",
 ]
 
+ADAPTIVE = "adaptive"
 TargetArg = int | str | torch.Tensor | Callable[[torch.Tensor], torch.Tensor]
 
 _MEMORY_SAFETY_FACTOR = 1.5
@@ -88,6 +92,7 @@ class PathSamples:
     slope: np.ndarray
     f_start: float
     f_end: float
+    panels: PanelLayout | None = None  # the adaptive rule's final panels
 
 
 @dataclass
@@ -119,6 +124,9 @@ class IGResult:
     per_sample_bytes: int = 0
     memory_budget_bytes: int = 0
     model_info: dict[str, Any] = field(default_factory=dict)
+    panels: list[PanelLayout] | None = None  # adaptive rule: each input's final panels
+    local_error: np.ndarray | None = None  # adaptive rule: (N,) sum of panel errors
+    panel_nodes: int = 0  # adaptive rule: Gauss-Legendre nodes per panel
 
     @property
     def delta(self) -> np.ndarray:

@@ -8,15 +8,23 @@ autograd returns there is a convention of the program (``relu'(0) = 0``, but
 computed there depends on how the model happens to be written.
 
 To tell genuine kinks from locally constant values (ReLU zeros tying in a max-pool window),
-the model runs once more under the operator capture in float64 with the probe inputs and
-trainable parameters moved by a tiny seeded random perturbation (relative size
-``KINK_PERTURBATION``). A hit counts only if that run moves it off the kink. The perturbed
-run is aligned with the probe run operator by operator (by name, with ``difflib`` when a
-float64 run issues extra casts); unaligned operators count every hit, and the item says so.
+the model runs once more under the operator capture in float64 with the probe inputs moved
+by a tiny seeded random perturbation (relative size ``KINK_PERTURBATION``). A hit counts only
+if that run moves it off the kink: the probe input itself put the value there.
 
-One item per operator that has non-differentiable points: ``count`` (hits that matter),
+Hits that stay put when only the inputs move get a second run with the trainable parameters
+moved as well. A hit that moves only then sits on the kink because of the current parameter
+values (a freshly initialized BatchNorm with weight 1 and bias 0 passes a ReLU's exact zeros
+on to the next ReLU): the derivative convention there decides what those parameters'
+gradients are, so it is reported, but as a warning, since no probe input caused it and a
+trained model will not usually have it. The perturbed runs are aligned with the probe run
+operator by operator (by name, with ``difflib`` when a float64 run issues extra casts);
+unaligned operators count every hit, and the item says so.
+
+One item per operator that has non-differentiable points: ``count`` (hits the inputs put
+there), ``parameter_hits`` (hits only the parameter values put there),
 ``locally_constant_hits`` (hits that stay put), ``first_indices`` (up to 5, in the index space
-the item names). The item fails when ``count > 0``.
+the item names). The item fails when ``count > 0`` and warns when only ``parameter_hits > 0``.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import torch
 from attest.collect.aten_args import bind_schema, op_short_name
 from attest.collect.capture import capture_operators
 from attest.collect.context import CollectContext, OpRecord
-from attest.collect.kink_detectors import DETECTORS, scan_kinks
+from attest.collect.kink_detectors import DETECTORS, KinkScan, scan_kinks
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = ["KINK_PERTURBATION", "perturbed_records", "run"]
@@ -37,15 +45,20 @@ __all__ = ["KINK_PERTURBATION", "perturbed_records", "run"]
 KINK_PERTURBATION = 1e-6
 
 
-def perturbed_records(ctx: CollectContext) -> tuple[dict[int, OpRecord], str]:
-    """The float64 perturbed run's records, keyed by the probe run's operator ids, and a note."""
+def perturbed_records(
+    ctx: CollectContext, *, parameters: bool = True
+) -> tuple[dict[int, OpRecord], str]:
+    """The float64 perturbed run's records, keyed by the probe run's operator ids, and a note.
+
+    The probe inputs are always perturbed; the trainable parameters only with ``parameters``.
+    """
     assert ctx.operators is not None
     seed = ctx.settings.seed
     generator = torch.Generator().manual_seed(seed + 5)
     model = ctx.fresh_model(torch.float64)
     with torch.no_grad():
         for p in model.parameters():
-            if p.requires_grad and p.numel():
+            if parameters and p.requires_grad and p.numel():
                 rms = float(p.pow(2).mean().sqrt())
                 noise = torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.device)
                 p.add_(noise * KINK_PERTURBATION * (rms if rms > 0 else 1.0))
@@ -80,7 +93,8 @@ def run(ctx: CollectContext) -> CheckResult:
         "perturbation": KINK_PERTURBATION,
         "perturbation_dtype": "float64",
         "seed": ctx.settings.seed,
-        "rule": "a hit counts when a random perturbation of the inputs and parameters moves it off the kink",
+        "rule": "a hit counts when a random perturbation of the probe inputs moves it off the kink; "
+        "one that moves only when the parameters move too is a warning (parameter_hits)",
     }
     if ctx.operators is None:
         return CheckResult(
@@ -96,25 +110,53 @@ def run(ctx: CollectContext) -> CheckResult:
         for r in candidates
     }
     perturbed: dict[int, OpRecord] = {}
+    with_parameters: dict[int, OpRecord] = {}
     note = "no operator with non-differentiable points"
     if candidates:
         note = "no exact hit: the perturbed run was not needed"
     if any(scan is not None and scan.raw_hits > 0 for scan in raw.values()):
         try:
-            perturbed, note = perturbed_records(ctx)
+            perturbed, note = perturbed_records(ctx, parameters=False)
         except Exception as exc:  # liveness is a refinement; without it every hit counts
             note = f"the perturbed run failed ({type(exc).__name__}: {exc}): every hit counted"
     parameters["alignment"] = note
+
+    def judged(record: OpRecord, twin: OpRecord | None, scan: KinkScan) -> KinkScan | None:
+        if twin is None:
+            return None
+        bound = bind_schema(record.func, record.args, record.kwargs)
+        return scan_kinks(
+            op_short_name(record.op), bound, bind_schema(twin.func, twin.args, twin.kwargs)
+        )
+
+    input_scans: dict[int, KinkScan | None] = {}
+    for record in candidates:
+        scan = raw[record.id]
+        if scan is not None and scan.raw_hits:
+            input_scans[record.id] = judged(record, perturbed.get(record.id), scan)
+    if any(s is not None and s.constant_hits for s in input_scans.values()):
+        try:
+            with_parameters, _ = perturbed_records(ctx, parameters=True)
+        except Exception:  # without it, hits that stay put under input moves are not counted
+            with_parameters = {}
     items: list[CheckItem] = []
     for record in candidates:
         scan = raw[record.id]
         if scan is None:
             continue
-        twin = perturbed.get(record.id)
-        twin_bound = None if twin is None else bind_schema(twin.func, twin.args, twin.kwargs)
-        if scan.raw_hits and twin_bound is not None:
-            bound = bind_schema(record.func, record.args, record.kwargs)
-            scan = scan_kinks(op_short_name(record.op), bound, twin_bound) or scan
+        aligned = perturbed.get(record.id) is not None
+        parameter_hits = 0
+        input_scan = input_scans.get(record.id)
+        if input_scan is not None:
+            both = judged(record, with_parameters.get(record.id), scan)
+            if both is not None and input_scan.count == 0 and both.count:
+                # Only the parameter values hold these on the kink (generically, a hit the
+                # inputs move also moves when the parameters move too).
+                parameter_hits = both.count
+                scan = both
+            else:
+                scan = input_scan
+        count = scan.count - parameter_hits
         first = scan.first_indices
         subject = Subject(
             kind="operator",
@@ -124,18 +166,27 @@ def run(ctx: CollectContext) -> CheckResult:
             indices=first[0] if first else None,
         )
         metrics: dict[str, Any] = {
-            "count": scan.count,
+            "count": count,
+            "parameter_hits": parameter_hits,
             "locally_constant_hits": scan.constant_hits,
             "kind": scan.kind,
             "index_space": scan.index_space,
             "first_index": ",".join(str(i) for i in first[0]) if first else None,
-            "perturbation_aligned": twin_bound is not None,
+            "perturbation_aligned": aligned,
         }
-        if scan.count:
+        if count:
             message = (
-                f"{scan.count} probe value(s) exactly on a non-differentiable point ({scan.kind}); "
+                f"{count} probe value(s) exactly on a non-differentiable point ({scan.kind}); "
                 f"first at {[tuple(i) for i in first]} ({scan.index_space}): the derivative returned "
                 "there is a convention of the program, not of the function"
+            )
+        elif parameter_hits:
+            message = (
+                f"{parameter_hits} value(s) exactly on a non-differentiable point ({scan.kind}) "
+                f"because of the current parameter values, not the probe inputs; first at "
+                f"{[tuple(i) for i in first]} ({scan.index_space}): the derivative convention "
+                "decides those parameters' gradients (typical of an untrained normalization "
+                "layer passing exact zeros on)"
             )
         elif scan.constant_hits:
             message = (
@@ -144,12 +195,12 @@ def run(ctx: CollectContext) -> CheckResult:
             )
         else:
             message = ""
-        if twin_bound is None and scan.raw_hits:
+        if not aligned and scan.raw_hits:
             message += "; no aligned perturbed run for this operator, so every hit was counted"
         items.append(
             CheckItem(
                 subject=subject,
-                status="fail" if scan.count else "pass",
+                status="fail" if count else ("warn" if parameter_hits else "pass"),
                 metrics=metrics,
                 message=message,
                 details={"first_indices": first},
@@ -159,6 +210,7 @@ def run(ctx: CollectContext) -> CheckResult:
         "operators_scanned": len(items),
         "operators_with_kinks": sum(1 for i in items if i.status == "fail"),
         "total_count": sum(int(i.metrics["count"] or 0) for i in items),
+        "parameter_hits": sum(int(i.metrics["parameter_hits"] or 0) for i in items),
         "locally_constant_hits": sum(int(i.metrics["locally_constant_hits"] or 0) for i in items),
     }
     return CheckResult(

@@ -36,7 +36,7 @@ from attest.deploy.export import ExportResult, export_onnx
 from attest.deploy.probe_bundle import ProbeBundle, write_probe_bundle
 from attest.deploy.runtime import RuntimeSettings, create_session
 from attest.errors import AttestError
-from attest.evidence import CheckItem, CheckResult, Subject
+from attest.evidence import CheckItem, CheckResult, CheckStatus, Subject
 
 __all__ = ["DEFAULT_RTOL", "ONNX_FILE_NAME", "PROBE_FILE_NAME", "run"]
 
@@ -90,11 +90,13 @@ def _errors(actual: np.ndarray, reference: np.ndarray) -> tuple[float, float, li
     return max_abs, rel, index
 
 
-def _not_computed(reason: str, started: float, **parameters: Any) -> list[CheckResult]:
+def _not_computed(
+    reason: str, started: float, *, status: CheckStatus = "not_computed", **parameters: Any
+) -> list[CheckResult]:
     return [
         CheckResult(
             check=CHECK_ID,
-            status="not_computed",
+            status=status,
             reason=reason,
             parameters=parameters,
             duration_s=time.perf_counter() - started,
@@ -162,7 +164,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     started = time.perf_counter()
     spec = ctx.spec
     if spec.export != "onnx":
-        return _not_computed("spec does not request export", started)
+        return _not_computed("spec does not request export", started, status="not_applicable")
     precision = spec.precision
     if precision not in DEFAULT_RTOL:
         return _not_computed(

@@ -4,10 +4,7 @@ why the figure is not available (never raises on a missing or odd section)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,29 +21,12 @@ _TARGET_KEYS = ("targets", "target", "labels")
 
 
 def _decoder() -> Callable[[dict[str, Any]], dict[str, Any]] | str:
-    """``decode_attributions`` of the collect side, or why it is not available.
-
-    The decoder (``attest/collect/_ig_storage.py``) needs only numpy, but importing it through
-    its package runs ``attest/collect/__init__.py``, which imports torch (seconds, and absent on
-    a reviewer's machine). So the file is loaded on its own when torch is not loaded yet.
-    """
-    if "attest.collect" not in sys.modules:
-        import attest
-
-        location = Path(attest.__file__).parent / "collect" / "_ig_storage.py"
-        spec = importlib.util.spec_from_file_location("attest_report_ig_storage", location)
-        if spec is not None and spec.loader is not None and location.is_file():
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            decoder: Callable[[dict[str, Any]], dict[str, Any]] = module.decode_attributions
-            return decoder
+    """``decode_attributions`` (:mod:`attest._attributions`, numpy only, no torch), or why it
+    is not available."""
     try:
-        from attest.collect.ig import decode_attributions
+        from attest._attributions import decode_attributions
     except ImportError as exc:
-        return (
-            f"the evidence holds attributions, but they cannot be decoded here ({exc}); "
-            "install gradient-attest[collect] to draw them"
-        )
+        return f"the evidence holds attributions, but they cannot be decoded here ({exc})"
     return decode_attributions
 
 

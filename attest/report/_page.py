@@ -65,7 +65,7 @@ tr:target td { background: #fff6c7 !important; }
 .b-waived { color: #6a3fa0; background: #f3edfb; }
 .b-warn, .b-warning { color: var(--warn); background: #fff4e0; }
 .b-pass, .b-passed, .b-computed, .b-verified { color: var(--ok); background: #e7f4ec; }
-.b-not_computed, .b-not_implemented, .b-unverified, .b-none { color: var(--muted); background: var(--bg); }
+.b-not_computed, .b-not_applicable, .b-not_implemented, .b-unverified, .b-none { color: var(--muted); background: var(--bg); }
 .na { color: var(--muted); font-style: italic; }
 .chart { margin: 8px 0 16px; } .chart svg { max-width: 100%; height: auto; }
 .filter { margin: 6px 0; padding: 5px 8px; width: 340px; max-width: 100%; border: 1px solid var(--line);

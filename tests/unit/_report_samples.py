@@ -138,7 +138,7 @@ def checks_for(rows: list[dict[str, Any]], *, n_inputs: int = 3) -> dict[str, Ch
         ],
     )
     accumulation = CheckResult(
-        check="accumulation", status="not_computed", reason="no loss given in the spec"
+        check="accumulation", status="not_applicable", reason="no loss given in the spec"
     )
     export = CheckResult(
         check="export", status="not_implemented", reason="this build does not export"

@@ -221,10 +221,10 @@ def test_export_check_fails_when_runtime_deviates(
     assert output.metrics["max_rel_error_vs_eager"] == pytest.approx(0.01, rel=0.05)
 
 
-def test_spec_without_export_is_not_computed() -> None:
+def test_spec_without_export_is_not_applicable() -> None:
     ctx = _context(lambda: nn.Linear(4, 3), torch.randn(2, 4), None, export=None)
     (result,) = export_check.run(ctx)
-    assert result.status == "not_computed"
+    assert result.status == "not_applicable"
     assert result.reason == "spec does not request export"
     assert "onnx" not in ctx.extras
 

@@ -62,10 +62,10 @@ def test_the_denominator_defect_is_latent_when_counts_are_even() -> None:
     assert all(i.status == "pass" for i in _run(valid_label_mean).items)
 
 
-def test_without_loss_or_target_it_is_not_computed() -> None:
+def test_without_a_loss_it_is_not_applicable() -> None:
     ctx = make_context(MLP, continuous(8, 6), capture=False)
     result = accumulation.run(ctx)
-    assert result.status == "not_computed" and "loss" in (result.reason or "")
+    assert result.status == "not_applicable" and "loss" in (result.reason or "")
     ctx = make_context(MLP, continuous(8, 6), None, cross_entropy, capture=False)
     assert "target" in (accumulation.run(ctx).reason or "")
 

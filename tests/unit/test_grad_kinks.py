@@ -165,3 +165,46 @@ def test_unfolded_windows_match_gathered_windows_and_pool_shape(
     pooled = F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
     assert unfolded.shape[2:4] == pooled.shape[2:]
     assert torch.equal(unfolded.amax(dim=(-2, -1)), pooled)
+
+
+class UntrainedNormBetweenReLUs(nn.Module):
+    """ReLU -> fresh BatchNorm (weight 1, bias 0, running stats 0/1: identity in eval) -> ReLU.
+
+    The second ReLU sees the first one's exact zeros: on its kink because of the parameter
+    values, not because of any probe input (DenseNet's norm-relu-conv layers at init)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 8)
+        self.act1 = nn.ReLU()
+        self.norm = nn.BatchNorm1d(8)
+        self.act2 = nn.ReLU()
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.act2(self.norm(self.act1(self.fc(x)))))
+
+
+def test_kinks_held_by_parameter_values_warn_and_input_kinks_fail() -> None:
+    torch.manual_seed(0)
+    result = kinks.run(make_context(UntrainedNormBetweenReLUs, continuous(8, 6)))
+    by_module = {i.subject.module: i for i in result.items}
+    assert by_module["act1"].status == "pass"  # continuous inputs: no exact zero
+    second = by_module["act2"]
+    assert second.status == "warn", second.message
+    assert second.metrics["count"] == 0 and int(second.metrics["parameter_hits"] or 0) > 0
+    assert "parameter values" in second.message
+
+    class ReluOnInput(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(6, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.relu(x))
+
+    x = continuous(8, 6)
+    x[0, 2] = 0.0  # an exact zero in the probe input itself
+    flagged = kinks.run(make_context(ReluOnInput, x))
+    (item,) = [i for i in flagged.items if i.status != "pass"]
+    assert item.status == "fail" and item.metrics["count"] == 1

@@ -640,6 +640,42 @@ def test_clinical_strict_fails_a_random_op_in_forward() -> None:
 def test_research_has_clinical_strict_rules_as_warnings() -> None:
     strict = load_policy(REPO / "policies" / "clinical-strict.yaml")
     research = load_policy(REPO / "policies" / "research.yaml")
-    assert [r.model_copy(update={"severity": "warn"}) for r in strict.rules] == list(research.rules)
+    as_warnings = {"severity": "warn", "when_not_applicable": None}
+    assert [r.model_copy(update=as_warnings) for r in strict.rules] == list(research.rules)
     assert research.settings == strict.settings
     assert research.accept_annotations
+
+
+@pytest.mark.parametrize(
+    ("when", "severity", "verdict"),
+    [
+        (None, "fail", "fail"),
+        (None, "warn", "warn"),
+        ("warn", "fail", "warn"),
+        ("accept", "fail", "not_computed"),
+        ("fail", "warn", "fail"),
+    ],
+)
+def test_not_applicable_check_follows_the_rule(
+    when: str | None, severity: str, verdict: str
+) -> None:
+    """A check the spec did not ask for (no loss, no export) is judged by when_not_applicable."""
+    from attest.evidence import CheckResult, Evidence
+    from attest.policy import evaluate, parse_policy
+
+    rule: dict[str, object] = {"id": "acc", "check": "accumulation", "severity": severity}
+    if when is not None:
+        rule["when_not_applicable"] = when
+    policy = parse_policy({"id": "p", "version": "1", "rules": [rule]})
+    evidence = Evidence(
+        tool_version="0",
+        created_at="2026-01-01T00:00:00Z",
+        checks={
+            "accumulation": CheckResult(
+                check="accumulation", status="not_applicable", reason="the spec has no loss"
+            )
+        },
+    )
+    (finding,) = evaluate(evidence, policy).findings
+    assert finding.verdict == verdict
+    assert "not applicable: the spec has no loss" in finding.message

@@ -1,4 +1,5 @@
-"""Compact storage of IG attributions in the evidence file, and its decoder (numpy only).
+"""Compact storage of IG attributions in the evidence file, and its decoder (numpy only, no
+torch: the report imports it on machines without torch).
 
 The report draws heat maps beside the inputs from these. Format ``npz+base64``: a compressed
 ``.npz`` (read back with ``allow_pickle=False``) of float16 arrays normalised per input, with
