@@ -25,6 +25,7 @@ backward, a gradient path severed by ``detach``) are kept as warnings that name 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -52,7 +53,7 @@ from attest.collect.gradcheck_ops import (
 )
 from attest.collect.gradient_flow import probe_input
 from attest.collect.hessian_vector import HVP_EPS, HVP_EPS_SWEEP, hessian_vector_check
-from attest.evidence import CheckItem, CheckResult, Subject
+from attest.evidence import CheckItem, CheckResult, ItemStatus, Subject
 
 __all__ = ["gradient_map", "run", "second_order_check", "twice_differentiable"]
 
@@ -224,9 +225,13 @@ def _item(
         metrics["torch_gradgradcheck"] = verdict
         ok = verdict
     prefix = "twice differentiable: " if ok else "not twice differentiable: "
+    status: ItemStatus = "pass" if ok else "fail"
+    if not ok and missing_double_backward(why):
+        status = "warn"
+        why += " (PyTorch has no double-backward formula for this kernel; not a gradient defect)"
     return CheckItem(
         subject=subject,
-        status="pass" if ok else "fail",
+        status=status,
         metrics=metrics,
         message=prefix + why,
         details=details,
@@ -276,14 +281,30 @@ def _defer_to_root_causes(
             item.message += "; inherited from " + " and ".join(causes)
 
 
+def missing_double_backward(text: str) -> bool:
+    """True when PyTorch itself has no double-backward formula for a kernel (a fused attention
+    kernel, say): the function is twice differentiable, this implementation of it is not.
+    That leaves second order unverified (a warning), it does not make a gradient wrong."""
+    return "derivative for" in text and "not implemented" in text
+
+
+def _math_attention() -> contextlib.AbstractContextManager[None]:
+    """Scaled-dot-product attention forced onto its math backend, which PyTorch can
+    differentiate twice (the fused CPU/CUDA kernels have no double backward)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
+
+
 def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckItem] | str:
     """The HVP items, or the reason they cannot be computed."""
     spec = ctx.spec
     labels = None if spec.labels is None else spec.labels.to(spec.device)
     x = probe_input(ctx, torch.float64)
     subject = Subject(kind="model", name="hessian-vector product")
-    try:
-        outcomes = hessian_vector_check(
+
+    def products() -> list[dict[str, Any]]:
+        return hessian_vector_check(
             ctx.fresh_model(torch.float64),
             spec,
             x,
@@ -293,24 +314,49 @@ def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckIte
             rtol,
             atol,
         )
+
+    note = ""
+    try:
+        outcomes = products()
     except Exception as exc:
         text = " ".join(str(exc).split())[:300]
         if ctx.extras.get("gradient_flow_error") is not None or "inplace" in text:
             return f"the model's backward raises (see gradient_flow): {text}"
-        return [
-            CheckItem(
-                subject=subject,
-                status="fail",
-                metrics={"twice_differentiable": False},
-                message=f"double backward of the probe objective raised {type(exc).__name__}: {text}; "
-                "the operator items name the ones that are not twice differentiable",
-            )
-        ]
+        retried: list[dict[str, Any]] | None = None
+        if missing_double_backward(text) and "scaled_dot_product" in text:
+            try:
+                with _math_attention():
+                    retried = products()
+            except Exception:
+                retried = None
+        if retried is None:
+            missing = missing_double_backward(text)
+            return [
+                CheckItem(
+                    subject=subject,
+                    status="warn" if missing else "fail",
+                    metrics={"twice_differentiable": False},
+                    message=f"double backward of the probe objective raised {type(exc).__name__}: {text}; "
+                    + (
+                        "PyTorch has no double-backward formula for that kernel, so second order "
+                        "is not verified (first-order gradients are unaffected)"
+                        if missing
+                        else "the operator items name the ones that are not twice differentiable"
+                    ),
+                )
+            ]
+        outcomes = retried
+        note = (
+            "; attention evaluated with the math backend: the fused attention kernel has no "
+            f"double backward ({text[:160]})"
+        )
+        ctx.extras["second_order_note"] = note.lstrip("; ")
     items = []
     for outcome in outcomes:
         message = (
             f"direction {outcome['direction']}: double-backward Hv vs central differences of the "
             f"gradient, relative error {outcome['max_rel_error']} at eps={outcome['eps']:.0e}"
+            + note
         )
         if outcome.get("on_kink"):
             message += "; failed at the probe point, agrees at a nearby point (the probe point lies on a kink)"
@@ -359,6 +405,20 @@ def run(ctx: CollectContext) -> CheckResult:
             check="second_order", status="not_computed", parameters=parameters, reason=model_items
         )
     items = list(model_items)
+    fallback = ctx.extras.get("second_order_note")
+    if fallback:  # name the fused kernels the products could not differentiate twice
+        parameters["attention_backend"] = "math (fused kernel has no double backward)"
+        fused = {r.op: r for r in ctx.operators or [] if "scaled_dot_product" in r.op}
+        items += [
+            CheckItem(
+                subject=Subject(kind="operator", operator_id=r.id, op=r.op, module=r.module),
+                status="warn",
+                metrics={"twice_differentiable": False},
+                message=f"not twice differentiable as implemented: {fallback}",
+            )
+            for r in fused.values()
+            if "math" not in r.op
+        ]
     # The model-level products run every operator's double backward along random directions:
     # when they agree, no operator needs probing alone. When one fails (or raises), every
     # distinct operator is checked alone, with the full K directions, to name the culprit.

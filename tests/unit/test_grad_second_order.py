@@ -125,3 +125,31 @@ def test_kink_on_the_probe_point_is_recognised() -> None:
     model = [i for i in result.items if i.subject.kind == "model"]
     assert all(i.status == "pass" for i in model), [i.message for i in model]
     assert any(i.metrics["on_kink"] for i in model)
+
+
+class TinyAttention(nn.Module):
+    """One self-attention layer through F.scaled_dot_product_attention (a fused kernel on CPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(4, 12)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = (t.view(b, s, 2, 2).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.head(attended.transpose(1, 2).reshape(b, s, 4).mean(dim=1))
+
+
+def test_fused_attention_without_double_backward_is_checked_on_the_math_backend() -> None:
+    torch.manual_seed(0)
+    result = second_order.run(make_context(TinyAttention, continuous(3, 5, 4)))
+    assert result.status == "computed"
+    assert not [i for i in result.items if i.status == "fail"], [i.message for i in result.items]
+    model_items = [i for i in result.items if i.subject.kind == "model"]
+    assert model_items and all(i.status == "pass" for i in model_items)
+    assert result.parameters.get("attention_backend"), "the fused CPU kernel should have run"
+    fused = [i for i in result.items if i.subject.kind == "operator"]
+    assert fused and all(i.status == "warn" for i in fused)
+    assert all("scaled_dot_product" in (i.subject.op or "") for i in fused)
