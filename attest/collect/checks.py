@@ -38,10 +38,16 @@ def _op_subject(m: OpMeasure) -> Subject:
     return Subject(kind="operator", operator_id=m.id, op=m.op, module=m.module)
 
 
+UNINITIALIZED_NOTE = (
+    "uninitialized memory (an allocation such as empty_like, or a view of one): its bytes are "
+    "whatever the allocator held; the operator that fills it is measured instead"
+)
+
+
 def determinism_figures(m: OpMeasure, precision: str) -> dict[str, Metric]:
     """bit_exact_rate, stability_score and max_relative_deviation of one operator (None
     when fewer than two runs were compared)."""
-    if m.runs_compared == 0:
+    if m.runs_compared == 0 or m.uninitialized:
         return {"bit_exact_rate": None, "stability_score": None, "max_relative_deviation": None}
     # Run 0 is the reference and equals itself; the rate is over all `repeats` runs.
     runs = m.runs_compared + 1
@@ -59,6 +65,17 @@ def determinism_figures(m: OpMeasure, precision: str) -> dict[str, Metric]:
 
 def fidelity_figures(m: OpMeasure) -> dict[str, Metric]:
     """Accumulated and local fidelity of one operator's outputs and output gradients."""
+    if m.uninitialized:
+        return dict.fromkeys(
+            (
+                "fidelity_pct",
+                "output_fidelity_pct",
+                "grad_fidelity_pct",
+                "local_fidelity_pct",
+                "local_output_fidelity_pct",
+                "local_grad_fidelity_pct",
+            )
+        )
     out = fidelity_pct(m.out_err)
     grad = fidelity_pct(m.grad_err)
     local_out = fidelity_pct(m.local_out_err)
@@ -134,6 +151,16 @@ def determinism_result(ctx: CollectContext, profile: Profile) -> CheckResult:
     for m in profile.ops:
         if blocked:
             items.append(CheckItem(subject=_op_subject(m), status="not_computed", message=blocked))
+            continue
+        if m.uninitialized:
+            items.append(
+                CheckItem(
+                    subject=_op_subject(m),
+                    status="not_computed",
+                    metrics={"skipped": True},
+                    message=UNINITIALIZED_NOTE,
+                )
+            )
             continue
         figures = determinism_figures(m, profile.precision)
         figures["random_op"] = m.random

@@ -22,6 +22,7 @@ Nothing is estimated: every figure comes from these runs. The checks ``determini
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ from attest.collect.metrics import (
     squared_error_sums,
     tensors_sha256,
 )
-from attest.collect.repeats import LiveBytes, RepeatCapture, RunComparison
+from attest.collect.repeats import LiveBytes, RepeatCapture, RunComparison, is_view_op
 from attest.evidence import CheckResult
 
 __all__ = [
@@ -106,6 +107,28 @@ def is_random_op(op: str) -> bool:
     return op.startswith(_RANDOM_PREFIXES)
 
 
+_ALLOCATION_RE = re.compile(r"^aten\.(new_)?empty(_like|_strided|_permuted)?\.")
+
+
+def is_allocation_op(op: str) -> bool:
+    """True for ATen operators that return uninitialized memory (``empty_like``...): their
+    bytes are whatever the allocator held, so comparing them between runs or against float64
+    measures nothing. The operator that then fills the memory is measured instead."""
+    return bool(_ALLOCATION_RE.match(op))
+
+
+def _storage_ptrs(tensors: list[torch.Tensor]) -> set[int]:
+    out: set[int] = set()
+    for t in tensors:
+        try:
+            ptr = int(t.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):
+            continue
+        if ptr:
+            out.add(ptr)
+    return out
+
+
 @dataclass
 class OpMeasure:
     """Everything measured about one operator of the reference run."""
@@ -117,6 +140,8 @@ class OpMeasure:
     output_dtypes: list[str]
     random: bool
     func: Any = None  # the OpOverload (repeat runs align with run 0 by it)
+    # output is uninitialized memory (an allocation, or a view of one before anything wrote it)
+    uninitialized: bool = False
     engine_detaches: int = 0  # detaches the autograd engine issues right after this operator
     outputs: list[VaultBox] = field(default_factory=list)
     grad_outputs: list[VaultBox | None] | None = None
@@ -198,6 +223,7 @@ class _ReferenceObserver(CaptureObserver):
         self.parameter_storages = parameter_storages
         self.ops: list[OpMeasure] = []
         self.seen_storages: set[int] = set()
+        self.unwritten_storages: set[int] = set()  # allocated, not yet written by any operator
         self.parameter_bytes: dict[int, int] = {}
         self.cuda = cuda
 
@@ -212,6 +238,15 @@ class _ReferenceObserver(CaptureObserver):
             func=call.func,
             outputs=[self.vault.keep(t) for t in call.outputs],
         )
+        outputs = _storage_ptrs(list(call.outputs))
+        if is_allocation_op(call.op):
+            measure.uninitialized = True
+            self.unwritten_storages |= outputs
+        elif outputs & self.unwritten_storages:
+            if is_view_op(call.func):  # e.g. a detach of the allocation: still unwritten
+                measure.uninitialized = True
+            else:  # an operator wrote into it (copy_, fill_, out=...): initialized from here on
+                self.unwritten_storages -= outputs
         measure.forward_ns.append(call.elapsed_ns)
         measure.allocator_delta_bytes = call.allocator_delta_bytes
         self.ops.append(measure)

@@ -12,7 +12,12 @@ from typing import Any
 
 from attest._io import sha256_file
 from attest.annotations import annotation_of
-from attest.collect.checks import _finite_or_none, determinism_figures, fidelity_figures
+from attest.collect.checks import (
+    UNINITIALIZED_NOTE,
+    _finite_or_none,
+    determinism_figures,
+    fidelity_figures,
+)
 from attest.collect.context import CollectContext, LoadedSpec
 from attest.collect.profiler import Profile, median_or_none
 from attest.evidence import CheckResult, Metric, ModelFailure, ModuleRow, OperatorRow
@@ -82,6 +87,9 @@ def operator_rows(profile: Profile, ctx: CollectContext, target: str) -> list[Op
             fid = dict.fromkeys(fid)
             not_computed["determinism"] = blocked
             not_computed["fidelity"] = blocked
+        elif m.uninitialized:
+            for key in ("determinism", "fidelity", "local_fidelity"):
+                not_computed[key] = UNINITIALIZED_NOTE
         else:
             if det["bit_exact_rate"] is None:
                 not_computed["determinism"] = "fewer than two runs (repeats < 2)"
