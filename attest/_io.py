@@ -112,6 +112,15 @@ def read_json_file(
         raise InputError(f"{what} {p} is not valid JSON: {exc}") from None
 
 
+def _default_mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None) -> Path:
     """Write ``data`` to ``path`` atomically: a temp file in the same folder, fsync, rename.
 
@@ -131,8 +140,9 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        # mkstemp creates the file 0600; give it the mode asked for, else the replaced file's
+        # mode, else what a plain open() would give under the current umask.
+        os.chmod(tmp, mode if mode is not None else _default_mode(p))
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -95,7 +95,9 @@ class Subject(_Strict):
         if self.name:
             parts.append(self.name)
         if self.input_index is not None:
-            parts.append(f"input {self.input_index}")
+            parts.append(
+                str(self.input_index) if self.kind == "input" else f"input {self.input_index}"
+            )
         if self.module is not None:
             parts.append(f"@ {self.module or '<root>'}")
         if self.indices:

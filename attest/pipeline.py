@@ -212,10 +212,16 @@ def check_settings(policy: Policy) -> Any:
     return dataclasses.replace(defaults, **values)
 
 
-def _collect(spec: str | Path, policy: Policy, progress: Progress | None) -> Evidence:
+def _collect(
+    spec: str | Path, policy: Policy, progress: Progress | None, out_dir: Path
+) -> Evidence:
     from attest.collect import collect
 
-    return collect(spec, settings=check_settings(policy), progress=progress)
+    settings = check_settings(policy)
+    # The export check writes model.onnx and probe.npz here, next to the certificate that
+    # binds them (not into a temporary folder left behind).
+    settings.extra = {**settings.extra, "output_dir": str(out_dir)}
+    return collect(spec, settings=settings, progress=progress)
 
 
 def certify(
@@ -254,7 +260,7 @@ def certify(
 
     say = progress or (lambda _message: None)
     say(f"collecting evidence for {spec}")
-    evidence = _collect(spec, loaded_policy, progress)
+    evidence = _collect(spec, loaded_policy, progress, out_path.parent)
     atomic_write_text(evidence_path, dumps_pretty(evidence.model_dump(mode="json")), mode=0o644)
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)

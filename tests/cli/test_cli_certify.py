@@ -231,7 +231,7 @@ def test_certify_fail_writes_no_certificate(
     assert summary["outputs"]["certificate"] is None
     assert not cert.exists()
     assert [f["rule"] for f in summary["failed"]] == ["ghost"]
-    assert "not computed" in summary["failed"][0]["message"]
+    assert "not applicable: spec does not request export" in summary["failed"][0]["message"]
     assert (tmp_path / "evidence.json").exists() and (tmp_path / "findings.json").exists()
 
 
