@@ -33,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Mapping
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -335,14 +336,35 @@ def _resolved_policy_data(path: Path, chain: tuple[Path, ...] = ()) -> dict[str,
     return merged
 
 
+BUILTIN_POLICIES = Path(__file__).resolve().parent / "policies"
+_BUILTIN_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def resolve_policy_path(path: str | Path) -> Path:
+    """A policy file path; a bare name (``clinical-strict``) that is not a file here names one
+    of the policies shipped with the package (``policies/NAME.yaml``)."""
+    p = Path(path)
+    if not p.exists() and _BUILTIN_NAME.match(str(path)):
+        shipped = BUILTIN_POLICIES / f"{path}.yaml"
+        if shipped.is_file():
+            return shipped
+        known = ", ".join(sorted(q.stem for q in BUILTIN_POLICIES.glob("*.yaml")))
+        raise PolicyError(
+            f"no policy file {path!r} and no shipped policy of that name",
+            hint=f"give a path, or one of the shipped policies: {known}",
+        )
+    return p
+
+
 def load_policy(path: str | Path) -> Policy:
-    """Load and validate a policy YAML (or JSON) file.
+    """Load and validate a policy YAML (or JSON) file, or a shipped policy by name
+    (``clinical-strict``, ``research``).
 
     A policy may name a base with ``extends: RELATIVE/PATH.yaml`` (a site policy adding its
     waivers to clinical-strict, say): the base's rules and waivers come first; the digest covers
     the resolved whole.
     """
-    p = Path(path)
+    p = resolve_policy_path(path)
     return parse_policy(_resolved_policy_data(p), source=f"policy file {p}")
 
 

@@ -84,7 +84,7 @@ def findings_summary(findings: Findings) -> list[str]:
     "policy_path",
     required=True,
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Policy YAML, e.g. policies/clinical-strict.yaml.",
+    help="Policy YAML, or a shipped policy by name: clinical-strict, research.",
 )
 @click.option(
     "-o",
@@ -165,7 +165,7 @@ def _stderr_progress() -> Any:
     "policy_path",
     required=True,
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Policy YAML, e.g. policies/clinical-strict.yaml.",
+    help="Policy YAML, or a shipped policy by name: clinical-strict, research.",
 )
 @click.option(
     "--key",

@@ -679,3 +679,21 @@ def test_not_applicable_check_follows_the_rule(
     (finding,) = evaluate(evidence, policy).findings
     assert finding.verdict == verdict
     assert "not applicable: the spec has no loss" in finding.message
+
+
+def test_shipped_policies_load_by_name_and_match_the_files() -> None:
+    from attest.policy import load_policy, policy_digest
+
+    by_name = load_policy("clinical-strict")
+    by_path = load_policy(REPO / "policies" / "clinical-strict.yaml")
+    assert policy_digest(by_name) == policy_digest(by_path)
+    assert load_policy("research").id == "research"
+
+
+def test_unknown_policy_name_is_a_clear_error() -> None:
+    from attest.errors import PolicyError
+    from attest.policy import load_policy
+
+    with pytest.raises(PolicyError, match="no shipped policy") as info:
+        load_policy("clinical-lenient")
+    assert "clinical-strict" in (info.value.hint or "")
