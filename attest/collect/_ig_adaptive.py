@@ -28,7 +28,7 @@ import torch
 
 __all__ = ["DEFAULT_PANEL_NODES", "MIN_PANEL_WIDTH", "PanelLayout", "adaptive_paths"]
 
-DEFAULT_PANEL_NODES = 3
+DEFAULT_PANEL_NODES = 2
 # Panels narrower than this are not split (t resolves far below float32's input resolution).
 MIN_PANEL_WIDTH = 2.0**-40
 _DORFLER_SHARE = 0.5
@@ -159,7 +159,9 @@ def adaptive_paths(
     recomputed = 0
 
     # Points of a round: (input, t, weight into acc, sink panel or None, role).
-    def run(points: list[tuple[int, float, float, _Panel | None, Any]]) -> list[tuple[float, float]]:
+    def run(
+        points: list[tuple[int, float, float, _Panel | None, Any]],
+    ) -> list[tuple[float, float]]:
         """F and slope at each point; gradients weighted into ``acc`` and panel vectors.
         Gradients are added in the points' order whatever the chunk size (same bits)."""
         out: list[tuple[float, float]] = []
@@ -245,7 +247,7 @@ def adaptive_paths(
             break
         previous_attr = attr.clone()
         points = []
-        for i in listed:
+        for i in map(int, listed):
             row = per_input[i]
             budget = max_evaluations - int(evaluations[i])
             marked = _mark(row, excess[i], tolerance * scale[i])
@@ -264,14 +266,18 @@ def adaptive_paths(
                 error = parent.error()
                 mid = 0.5 * (parent.a + parent.b)
                 left = _Panel(parent.a, mid, parent.f_a, float("nan"), 0.0, error, parent.depth + 1)
-                right = _Panel(mid, parent.b, float("nan"), parent.f_b, 0.0, error, parent.depth + 1)
+                right = _Panel(
+                    mid, parent.b, float("nan"), parent.f_b, 0.0, error, parent.depth + 1
+                )
                 if parent.vector is not None:
                     acc[i].sub_(parent.vector)
                     keep["bytes"] -= element_bytes
                     parent.vector = None
                 else:  # its sum was not kept: evaluate it again, with negative weights
                     recomputed += 1
-                    points += [(i, tk, -w, None, ("undo",)) for i, tk, w, _, _ in panel_points(i, parent)]
+                    points += [
+                        (i, tk, -w, None, ("undo",)) for i, tk, w, _, _ in panel_points(i, parent)
+                    ]
                 left.vector, right.vector = new_vector(), new_vector()
                 points += panel_points(i, left) + panel_points(i, right)
                 points.append((i, mid, 0.0, None, ("end", left, right)))
@@ -293,10 +299,14 @@ def adaptive_paths(
     layouts = [_layout(row, model_eps) for row in per_input]
     out_samples = []
     for rows in samples:
-        t, f, s = (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True)) if rows else (
-            np.empty(0),
-            np.empty(0),
-            np.empty(0),
+        t, f, s = (
+            (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True))
+            if rows
+            else (
+                np.empty(0),
+                np.empty(0),
+                np.empty(0),
+            )
         )
         order = np.argsort(t, kind="stable")
         t_sorted, first = np.unique(t[order], return_index=True)

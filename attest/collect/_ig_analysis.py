@@ -121,12 +121,29 @@ def path_behaviour(samples: PathSamples, *, flip_tolerance: float) -> dict[str, 
     )
 
     observed = np.diff(ff)
-    low = np.minimum(ss[:-1], ss[1:]) * dt
-    high = np.maximum(ss[:-1], ss[1:]) * dt
-    excess = np.maximum(0.0, np.maximum(observed - high, low - observed)) / scale
-    k = int(np.argmax(excess))
-    out["max_jump_ratio"] = float(excess[k])
-    out["jump_interval"] = [float(tt[k]), float(tt[k + 1])]
+    panels = samples.panels
+    if panels is not None and panels.a.size:
+        # Adaptive rule: judged on the refined panels. A panel's local error is the change of F
+        # its gradient samples do not account for. Smooth but steep stretches lose it as their
+        # panels halve; a discontinuity keeps it down to the narrowest panel allowed. Only
+        # panels refined to that width count as jumps; a large error on a wider panel (budget
+        # spent first) is reported as unresolved and left to ig_completeness.
+        local = np.maximum(0.0, panels.error - panels.noise) / scale
+        floor = (panels.b - panels.a) <= 2.0 * panels.min_width
+        jumps = np.where(floor, local, 0.0)
+        k = int(np.argmax(jumps))
+        out["max_jump_ratio"] = float(jumps[k])
+        out["jump_interval"] = [float(panels.a[k]), float(panels.b[k])]
+        u = int(np.argmax(np.where(floor, 0.0, local)))
+        out["max_unresolved_panel_error_ratio"] = float(0.0 if floor[u] else local[u])
+        out["panel_summary"] = panels.summary()
+    else:
+        low = np.minimum(ss[:-1], ss[1:]) * dt
+        high = np.maximum(ss[:-1], ss[1:]) * dt
+        excess = np.maximum(0.0, np.maximum(observed - high, low - observed)) / scale
+        k = int(np.argmax(excess))
+        out["max_jump_ratio"] = float(excess[k])
+        out["jump_interval"] = [float(tt[k]), float(tt[k + 1])]
 
     spike_ratio, spike_share, spike_at = 0.0, 0.0, -1
     with np.errstate(divide="ignore", invalid="ignore"):

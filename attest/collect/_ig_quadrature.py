@@ -40,12 +40,14 @@ NESTED_METHODS = frozenset({"riemann_left", "riemann_right", "trapezoid"})
 
 
 def canonical_method(method: str) -> str:
-    """The rule's name, accepting Captum's ``riemann_trapezoid``; an unknown one is an error."""
+    """The rule's name, accepting Captum's ``riemann_trapezoid`` and ``adaptive`` (the
+    composite Gauss-Legendre rule refined by local errors, :mod:`attest.collect._ig_adaptive`);
+    an unknown one is an error."""
     name = _ALIASES.get(method, method)
-    if name not in METHODS:
+    if name not in METHODS and name != "adaptive":
         raise InputError(
             f"unknown integrated-gradients method {method!r}",
-            hint=f"use one of {', '.join(METHODS)}",
+            hint=f"use adaptive or one of {', '.join(METHODS)}",
         )
     return name
 

@@ -73,7 +73,7 @@ class CheckSettings:
     seed: int = 0
     gradcheck_directions: int = 4
     gradcheck_full_jacobian_max_numel: int = 64
-    ig_method: str = "trapezoid"  # fewest evaluations to 1e-3 (docs/benchmarks.md)
+    ig_method: str = "adaptive"  # local-error-driven panels (docs/ig.md); or a fixed rule
     ig_steps: int = 32
     ig_max_steps: int = 1024
     ig_tolerance: float = 1e-3

@@ -36,7 +36,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from attest.collect._ig_adaptive import DEFAULT_PANEL_NODES, PanelLayout, adaptive_paths
+from attest._attributions import decode_attributions, encode_attributions
+from attest.collect._ig_adaptive import (
+    DEFAULT_PANEL_NODES,
+    AdaptiveOutcome,
+    PanelLayout,
+    adaptive_paths,
+)
 from attest.collect._ig_baselines import BASELINES, make_baseline
 from attest.collect._ig_quadrature import (
     METHODS,
@@ -45,7 +51,6 @@ from attest.collect._ig_quadrature import (
     quadrature,
     refinement,
 )
-from attest._attributions import decode_attributions, encode_attributions
 from attest.errors import InputError
 
 __all__ = [
@@ -372,7 +377,7 @@ def integrated_gradients(
     *,
     target: TargetArg = "argmax",
     baseline: str | torch.Tensor = "zero",
-    method: str = "trapezoid",
+    method: str | None = None,
     steps: int = 32,
     tolerance: float | None = None,
     max_steps: int = 1024,
@@ -380,6 +385,7 @@ def integrated_gradients(
     labels: torch.Tensor | None = None,
     seed: int = 0,
     return_diagnostics: bool = True,
+    panel_nodes: int = DEFAULT_PANEL_NODES,
 ) -> IGResult:
     """Integrated gradients of ``F(x) = model(x)[:, target]`` (summed over further dims).
 
@@ -391,8 +397,14 @@ def integrated_gradients(
     most ``tolerance`` or ``max_steps`` is reached. ``return_diagnostics`` keeps F and the
     integrand at every evaluated node of each path (``IGResult.path``).
     """
-    method = canonical_method(method)
-    quadrature(method, steps)  # validates steps
+    method = canonical_method(method or (ADAPTIVE if tolerance is not None else "trapezoid"))
+    if method == ADAPTIVE:
+        if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+            raise InputError(f"steps must be an integer >= 1, got {steps!r}")
+        if isinstance(panel_nodes, bool) or int(panel_nodes) != panel_nodes or panel_nodes < 1:
+            raise InputError(f"panel_nodes must be an integer >= 1, got {panel_nodes!r}")
+    else:
+        quadrature(method, steps)  # validates steps
     if inputs.dim() < 1 or inputs.shape[0] == 0:
         raise InputError("inputs must be a non-empty batch (N, ...)")
     if memory_budget_bytes <= 0:
@@ -424,87 +436,139 @@ def integrated_gradients(
             x64, b64, max(1, chunk // 2), find_classes=pending == "argmax"
         )
         delta_f = f_x - f_b
-
-        acc = torch.zeros_like(x64)  # running weighted sum of gradients, float64
-        steps_used = np.zeros(n, dtype=np.int64)
-        evaluations = np.zeros(n, dtype=np.int64)
-        rel_error = np.full(n, np.inf)
-        abs_error = np.full(n, np.inf)
-        attr_sum = np.zeros(n)
-        active = np.ones(n, dtype=bool)
-        levels: list[_Level] = []
-        curve: list[dict[str, Any]] = []
-        level_steps, previous = int(steps), 0
-        while True:
-            if previous == 0:
-                nodes, weights = quadrature(method, level_steps)
-                scale_old = 0.0
-            else:
-                nodes, weights, scale_old = refinement(method, previous, level_steps)
-            idx = everyone[torch.from_numpy(active)]
-            previous_attr = acc[idx] * diff64[idx]
-            acc_active = acc[idx] * scale_old
-            level = _evaluate_level(
-                evaluator, acc_active, b64[idx], diff64[idx], idx, nodes, weights, chunk
+        if method == ADAPTIVE:
+            outcome = adaptive_paths(
+                evaluator,
+                b64,
+                diff64,
+                f_x,
+                f_b,
+                # initial panels: about ``steps`` path samples (m nodes + one panel end each)
+                panels=max(1, round(steps / (panel_nodes + 1))),
+                panel_nodes=int(panel_nodes),
+                tolerance=tolerance,
+                max_evaluations=max_steps,
+                chunk=chunk,
+                model_eps=float(torch.finfo(dtype).eps),
+                vector_budget_bytes=memory_budget_bytes,
             )
-            acc[idx] = acc_active
-            if return_diagnostics:
-                levels.append(level)
-            evaluations[active] += len(nodes)
-            steps_used[active] = level_steps
-            attr_active = (acc_active * diff64[idx]).reshape(len(idx), -1)
-            sums = attr_active.sum(dim=1).cpu().numpy()
-            change = (attr_active - previous_attr.reshape(len(idx), -1)).norm(
-                dim=1
-            ) / attr_active.norm(dim=1)
-            attr_sum[active] = sums
-            abs_error[active] = np.abs(sums - delta_f[active])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rel_error[active] = np.where(
-                    abs_error[active] == 0, 0.0, abs_error[active] / np.abs(delta_f[active])
-                )
-            curve.append(
-                {
-                    "steps": level_steps,
-                    "inputs": np.flatnonzero(active).tolist(),
-                    "evaluations": evaluations[active].tolist(),
-                    "rel_error": [_finite_or_none(v) for v in rel_error[active]],
-                    # relative L2 change of the attributions since the previous step count
-                    "attribution_change": [
-                        _finite_or_none(v) if previous else None for v in change.cpu().numpy()
-                    ],
-                }
+        else:
+            fixed = _fixed_paths(
+                evaluator,
+                method,
+                int(steps),
+                tolerance,
+                max_steps,
+                b64,
+                diff64,
+                delta_f,
+                chunk,
+                return_diagnostics,
             )
-            if tolerance is None:
-                break
-            active &= ~(rel_error <= tolerance)
-            following = next_steps(method, level_steps)
-            if not active.any() or following > max_steps:
-                break
-            previous, level_steps = level_steps, following
-
     model_info["dtype"] = str(dtype).replace("torch.", "")
+    common: dict[str, Any] = {
+        "baseline": b64,
+        "method": method,
+        "f_input": f_x,
+        "f_baseline": f_b,
+        "target_classes": None if evaluator.classes is None else evaluator.classes.numpy().copy(),
+        "tolerance": tolerance,
+        "chunk_size": int(chunk),
+        "per_sample_bytes": int(per_sample),
+        "memory_budget_bytes": int(memory_budget_bytes),
+        "model_info": model_info,
+    }
+    if method == ADAPTIVE:
+        return _adaptive_result(outcome, diff64, common, return_diagnostics, int(panel_nodes))
+    acc, attr_sum, abs_error, rel_error, steps_used, evaluations, curve, levels = fixed
     return IGResult(
         attributions=acc * diff64,
-        baseline=b64,
-        method=method,
-        f_input=f_x,
-        f_baseline=f_b,
         attribution_sum=attr_sum,
         completeness_abs_error=abs_error,
         completeness_rel_error=rel_error,
         steps_used=steps_used,
         evaluations=evaluations,
         converged=(rel_error <= tolerance) if tolerance is not None else np.ones(n, dtype=bool),
-        target_classes=None if evaluator.classes is None else evaluator.classes.numpy().copy(),
-        tolerance=tolerance,
         error_curve=curve,
         path=_path_samples(levels, f_x, f_b) if return_diagnostics else None,
-        chunk_size=int(chunk),
-        per_sample_bytes=int(per_sample),
-        memory_budget_bytes=int(memory_budget_bytes),
-        model_info=model_info,
+        **common,
     )
+
+
+def _fixed_paths(
+    evaluator: _PathEvaluator,
+    method: str,
+    steps: int,
+    tolerance: float | None,
+    max_steps: int,
+    b64: torch.Tensor,
+    diff64: torch.Tensor,
+    delta_f: np.ndarray,
+    chunk: int,
+    return_diagnostics: bool,
+) -> tuple[Any, ...]:
+    """A fixed rule, its step count doubled while any input misses ``tolerance``."""
+    n = b64.shape[0]
+    everyone = torch.arange(n)
+    acc = torch.zeros_like(b64)  # running weighted sum of gradients, float64
+    steps_used = np.zeros(n, dtype=np.int64)
+    evaluations = np.zeros(n, dtype=np.int64)
+    rel_error = np.full(n, np.inf)
+    abs_error = np.full(n, np.inf)
+    attr_sum = np.zeros(n)
+    active = np.ones(n, dtype=bool)
+    levels: list[_Level] = []
+    curve: list[dict[str, Any]] = []
+    level_steps, previous = int(steps), 0
+    while True:
+        if previous == 0:
+            nodes, weights = quadrature(method, level_steps)
+            scale_old = 0.0
+        else:
+            nodes, weights, scale_old = refinement(method, previous, level_steps)
+        idx = everyone[torch.from_numpy(active)]
+        previous_attr = acc[idx] * diff64[idx]
+        acc_active = acc[idx] * scale_old
+        level = _evaluate_level(
+            evaluator, acc_active, b64[idx], diff64[idx], idx, nodes, weights, chunk
+        )
+        acc[idx] = acc_active
+        if return_diagnostics:
+            levels.append(level)
+        evaluations[active] += len(nodes)
+        steps_used[active] = level_steps
+        attr_active = (acc_active * diff64[idx]).reshape(len(idx), -1)
+        sums = attr_active.sum(dim=1).cpu().numpy()
+        change = (attr_active - previous_attr.reshape(len(idx), -1)).norm(dim=1) / attr_active.norm(
+            dim=1
+        )
+        attr_sum[active] = sums
+        abs_error[active] = np.abs(sums - delta_f[active])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel_error[active] = np.where(
+                abs_error[active] == 0, 0.0, abs_error[active] / np.abs(delta_f[active])
+            )
+        curve.append(
+            {
+                "steps": level_steps,
+                "inputs": np.flatnonzero(active).tolist(),
+                "evaluations": evaluations[active].tolist(),
+                "rel_error": [_finite_or_none(v) for v in rel_error[active]],
+                # relative L2 change of the attributions since the previous step count
+                "attribution_change": [
+                    _finite_or_none(v) if previous else None for v in change.cpu().numpy()
+                ],
+            }
+        )
+        if tolerance is None:
+            break
+        active &= ~(rel_error <= tolerance)
+        following = next_steps(method, level_steps)
+        if not active.any() or following > max_steps:
+            break
+        previous, level_steps = level_steps, following
+
+    return acc, attr_sum, abs_error, rel_error, steps_used, evaluations, curve, levels
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -534,3 +598,51 @@ def _path_samples(levels: list[_Level], f_x: np.ndarray, f_b: np.ndarray) -> lis
             )
         )
     return out
+
+
+def _adaptive_result(
+    outcome: AdaptiveOutcome,
+    diff64: torch.Tensor,
+    common: dict[str, Any],
+    return_diagnostics: bool,
+    panel_nodes: int,
+) -> IGResult:
+    """The :class:`IGResult` of the adaptive rule."""
+    attributions = outcome.acc * diff64
+    n = attributions.shape[0]
+    f_x, f_b = common["f_input"], common["f_baseline"]
+    delta = f_x - f_b
+    attr_sum = attributions.reshape(n, -1).sum(dim=1).cpu().numpy()
+    abs_error = np.abs(attr_sum - delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel_error = np.where(abs_error == 0, 0.0, abs_error / np.abs(delta))
+    tolerance = common["tolerance"]
+    path = None
+    if return_diagnostics:
+        path = [
+            PathSamples(
+                t=t,
+                f=f,
+                slope=s,
+                f_start=float(f_b[i]),
+                f_end=float(f_x[i]),
+                panels=outcome.layouts[i],
+            )
+            for i, (t, f, s) in enumerate(outcome.samples)
+        ]
+    common["model_info"]["adaptive_recomputed_panels"] = outcome.recomputed
+    return IGResult(
+        attributions=attributions,
+        attribution_sum=attr_sum,
+        completeness_abs_error=abs_error,
+        completeness_rel_error=rel_error,
+        steps_used=outcome.evaluations.copy(),
+        evaluations=outcome.evaluations,
+        converged=(rel_error <= tolerance) if tolerance is not None else np.ones(n, dtype=bool),
+        error_curve=outcome.curve,
+        path=path,
+        panels=outcome.layouts,
+        local_error=outcome.local_error,
+        panel_nodes=panel_nodes,
+        **common,
+    )

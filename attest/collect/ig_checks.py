@@ -50,7 +50,7 @@ from attest.collect.ig import (
 )
 from attest.evidence import CheckItem, CheckResult, ItemStatus, Metric
 
-__all__ = ["IG_CHECKS", "run"]
+__all__ = ["IG_CHECKS", "run", "target_probability_limit"]
 
 IG_CHECKS: tuple[str, ...] = (
     "ig_completeness",
@@ -327,7 +327,8 @@ def _convergence(
             "initial_steps": settings.ig_steps,
             "max_steps": settings.ig_max_steps,
             "tolerance": settings.ig_tolerance,
-            "refinement": "cells doubled; left, right and trapezoid re-use earlier evaluations",
+            "refinement": "adaptive: largest-local-error panels bisected per round; fixed rules: "
+            "cells doubled (left, right and trapezoid re-use earlier evaluations)",
         },
         summary={
             "max_steps_used": int(main.steps_used.max()),
@@ -340,6 +341,15 @@ def _convergence(
 
 
 # ----------------------------------------------------------------------------- baseline
+
+
+def target_probability_limit(share: float, classes: int) -> float:
+    """The baseline's target probability at which ``ig_baseline`` fails: ``share`` of the way
+    from uniform (``1/C``) to certain (1). With the default share 0.5 it is ``(1 + 1/C) / 2``:
+    0.75 for a binary classifier (0.5 is its decision boundary, where a neutral baseline
+    sits), 0.55 for ten classes."""
+    uniform = 1.0 / max(1, classes)
+    return uniform + float(share) * (1.0 - uniform)
 
 
 def _baseline(
@@ -373,9 +383,17 @@ def _baseline(
                 chosen["baseline_target_probability"][i],
                 chosen["baseline_entropy_ratio"][i],
             )
-            if p_b > settings.ig_baseline_max_target_probability:
+            limit = target_probability_limit(
+                settings.ig_baseline_max_target_probability, int(out_x.shape[1])
+            )
+            metrics["target_probability_limit"] = limit
+            if p_b >= limit:
                 status = "fail"
-                message = f"the model reads the baseline as the target class (p = {p_b:.3f})"
+                message = (
+                    f"the model reads the baseline as the target class (p = {p_b:.3f} >= "
+                    f"{limit:.3f}, {settings.ig_baseline_max_target_probability:g} of the way "
+                    f"from uniform 1/{int(out_x.shape[1])} to certain)"
+                )
             elif entropy < settings.ig_baseline_min_entropy_ratio:
                 status = "warn"
                 message = (
@@ -408,6 +426,8 @@ def _baseline(
         parameters={
             **params,
             "max_target_probability": settings.ig_baseline_max_target_probability,
+            "target_probability_rule": "fail when p_target(baseline) >= 1/C + share * (1 - 1/C), "
+            "share = max_target_probability",
             "min_entropy_ratio": settings.ig_baseline_min_entropy_ratio,
             "max_output_ratio": settings.ig_baseline_max_output_ratio,
             "baselines_compared": list(BASELINES),

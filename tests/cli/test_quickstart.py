@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,6 @@ def test_quickstart_has_the_whole_flow() -> None:
 
 @pytest.mark.slow
 def test_quickstart_commands_run(tmp_path: Path) -> None:
-    shutil.copytree(REPO / "policies", tmp_path / "policies")
     bin_dir = Path(sys.executable).parent
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",

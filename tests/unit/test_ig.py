@@ -203,7 +203,9 @@ def test_adaptive_steps_stop_at_the_cap_and_say_so() -> None:
             return (z.sum(dim=1) + 5.0 * (z.sum(dim=1) > 1.0).to(z.dtype)).unsqueeze(1)
 
     x = torch.ones(2, 4, dtype=torch.float64)
-    result = integrated_gradients(Step(), x, target=0, steps=8, tolerance=1e-3, max_steps=64)
+    result = integrated_gradients(
+        Step(), x, target=0, method="trapezoid", steps=8, tolerance=1e-3, max_steps=64
+    )
     assert not result.converged.any()
     assert result.steps_used.max() <= 64
     assert [level["steps"] for level in result.error_curve] == [
@@ -312,3 +314,80 @@ def test_float16_model_accumulates_in_float64() -> None:
     assert result.model_info["dtype"] == "float16"
     expected = x.double() * model.weight[1].detach().double()  # fp16 weights, exact products
     assert torch.allclose(result.attributions, expected, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- adaptive panels
+
+
+class _EpsTransition(nn.Module):
+    """F(t x) = sum(t x) / sqrt(t^2 |x|^2 + eps): smooth, but steep within t ~ 1e-4 of 0 (a
+    normalisation layer's epsilon transition), then flat."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        norm = (z * z).sum(dim=1, keepdim=True)
+        return z.sum(dim=1, keepdim=True) / torch.sqrt(norm + 1e-8) + 0.1 * z.sum(
+            dim=1, keepdim=True
+        )
+
+
+def test_adaptive_resolves_a_steep_smooth_start_where_uniform_doubling_cannot() -> None:
+    from attest.collect._ig_analysis import path_behaviour
+
+    x = torch.linspace(0.5, 1.5, 6, dtype=torch.float64).view(1, 6)
+    fixed = integrated_gradients(
+        _EpsTransition(), x, target=0, method="trapezoid", steps=8, tolerance=1e-6, max_steps=1024
+    )
+    adaptive = integrated_gradients(
+        _EpsTransition(), x, target=0, steps=8, tolerance=1e-6, max_steps=1024
+    )
+    assert adaptive.method == "adaptive"
+    assert not fixed.converged.all()
+    assert adaptive.converged.all() and adaptive.completeness_rel_error[0] <= 1e-6
+    assert adaptive.evaluations[0] < 1024
+    assert adaptive.panels is not None and adaptive.panels[0].summary()["min_width"] < 1e-4
+    assert adaptive.path is not None
+    reading = path_behaviour(adaptive.path[0], flip_tolerance=0.1)
+    assert reading["max_jump_ratio"] == 0.0
+
+
+def test_adaptive_keeps_a_true_jump_and_monotonicity_names_it() -> None:
+    from attest.collect._ig_adaptive import MIN_PANEL_WIDTH
+    from attest.collect._ig_analysis import path_behaviour
+
+    class Step(nn.Module):  # torch.where threshold crossed at t = 0.3 along the path
+        def forward(self, z: torch.Tensor) -> torch.Tensor:
+            s = z.sum(dim=1, keepdim=True)
+            return torch.where(s > 1.2, s + 5.0, s)
+
+    x = torch.ones(1, 4, dtype=torch.float64)
+    result = integrated_gradients(Step(), x, target=0, steps=8, tolerance=1e-3, max_steps=1024)
+    assert not result.converged.any()
+    assert result.evaluations[0] <= 1024
+    assert result.path is not None
+    reading = path_behaviour(result.path[0], flip_tolerance=0.1)
+    assert reading["max_jump_ratio"] > 0.5
+    low, high = reading["jump_interval"]
+    assert low <= 0.3 <= high and high - low <= 2 * MIN_PANEL_WIDTH
+
+
+def test_adaptive_is_exact_on_a_linear_model_and_independent_of_memory() -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(10, 3).double()
+    x = torch.randn(3, 10, dtype=torch.float64)
+    result = integrated_gradients(model, x, target=1, steps=8, tolerance=1e-9)
+    assert (result.completeness_rel_error < 1e-12).all()
+    # a vector budget too small to keep panel sums: split panels are evaluated again
+    lean = integrated_gradients(model, x, target=1, steps=8, tolerance=1e-9, memory_budget_bytes=8)
+    assert torch.allclose(lean.attributions, result.attributions, rtol=0, atol=1e-12)
+
+
+def test_decoding_attributions_does_not_load_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from attest._attributions import decode_attributions; "
+        "import attest.report._ig; print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
