@@ -94,3 +94,96 @@ def tiny_resnet() -> nn.Module:
 
 def tiny_vit() -> nn.Module:
     return TinyViT()
+
+
+class ConvNeXtBlock(nn.Module):
+    """ConvNeXt block (Liu et al. 2022): depthwise 7x7, channels-last LayerNorm, inverted MLP
+    with GELU, layer scale, residual."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.act = nn.GELU()
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        self.gamma = nn.Parameter(1e-1 * torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.pwconv2(self.act(self.pwconv1(self.norm(y)))) * self.gamma
+        return x + y.permute(0, 3, 1, 2)
+
+
+class TinyConvNeXt(nn.Module):
+    """Patchify stem, two ConvNeXt blocks, global average pool, LayerNorm, linear head."""
+
+    def __init__(self, dim: int = 8, classes: int = 3) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(1, dim, 4, 4)
+        self.blocks = nn.Sequential(ConvNeXtBlock(dim), ConvNeXtBlock(dim))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.blocks(self.stem(x)).mean(dim=(2, 3))
+        return self.head(self.norm(y))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2/V3 inverted residual: expand 1x1, depthwise 3x3, project 1x1, ReLU6/Hardswish."""
+
+    def __init__(self, dim: int, expand: int = 2) -> None:
+        super().__init__()
+        hidden = dim * expand
+        self.block = nn.Sequential(
+            nn.Conv2d(dim, hidden, 1, bias=False),
+            nn.BatchNorm2d(hidden),
+            nn.ReLU6(inplace=True),
+            nn.Conv2d(hidden, hidden, 3, padding=1, groups=hidden, bias=False),
+            nn.BatchNorm2d(hidden),
+            nn.Hardswish(),
+            nn.Conv2d(hidden, dim, 1, bias=False),
+            nn.BatchNorm2d(dim),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.block(x)
+
+
+class TinyMobileNet(nn.Module):
+    def __init__(self, classes: int = 3) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(1, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.Hardswish()
+        )
+        self.blocks = nn.Sequential(InvertedResidual(8), InvertedResidual(8))
+        self.head = nn.Linear(8, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+
+
+class GRUClassifier(nn.Module):
+    """A recurrent sequence classifier (e.g. over per-slice features): GRU, last state, linear."""
+
+    def __init__(self, features: int = 4, hidden: int = 8, classes: int = 3) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(features, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.rnn(x)
+        return self.head(out[:, -1])
+
+
+def tiny_convnext() -> nn.Module:
+    return TinyConvNeXt()
+
+
+def tiny_mobilenet() -> nn.Module:
+    return TinyMobileNet()
+
+
+def gru_classifier() -> nn.Module:
+    return GRUClassifier()

@@ -27,6 +27,27 @@ HERE = Path(__file__).resolve().parent
 ARCHITECTURES: dict[str, tuple[str, dict[str, Any], tuple[int, ...], int | str]] = {
     "resnet": ("published_models:tiny_resnet", {}, (1, 32, 32), "argmax"),
     "vit": ("published_models:tiny_vit", {}, (1, 16, 16), "argmax"),
+    "convnext": ("published_models:tiny_convnext", {}, (1, 16, 16), "argmax"),
+    "mobilenet": ("published_models:tiny_mobilenet", {}, (1, 16, 16), "argmax"),
+    "gru": ("published_models:gru_classifier", {}, (6, 4), "argmax"),
+    "monai-basicunet": (
+        "monai.networks.nets:BasicUNet",
+        {"spatial_dims": 2, "in_channels": 1, "out_channels": 2, "features": [4, 4, 8, 8, 16, 4]},
+        (1, 16, 16),
+        1,
+    ),
+    "monai-attentionunet": (
+        "monai.networks.nets:AttentionUnet",
+        {
+            "spatial_dims": 2,
+            "in_channels": 1,
+            "out_channels": 2,
+            "channels": [4, 8, 16],
+            "strides": [2, 2],
+        },
+        (1, 16, 16),
+        1,
+    ),
     "monai-unet": (
         "monai.networks.nets:UNet",
         {
