@@ -284,7 +284,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
     parser.add_argument("--start", type=int, default=8, help="first step count of the ladder")
-    parser.add_argument("--cap", type=int, default=1025, help="max steps (adaptive: evaluations)")
+    parser.add_argument(
+        "--cap", type=int, default=1025, help="max_steps (adaptive: path samples per input)"
+    )
     parser.add_argument("--inputs", type=int, default=2, help="probe inputs of the 3-D/seg models")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--quick", action="store_true", help="smoke run: digits only, 2 rounds")

@@ -5,17 +5,25 @@
 whatever the model's precision; gradients are cast to float64 before they are weighted and
 summed, so the only rounding left is the model's own. Rules:
 
-- ``trapezoid`` (default): n nodes ``j/(n-1)`` (both ends included), weights ``1/(n-1)``
-  with halves at the ends, so the weights sum to 1 (Captum's ``riemann_trapezoid`` sums to
-  ``(n-1)/n``). Nested under refinement, it needed the fewest model evaluations to reach
-  a completeness error of 1e-3 on every example model (docs/benchmarks.md);
+- ``adaptive`` (the default when ``tolerance`` is given, and of the ``ig_*`` checks):
+  composite 2-point Gauss-Legendre panels bisected where their exact local completeness
+  errors are largest (:mod:`attest.collect._ig_adaptive`); it stops when the sum of the
+  local errors, a bound on the global error, is under the tolerance or ``max_steps`` path
+  samples are spent. Its global error met 1e-3 with the fewest evaluations on the example
+  models, but its stopping bound is stricter, so it often spends the whole budget
+  (figures in docs/benchmarks.md, trade-off in docs/ig.md);
+- ``trapezoid`` (the default without a tolerance): n nodes ``j/(n-1)`` (both ends included),
+  weights ``1/(n-1)`` with halves at the ends, so the weights sum to 1 (Captum's
+  ``riemann_trapezoid`` sums to ``(n-1)/n``). Nested under refinement; of the fixed rules it
+  usually needed the fewest evaluations to reach 1e-3 on the example models;
 - ``gausslegendre``: ``numpy.polynomial.legendre.leggauss`` mapped to [0, 1]; exact for
   polynomial integrands, the best fixed-step rule for smooth models, but not nested;
-- ``riemann_left`` / ``riemann_right`` / ``riemann_middle``: n equal cells, weights 1/n;
+- ``riemann_left`` / ``riemann_right`` / ``riemann_middle``: n equal cells, weights 1/n.
 
 ``steps`` always counts integrand evaluations (model forward+backward passes) per input.
-Details in docs/ig.md. With ``tolerance`` set, steps double until every input's completeness error
-``|sum(IG) - (F(x) - F(b))| / |F(x) - F(b)|`` is under it or ``max_steps`` is reached;
+Details in docs/ig.md. With ``tolerance`` set and a fixed rule, steps double until every
+input's completeness error ``|sum(IG) - (F(x) - F(b))| / |F(x) - F(b)|`` is under it or
+``max_steps`` is reached;
 nested rules (left, right, trapezoid) re-use every earlier evaluation when they refine.
 Path points are pushed through the model in chunks whose size is fixed from a memory
 budget and one measured probe step. The model runs in eval mode (its modes are restored).

@@ -48,7 +48,13 @@ _TARGET_FIGURES = (
     "output_sha256",
     "grad_sha256",
 )
-_STATUS_RANK = {"computed": 0, "not_computed": 1, "not_implemented": 2, "error": 3}
+_STATUS_RANK = {
+    "computed": 0,
+    "not_applicable": 1,
+    "not_computed": 2,
+    "not_implemented": 3,
+    "error": 4,
+}
 
 
 def load_evidence(path: str | Path) -> Evidence:
