@@ -7,8 +7,9 @@ one more path sample, weight 0), so every panel has an exact local completeness 
 ``e = |sum_j w_j (b - a) dF/dt(t_j) - (F(b) - F(a))|``, and the errors add up to a bound on
 the global completeness error. Panels are bisected, most erroneous first (Dörfler marking:
 the fewest panels whose errors make up half of the total, so each round's model batch stays
-large, ties broken by position), until the errors beyond F's rounding add up to at most
-``tolerance * |F(x) - F(b)|`` or the evaluation budget is spent. A smooth but steep stretch
+large, ties broken by position), until the global completeness error is at most
+``tolerance * |F(x) - F(b)|`` (or the errors beyond F's rounding add up to that) or the
+evaluation budget is spent. A smooth but steep stretch
 (a normalisation layer's epsilon transition near t = 0) is refined where it is steep and
 nowhere else; a kink (ReLU) is refined where it is; a true jump of F keeps its local error
 however small its panel gets, which is how :mod:`attest.collect._ig_analysis` tells the two
@@ -249,6 +250,13 @@ def adaptive_paths(
         points = []
         for i in map(int, listed):
             row = per_input[i]
+            if rel[i] <= tolerance:
+                # Completeness is met: stop here. The local errors only bound the global one
+                # (they do not cancel); refining until their sum is under the tolerance
+                # spends the whole budget on piecewise-linear (ReLU) paths for nothing. A true
+                # jump keeps the global error up, so it is still refined down to its panel.
+                active[i] = False
+                continue
             budget = max_evaluations - int(evaluations[i])
             marked = _mark(row, excess[i], tolerance * scale[i])
             chosen = []
