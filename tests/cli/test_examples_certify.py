@@ -1,15 +1,12 @@
 """The example models under the shipped policies, end to end through ``attest certify``.
 
-digits, phantom-seg and volume3d must pass clinical-strict; unstable must fail it for its real
-defect (a one-pass float16 LayerNorm). digits is certified and verified by the demo test
-(tests/cli/test_demo.py); phantom-seg and volume3d take minutes on a busy CPU, so they run when
-``ATTEST_CERTIFY_ALL_EXAMPLES=1`` (``make certify-examples``).
+digits, phantom-seg and volume3d must pass clinical-strict and verify; unstable must fail it
+for its real defect (a one-pass float16 LayerNorm).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,6 @@ from attest.verify import verify
 
 REPO = Path(__file__).resolve().parents[2]
 STRICT = REPO / "policies" / "clinical-strict.yaml"
-ALL = os.environ.get("ATTEST_CERTIFY_ALL_EXAMPLES") == "1"
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +62,8 @@ def certify(
     "example",
     [
         "digits",
-        pytest.param(
-            "phantom-seg",
-            marks=pytest.mark.skipif(not ALL, reason="set ATTEST_CERTIFY_ALL_EXAMPLES=1"),
-        ),
-        pytest.param(
-            "volume3d",
-            marks=pytest.mark.skipif(not ALL, reason="set ATTEST_CERTIFY_ALL_EXAMPLES=1"),
-        ),
+        "phantom-seg",
+        "volume3d",
     ],
 )
 def test_example_passes_clinical_strict_and_verifies(
