@@ -350,7 +350,7 @@ def resolve_policy_path(path: str | Path) -> Path:
             return shipped
         known = ", ".join(sorted(q.stem for q in BUILTIN_POLICIES.glob("*.yaml")))
         raise PolicyError(
-            f"no policy file {path!r} and no shipped policy of that name",
+            f"no policy file {str(path)!r} and no shipped policy of that name",
             hint=f"give a path, or one of the shipped policies: {known}",
         )
     return p
