@@ -27,7 +27,13 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-__all__ = ["DEFAULT_PANEL_NODES", "MIN_PANEL_WIDTH", "PanelLayout", "adaptive_paths"]
+__all__ = [
+    "DEFAULT_PANEL_NODES",
+    "MIN_PANEL_WIDTH",
+    "PanelLayout",
+    "adaptive_paths",
+    "completeness_scale",
+]
 
 DEFAULT_PANEL_NODES = 2
 # Panels narrower than this are not split (t resolves far below float32's input resolution).
@@ -117,6 +123,16 @@ class AdaptiveOutcome:
 
 def _noise(f_a: float, f_b: float, eps: float) -> float:
     return _ROUNDING_ULPS * eps * (abs(f_a) + abs(f_b))
+
+
+def completeness_scale(f_x: np.ndarray, f_b: np.ndarray, eps: float) -> np.ndarray:
+    """What a completeness error is relative to: ``|F(x) - F(b)|``, or F's own rounding in the
+    model's precision when that is larger. F(x) and F(b) are computed in the deployed
+    precision, so a difference smaller than their rounding (a float16 model whose output
+    barely moves along the path) cannot be checked to a finer relative error than that."""
+    floor: np.ndarray = _ROUNDING_ULPS * eps * (np.abs(f_x) + np.abs(f_b))
+    scale: np.ndarray = np.maximum(np.abs(f_x - f_b), floor)
+    return scale
 
 
 def adaptive_paths(
@@ -210,7 +226,7 @@ def adaptive_paths(
         per_input.append(row)
     _assign(points, run(points))
 
-    delta = np.abs(f_x - f_b)
+    delta = completeness_scale(f_x, f_b, model_eps)
     scale = np.where(delta > 0, delta, 1.0)
     curve: list[dict[str, Any]] = []
     previous_attr: torch.Tensor | None = None

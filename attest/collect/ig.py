@@ -50,6 +50,7 @@ from attest.collect._ig_adaptive import (
     AdaptiveOutcome,
     PanelLayout,
     adaptive_paths,
+    completeness_scale,
 )
 from attest.collect._ig_baselines import BASELINES, make_baseline
 from attest.collect._ig_quadrature import (
@@ -113,8 +114,10 @@ class IGResult:
     """Attributions and the diagnostics of how they were computed.
 
     Per-input arrays have length N. ``completeness_rel_error`` is
-    ``|sum(attr) - (F(x) - F(b))| / |F(x) - F(b)|`` in float64 (``inf`` when
-    ``F(x) == F(b)`` but the sum is not 0). ``error_curve`` lists, for each step count
+    ``|sum(attr) - (F(x) - F(b))| / |F(x) - F(b)|`` in float64, where the denominator is at
+    least F's own rounding in the model's precision (8 ulp of ``|F(x)| + |F(b)|``; see
+    ``completeness_scale``), so a path along which F barely moves is not judged finer than F
+    itself was computed. ``error_curve`` lists, for each step count
     tried, the steps, the cumulative evaluations per input and each input's error.
     """
 
@@ -140,6 +143,7 @@ class IGResult:
     panels: list[PanelLayout] | None = None  # adaptive rule: each input's final panels
     local_error: np.ndarray | None = None  # adaptive rule: (N,) sum of panel errors
     panel_nodes: int = 0  # adaptive rule: Gauss-Legendre nodes per panel
+    error_scale: np.ndarray | None = None  # (N,) what completeness_rel_error is relative to
 
     @property
     def delta(self) -> np.ndarray:
@@ -444,6 +448,8 @@ def integrated_gradients(
             x64, b64, max(1, chunk // 2), find_classes=pending == "argmax"
         )
         delta_f = f_x - f_b
+        model_eps = float(torch.finfo(dtype).eps)
+        error_scale = completeness_scale(f_x, f_b, model_eps)
         if method == ADAPTIVE:
             outcome = adaptive_paths(
                 evaluator,
@@ -457,7 +463,7 @@ def integrated_gradients(
                 tolerance=tolerance,
                 max_evaluations=max_steps,
                 chunk=chunk,
-                model_eps=float(torch.finfo(dtype).eps),
+                model_eps=model_eps,
                 vector_budget_bytes=memory_budget_bytes,
             )
         else:
@@ -470,6 +476,7 @@ def integrated_gradients(
                 b64,
                 diff64,
                 delta_f,
+                error_scale,
                 chunk,
                 return_diagnostics,
             )
@@ -481,6 +488,7 @@ def integrated_gradients(
         "f_baseline": f_b,
         "target_classes": None if evaluator.classes is None else evaluator.classes.numpy().copy(),
         "tolerance": tolerance,
+        "error_scale": error_scale,
         "chunk_size": int(chunk),
         "per_sample_bytes": int(per_sample),
         "memory_budget_bytes": int(memory_budget_bytes),
@@ -512,6 +520,7 @@ def _fixed_paths(
     b64: torch.Tensor,
     diff64: torch.Tensor,
     delta_f: np.ndarray,
+    error_scale: np.ndarray,
     chunk: int,
     return_diagnostics: bool,
 ) -> tuple[Any, ...]:
@@ -554,7 +563,7 @@ def _fixed_paths(
         abs_error[active] = np.abs(sums - delta_f[active])
         with np.errstate(divide="ignore", invalid="ignore"):
             rel_error[active] = np.where(
-                abs_error[active] == 0, 0.0, abs_error[active] / np.abs(delta_f[active])
+                abs_error[active] == 0, 0.0, abs_error[active] / error_scale[active]
             )
         curve.append(
             {
@@ -623,7 +632,7 @@ def _adaptive_result(
     attr_sum = attributions.reshape(n, -1).sum(dim=1).cpu().numpy()
     abs_error = np.abs(attr_sum - delta)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel_error = np.where(abs_error == 0, 0.0, abs_error / np.abs(delta))
+        rel_error = np.where(abs_error == 0, 0.0, abs_error / common["error_scale"])
     tolerance = common["tolerance"]
     path = None
     if return_diagnostics:

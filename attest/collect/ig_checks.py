@@ -19,6 +19,7 @@ the orchestrator to copy into ``Evidence.attributions``. Monotonicity and Spearm
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +41,7 @@ from attest.collect._ig_path_checks import (
     status_counts,
     summary_max,
 )
-from attest.collect.context import CheckSettings, CollectContext
+from attest.collect.context import CheckSettings, CollectContext, precision_dtype
 from attest.collect.ig import (
     BASELINES,
     IGResult,
@@ -80,9 +81,23 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# The integrand (the model's gradient) is computed in the deployed precision, so completeness
+# cannot be asked of it much finer than that precision's unit roundoff: the checks' tolerance
+# is at least this many eps (bfloat16: 2 * 2^-7 = 1.6 %; float16 0.2 %; float32 2.4e-7).
+PRECISION_FLOOR_EPS = 2.0
+
+
+def effective_tolerance(tolerance: float, precision: str) -> float:
+    """The completeness tolerance the checks apply: the setting, floored at the precision."""
+    return max(tolerance, PRECISION_FLOOR_EPS * float(torch.finfo(precision_dtype(precision)).eps))
+
+
 def run(ctx: CollectContext) -> list[CheckResult]:
     """Every ``ig_*`` check; a check that raises becomes an ``error`` result, never a crash."""
-    spec, settings = ctx.spec, ctx.settings
+    spec = ctx.spec
+    settings = dataclasses.replace(
+        ctx.settings, ig_tolerance=effective_tolerance(ctx.settings.ig_tolerance, spec.precision)
+    )
     started = time.perf_counter()
     inputs = ctx.inputs()
     labels = spec.labels
