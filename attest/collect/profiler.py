@@ -43,6 +43,8 @@ from attest.collect.capture import (
     _RecordObserver,
     _written_args,
     flat_tensors,
+    measured_outputs,
+    op_name,
     run_model,
 )
 from attest.collect.context import CollectContext, precision_dtype
@@ -512,7 +514,7 @@ def _run_alone(
             low_kwargs = tree_map(copy, low_kwargs)
     with torch.no_grad():
         out = func(*low_args, **low_kwargs)
-    return flat_tensors(out)
+    return measured_outputs(op_name(func), out)
 
 
 def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:

@@ -46,7 +46,7 @@ from attest.collect.capture import (
     OperatorCapture,
     _cuda_event,
     _ModuleStack,
-    flat_tensors,
+    measured_outputs,
 )
 from attest.collect.metrics import bits_equal, relative_deviation
 
@@ -327,7 +327,7 @@ class RepeatCapture(OperatorCapture):  # type: ignore[no-untyped-call]
         self.ops.append((measure.op, measure.module))
         self.forward_ns.append(elapsed)
         self.comparison.forward_ns[op_id] = elapsed
-        outputs = [out] if isinstance(out, torch.Tensor) else flat_tensors(out)
+        outputs = [out] if isinstance(out, torch.Tensor) else measured_outputs(measure.op, out)
         self.comparison.compare_outputs(op_id, outputs, args, kwargs, is_view_op(func))
         if self.live is not None:
             self.live.track(outputs)
