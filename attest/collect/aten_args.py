@@ -86,6 +86,11 @@ class BoundCall:
     _spec: Any
     _slots: list[int]
     _written: set[int]
+    # When set, the operator runs in this dtype inside a float64 shell: floating inputs are
+    # cast down on the way in and the outputs back up, so finite differences and directions
+    # stay in float64 while the kernel is the one that was captured (for kernels with no
+    # float64 implementation, such as oneDNN's fused RNN layer).
+    inner_dtype: torch.dtype | None = None
 
     @classmethod
     def of(cls, func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> BoundCall:
@@ -122,10 +127,16 @@ class BoundCall:
             for pos in self._written:
                 if isinstance(leaves[pos], torch.Tensor):
                     leaves[pos] = leaves[pos].clone()
+            inner = self.inner_dtype
+            if inner is not None:
+                leaves = [leaf.to(inner) if floating(leaf) else leaf for leaf in leaves]
             args, kwargs = tree_unflatten(leaves, self._spec)
             out = self.func(*args, **kwargs)
             flat, _ = tree_flatten(out)
-            return [t for t in flat if isinstance(t, torch.Tensor)]
+            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+            if inner is not None:
+                tensors = [t.to(torch.float64) if t.is_floating_point() else t for t in tensors]
+            return tensors
 
         return call
 
