@@ -54,7 +54,13 @@ from attest.collect.metrics import (
     squared_error_sums,
     tensors_sha256,
 )
-from attest.collect.repeats import LiveBytes, RepeatCapture, RunComparison, is_view_op
+from attest.collect.repeats import (
+    LiveBytes,
+    RepeatCapture,
+    RunComparison,
+    is_view_op,
+    storage_ptrs,
+)
 from attest.evidence import CheckResult
 
 __all__ = [
@@ -117,18 +123,6 @@ def is_allocation_op(op: str) -> bool:
     bytes are whatever the allocator held, so comparing them between runs or against float64
     measures nothing. The operator that then fills the memory is measured instead."""
     return bool(_ALLOCATION_RE.match(op))
-
-
-def _storage_ptrs(tensors: list[torch.Tensor]) -> set[int]:
-    out: set[int] = set()
-    for t in tensors:
-        try:
-            ptr = int(t.untyped_storage().data_ptr())
-        except (RuntimeError, NotImplementedError):
-            continue
-        if ptr:
-            out.add(ptr)
-    return out
 
 
 @dataclass
@@ -240,7 +234,7 @@ class _ReferenceObserver(CaptureObserver):
             func=call.func,
             outputs=[self.vault.keep(t) for t in call.outputs],
         )
-        outputs = _storage_ptrs(list(call.outputs))
+        outputs = storage_ptrs(call.outputs)
         if is_allocation_op(call.op):
             measure.uninitialized = True
             self.unwritten_storages |= outputs

@@ -53,7 +53,7 @@ from attest.collect.metrics import bits_equal, relative_deviation
 if TYPE_CHECKING:
     from attest.collect.profiler import OpMeasure
 
-__all__ = ["LiveBytes", "RepeatCapture", "RunComparison", "is_view_op"]
+__all__ = ["LiveBytes", "RepeatCapture", "RunComparison", "is_view_op", "storage_ptrs"]
 
 _DETACH = torch.ops.aten.detach.default
 _VIEW_OPS: dict[Any, bool] = {}
@@ -74,7 +74,8 @@ def is_view_op(func: Any) -> bool:
     return known
 
 
-def _storages(tensors: Sequence[Any]) -> set[int]:
+def storage_ptrs(tensors: Sequence[Any]) -> set[int]:
+    """The data pointers of the storages behind the tensors in ``tensors`` (others skipped)."""
     out: set[int] = set()
     for t in tensors:
         if not isinstance(t, torch.Tensor):
@@ -130,7 +131,7 @@ class RunComparison(CaptureObserver):
             return
         exact = len(measure.outputs) == len(outputs)
         dev = 0.0 if exact else math.inf
-        if exact and not (view and not (self.tainted and _storages(outputs) & self.tainted)):
+        if exact and not (view and not (self.tainted and storage_ptrs(outputs) & self.tainted)):
             for box, out in zip(measure.outputs, outputs, strict=True):
                 if not bits_equal(out, box.value):
                     exact = False
@@ -139,13 +140,13 @@ class RunComparison(CaptureObserver):
         inputs_tainted = False
         if self.tainted:
             leaves = tree_flatten((args, kwargs))[0]
-            inputs_tainted = bool(_storages(leaves) & self.tainted)
+            inputs_tainted = bool(storage_ptrs(leaves) & self.tainted)
         if inputs_tainted or not exact:
             self.forward_tainted.add(ref_id)
         if not exact:
             if not inputs_tainted:
                 self.origins.add(ref_id)
-            self.tainted |= _storages(outputs)
+            self.tainted |= storage_ptrs(outputs)
 
     def grads(
         self,
