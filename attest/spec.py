@@ -178,7 +178,7 @@ def parse_spec_file(path: str | Path) -> SpecFile:
         return SpecFile.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(
-            _format_validation_error(exc, p), hint="see DESIGN.md section 3 for the spec format"
+            _format_validation_error(exc, p), hint="see docs/spec.md for the spec format"
         ) from None
 
 
