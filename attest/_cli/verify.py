@@ -7,6 +7,7 @@ itself (:mod:`attest.verify`, torch- and numpy-free) is imported when the comman
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -112,7 +113,13 @@ def _print_report(data: dict[str, Any]) -> None:
     default=None,
     envvar="ATTEST_STATE_FILE",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Rollback state: highest version verified per model (env ATTEST_STATE_FILE).",
+    help="Rollback state: highest version verified per model (env ATTEST_STATE_FILE; "
+    "default: verify-state.json in the user's state directory).",
+)
+@click.option(
+    "--no-state",
+    is_flag=True,
+    help="Do not read or update the rollback state (rollback is then not checked).",
 )
 @click.option(
     "--probe",
@@ -141,6 +148,7 @@ def verify(
     at_text: str | None,
     clock_skew: str,
     state_file: Path | None,
+    no_state: bool,
     probe: str | None,
     check_environment: bool,
     ledger: Path | None,
@@ -153,6 +161,10 @@ def verify(
     from attest.verify import verify as run_verify
 
     record = _ledger_recorder(ledger)
+    if no_state:
+        state_file = None
+    elif state_file is None:
+        state_file = _default_state_file()
     report = run_verify(
         certificate,
         trust=trust_path,
@@ -222,3 +234,16 @@ def inspect(certificate: Path, as_json: bool) -> None:
     findings = predicate.get("findings") or []
     if isinstance(findings, list) and findings:
         click.echo(f"  findings:    {len(findings)}")
+
+
+def _default_state_file() -> Path | None:
+    """``verify-state.json`` in the user's state directory (``$XDG_STATE_HOME``, else
+    ``~/.local/state``), so rollback is checked unless asked not to; None (rollback then
+    not checked, and the report says so) where that directory cannot be created."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    folder = Path(base) / "gradient-attest"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder / "verify-state.json"

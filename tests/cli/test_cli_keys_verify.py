@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,20 @@ def test_real_ledger_records_the_outcome(
     code, _, err = run(capsys, *args, "--ledger", ledger)
     assert code == 0, err
     assert ledger.exists()
+
+
+def test_rollback_is_checked_by_default_in_the_user_state_directory(
+    signed: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    base = ["verify", signed["cert"], "--trust", signed["trust"], "--artifact", signed["model"]]
+    code, _, err = run(capsys, *base)  # records cli-model's version in $XDG_STATE_HOME
+    assert code == 0, err
+    state = Path(os.environ["XDG_STATE_HOME"]) / "gradient-attest" / "verify-state.json"
+    recorded = json.loads(state.read_text())
+    assert "cli-model" in json.dumps(recorded)
+    # a higher version seen since: the same certificate is now a rollback, unless told not to
+    state.write_text(json.dumps({"version": 1, "models": {"cli-model": {"version": "99.0.0"}}}))
+    code, out, _ = run(capsys, *base, "--json")
+    assert code == 1 and json.loads(out)["reasons"][0]["code"] == "ROLLBACK"
+    code, out, _ = run(capsys, *base, "--no-state", "--json")
+    assert code == 0 and "rollback not checked" in " ".join(json.loads(out).get("notes", []))
