@@ -152,6 +152,19 @@ def _item_observation(item: CheckItem, metric: str) -> _Observation:
     )
 
 
+def _finding(rule: Rule, subject: Subject, verdict: Verdict, **fields: Any) -> Finding:
+    """A finding about ``subject`` under ``rule``: the one place that copies the rule's id,
+    check and severity into it."""
+    return Finding(
+        rule=rule.id,
+        check=rule.check,
+        subject=subject,
+        verdict=verdict,
+        severity=rule.severity,
+        **fields,
+    )
+
+
 class Evaluator:
     """Evaluates one evidence file against one policy at one reference time."""
 
@@ -216,12 +229,10 @@ class Evaluator:
         if waiver is not None:
             message = f"{message} [waived by {waiver.label}: {waiver.justification}]"
             verdict = "waived"
-        return Finding(
-            rule=rule.id,
-            check=rule.check,
-            subject=subject,
-            verdict=verdict,
-            severity=rule.severity,
+        return _finding(
+            rule,
+            subject,
+            verdict,
             message=message,
             waiver=waiver,
             **fields,
@@ -232,12 +243,10 @@ class Evaluator:
             return self._negative(
                 rule, subject, rule.severity, message=f"required but not computed: {why}"
             )
-        return Finding(
-            rule=rule.id,
-            check=rule.check,
-            subject=subject,
-            verdict="not_computed",
-            severity=rule.severity,
+        return _finding(
+            rule,
+            subject,
+            "not_computed",
             message=f"not computed: {why}",
         )
 
@@ -246,12 +255,10 @@ class Evaluator:
         message = f"not applicable: {why}"
         verdict = rule.when_not_applicable or rule.severity
         if verdict == "accept":
-            return Finding(
-                rule=rule.id,
-                check=rule.check,
-                subject=_MODEL,
-                verdict="not_computed",
-                severity=rule.severity,
+            return _finding(
+                rule,
+                _MODEL,
+                "not_computed",
                 message=message,
             )
         return self._negative(rule, _MODEL, verdict, message=message)
@@ -310,12 +317,10 @@ class Evaluator:
                 else f"check {rule.check!r} ran and reported no subjects to hold against this rule"
             )
             return [
-                Finding(
-                    rule=rule.id,
-                    check=rule.check,
-                    subject=_MODEL,
-                    verdict="pass",
-                    severity=rule.severity,
+                _finding(
+                    rule,
+                    _MODEL,
+                    "pass",
                     threshold=threshold,
                     comparator=rule.comparator if rule.metric else None,
                     message=why,
@@ -328,34 +333,28 @@ class Evaluator:
     ) -> Finding | None:
         subject = obs.subject
         if rule.source == "check":  # reached only for a computed check
-            return Finding(
-                rule=rule.id,
-                check=rule.check,
-                subject=subject,
-                verdict="pass",
+            return _finding(
+                rule,
+                subject,
+                "pass",
                 observed=obs.value,
-                severity=rule.severity,
                 message=f"check {rule.check!r} was computed",
             )
         if obs.skipped:  # listed, never a failure: the check says it does not apply here
-            return Finding(
-                rule=rule.id,
-                check=rule.check,
-                subject=subject,
-                verdict="not_computed",
-                severity=rule.severity,
+            return _finding(
+                rule,
+                subject,
+                "not_computed",
                 message=f"not applicable: {obs.item_message or 'skipped by the check'}",
             )
         if rule.metric is None:  # the check's own reading of the item
             status = obs.item_status
             if status == "pass":
-                return Finding(
-                    rule=rule.id,
-                    check=rule.check,
-                    subject=subject,
-                    verdict="pass",
+                return _finding(
+                    rule,
+                    subject,
+                    "pass",
                     observed=status,
-                    severity=rule.severity,
                     message="the check passed this subject",
                 )
             if status in ("not_computed", "error"):
@@ -379,12 +378,10 @@ class Evaluator:
                     rule, subject, f"{rule.metric} of {subject.label()} is {obs.item_status}"
                 )
             if obs.reason:  # an operator row says why this figure was not measured: listed
-                return Finding(
-                    rule=rule.id,
-                    check=rule.check,
-                    subject=subject,
-                    verdict="not_computed",
-                    severity=rule.severity,
+                return _finding(
+                    rule,
+                    subject,
+                    "not_computed",
                     message=f"{rule.metric} not measured for {subject.label()}: {obs.reason}",
                 )
             return None  # the metric does not apply to this subject (e.g. an integer-valued op)
@@ -397,12 +394,10 @@ class Evaluator:
             "comparator": rule.comparator,
         }
         if ok:
-            return Finding(
-                rule=rule.id,
-                check=rule.check,
-                subject=subject,
-                verdict="pass",
-                severity=rule.severity,
+            return _finding(
+                rule,
+                subject,
+                "pass",
                 message=text,
                 **common,
             )
