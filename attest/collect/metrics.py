@@ -138,6 +138,24 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a, b))
 
 
+# Blocks of the float64 comparisons below: the float64 copies and differences they need are
+# made one block at a time, a block being at least 16Ki elements (128 KiB in float64) and at
+# most 1/32 of the tensor, so comparing an operator's output costs scratch memory of a small
+# fraction of that output, not several float64 copies of it (that scratch was the largest
+# term of the profiler's peak memory during its float64 run).
+_MIN_BLOCK = 1 << 14
+_BLOCKS_PER_TENSOR = 32
+
+
+def _blocks(a: torch.Tensor, b: torch.Tensor) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    """Matching flat blocks of ``a`` and ``b`` (same shape), ``b`` on ``a``'s device."""
+    fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    n = fa.numel()
+    block = max(_MIN_BLOCK, -(-n // _BLOCKS_PER_TENSOR))
+    for start in range(0, n, block):
+        yield fa[start : start + block], fb[start : start + block].to(fa.device)
+
+
 def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
     """``max|a - ref| / max|ref|`` in float64, over elements whose bits differ.
 
@@ -149,21 +167,23 @@ def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
     if a.numel() == 0:
         return 0.0
     if not (a.is_floating_point() or a.is_complex()):
-        return 0.0 if bool(torch.equal(a, reference)) else math.inf
-    x = a.detach().to(torch.float64) if not a.is_complex() else a.detach().to(torch.complex128)
-    r = reference.detach().to(device=x.device, dtype=x.dtype)
-    same = (_bit_view(a.to(reference.device)) == _bit_view(reference)).to(x.device)
-    if a.is_complex():
-        same = same.reshape(-1, 2).all(dim=1)
-    same = same.reshape(x.shape)
-    diff = (x - r).abs()
-    diff = torch.where(same, torch.zeros_like(diff), diff)
-    if bool(torch.isnan(diff).any()) or bool(torch.isinf(diff).any()):
-        return math.inf
-    scale_vals = r.abs()
-    scale_vals = scale_vals[torch.isfinite(scale_vals)]
-    scale = float(scale_vals.max()) if scale_vals.numel() else 0.0
-    worst = float(diff.max())
+        return 0.0 if bool(torch.equal(a, reference.to(a.device))) else math.inf
+    wide = torch.complex128 if a.is_complex() else torch.float64
+    worst = scale = 0.0
+    for block_a, block_r in _blocks(a, reference):
+        same = _bit_view(block_a) == _bit_view(block_r)
+        if a.is_complex():
+            same = same.reshape(-1, 2).all(dim=1)
+        x, r = block_a.to(wide), block_r.to(wide)
+        diff = torch.where(same, 0.0, (x - r).abs())
+        block_worst = float(diff.max())
+        if math.isnan(block_worst) or math.isinf(block_worst):
+            return math.inf
+        worst = max(worst, block_worst)
+        finite = r.abs()
+        finite = finite[torch.isfinite(finite)]
+        if finite.numel():
+            scale = max(scale, float(finite.max()))
     if worst == 0.0:
         return 0.0
     return worst / scale if scale > 0.0 else math.inf
@@ -172,18 +192,20 @@ def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
 def squared_error_sums(a: torch.Tensor, ref: torch.Tensor) -> tuple[float, float] | None:
     """``(||a - ref||^2, ||ref||^2)`` in float64, or None when either side holds NaN or Inf.
 
-    One fused pass per term (``torch.dot`` of the flattened difference with itself and of
-    the reference with itself): a non-finite element makes a sum non-finite, so no separate
-    ``isfinite`` scan is needed. (Finite values above ~1e154 would overflow the square and
-    read as undefined too; no activation or gradient of a working model is that large.)
+    One fused pass per term and block (``torch.dot`` of the flattened difference with itself
+    and of the reference with itself): a non-finite element makes a sum non-finite, so no
+    separate ``isfinite`` scan is needed. (Finite values above ~1e154 would overflow the
+    square and read as undefined too; no activation or gradient of a working model is that
+    large.)
     """
-    x = a.detach().reshape(-1).to(torch.float64)
-    r = ref.detach().reshape(-1).to(device=x.device, dtype=torch.float64)
-    if x.numel() == 0:
-        return 0.0, 0.0
-    diff = x - r
-    num = float(torch.dot(diff, diff))
-    den = float(torch.dot(r, r))
+    num = den = 0.0
+    for block_a, block_r in _blocks(a, ref):
+        r = block_r.to(torch.float64)
+        # one float64 temporary: the subtraction promotes a float32 (or narrower) block
+        # exactly to float64 and subtracts there, as an explicit cast first would
+        diff = torch.sub(block_a, r) if block_a.dtype != torch.float64 else block_a - r
+        num += float(torch.dot(diff, diff))
+        den += float(torch.dot(r, r))
     if not (math.isfinite(num) and math.isfinite(den)):
         return None
     return num, den

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from attest.collect.capture import VaultBox
 from attest.collect.context import CollectContext
 from attest.collect.profiler import OpMeasure, Profile
+from attest.collect.spill import TensorRef
 from attest.evidence import CheckItem, CheckResult, Metric, Subject
 
 __all__ = ["NonFinite", "find_nonfinite", "run_numerics"]
@@ -52,7 +52,7 @@ def find_nonfinite(tensors: Sequence[torch.Tensor | None]) -> NonFinite | None:
     return None
 
 
-def _values(boxes: Sequence[VaultBox | None] | None) -> list[torch.Tensor | None]:
+def _values(boxes: Sequence[TensorRef | None] | None) -> list[torch.Tensor | None]:
     return [b.value if b is not None else None for b in boxes or []]
 
 

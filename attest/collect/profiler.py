@@ -5,14 +5,20 @@ each measuring through its own :class:`~attest.collect.capture.CaptureObserver`)
 
 1. reference (run 0, deployed precision, configured threads): the operator inventory, every
    operator's outputs, the gradient flowing into them (``grad_outputs``) and the gradient they
-   compute (``grad_inputs``), kept copy-on-write in a :class:`TensorVault`; what each operator
-   saves for backward; sha256 fingerprints.
-2. float64: the same model in float64. Accumulated fidelity compares each operator's outputs
-   and output gradients with the reference; local fidelity re-runs each operator (and each of
-   its backward ATen calls) alone in the deployed precision on the float64 inputs cast down.
+   compute (``grad_inputs``); what each operator saves for backward; sha256 fingerprints.
+2. float64 (:mod:`attest.collect.float64_pass`): the same model in float64. Accumulated
+   fidelity compares each operator's outputs and output gradients with the reference; local
+   fidelity re-runs each operator (and each of its backward ATen calls) alone in the
+   deployed precision on the float64 inputs cast down.
 3. repeats (runs 1..R-1): bitwise comparison with the reference, per operator, and the
    largest relative deviation where the bits differ.
 4. thread count: one run at 1 intra-op thread (or 2 when 1 is configured), compared bitwise.
+
+Memory: run 0's outputs and gradients (the reference) and the operators' captured arguments
+(``ctx.operators``, for the checks that re-run operators) are written to memory-mapped
+temporary files as they are captured (:mod:`attest.collect.spill`), not held as tensors, so
+each later run, the float64 one included, runs next to page cache rather than next to about
+two more copies of the model's activations and gradients.
 
 Nothing is estimated: every figure comes from these runs. The checks ``determinism``,
 ``fidelity``, ``numerics`` and ``thread_sensitivity`` are built from the result in
@@ -32,26 +38,20 @@ import torch
 from torch.utils._pytree import tree_map
 
 from attest.collect.capture import (
-    BackwardCall,
     CaptureObserver,
     ForwardCall,
     ModelFailure,
     RunOutcome,
     TensorVault,
-    VaultBox,
     _ModuleStack,
     _RecordObserver,
-    _written_args,
     flat_tensors,
-    measured_outputs,
-    op_name,
     run_model,
 )
-from attest.collect.context import CollectContext, precision_dtype
+from attest.collect.context import CollectContext, OpRecord
+from attest.collect.float64_pass import measure_fidelity
 from attest.collect.metrics import (
     bits_equal,
-    relative_error,
-    squared_error_sums,
     tensors_sha256,
 )
 from attest.collect.repeats import (
@@ -61,6 +61,7 @@ from attest.collect.repeats import (
     is_view_op,
     storage_ptrs,
 )
+from attest.collect.spill import SpillFile, TensorRef, spill_storages
 from attest.evidence import CheckResult
 
 __all__ = [
@@ -70,6 +71,8 @@ __all__ = [
     "Profile",
     "capture_reference",
     "is_random_op",
+    "measure_fidelity",
+    "measure_repeats",
     "median_or_none",
     "run",
 ]
@@ -139,9 +142,9 @@ class OpMeasure:
     # output is uninitialized memory (an allocation, or a view of one before anything wrote it)
     uninitialized: bool = False
     engine_detaches: int = 0  # detaches the autograd engine issues right after this operator
-    outputs: list[VaultBox] = field(default_factory=list)
-    grad_outputs: list[VaultBox | None] | None = None
-    grad_inputs: list[VaultBox | None] | None = None
+    outputs: list[TensorRef] = field(default_factory=list)
+    grad_outputs: list[TensorRef | None] | None = None
+    grad_inputs: list[TensorRef | None] | None = None
     forward_ns: list[int] = field(default_factory=list)
     backward_ns: list[int] = field(default_factory=list)
     # determinism
@@ -205,6 +208,8 @@ class Profile:
     model_forward_ns: list[int] = field(default_factory=list)
     model_backward_ns: list[int] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # the files behind the kept tensors (run 0's reference, the operators' arguments)
+    spills: list[SpillFile] = field(default_factory=list, repr=False)
 
 
 # --- phase 1: reference ----------------------------------------------------------------------
@@ -214,14 +219,13 @@ class _ReferenceObserver(CaptureObserver):
     wants_grads = True
     wants_saved = True
 
-    def __init__(self, vault: TensorVault, parameter_storages: set[int], cuda: bool) -> None:
-        self.vault = vault
+    def __init__(self, spill: SpillFile, parameter_storages: set[int]) -> None:
+        self.spill = spill
         self.parameter_storages = parameter_storages
         self.ops: list[OpMeasure] = []
         self.seen_storages: set[int] = set()
         self.unwritten_storages: set[int] = set()  # allocated, not yet written by any operator
         self.parameter_bytes: dict[int, int] = {}
-        self.cuda = cuda
 
     def forward(self, call: ForwardCall) -> None:
         measure = OpMeasure(
@@ -232,7 +236,7 @@ class _ReferenceObserver(CaptureObserver):
             output_dtypes=[str(t.dtype).removeprefix("torch.") for t in call.outputs],
             random=is_random_op(call.op),
             func=call.func,
-            outputs=[self.vault.keep(t) for t in call.outputs],
+            outputs=[self.spill.put(t) for t in call.outputs],
         )
         outputs = storage_ptrs(call.outputs)
         if is_allocation_op(call.op):
@@ -275,11 +279,9 @@ class _ReferenceObserver(CaptureObserver):
         grad_inputs: Sequence[torch.Tensor | None],
     ) -> None:
         measure = self.ops[op_id]
-        measure.grad_outputs = [self.vault.keep(g) if g is not None else None for g in grad_outputs]
-        measure.grad_inputs = [self.vault.keep(g) if g is not None else None for g in grad_inputs]
-
-    def before_write(self, tensor: torch.Tensor) -> None:
-        self.vault.before_write(tensor)
+        put = self.spill.put
+        measure.grad_outputs = [put(g, reuse=True) if g is not None else None for g in grad_outputs]
+        measure.grad_inputs = [put(g, reuse=True) if g is not None else None for g in grad_inputs]
 
 
 def _parameter_storages(model: torch.nn.Module) -> set[int]:
@@ -292,14 +294,15 @@ def _parameter_storages(model: torch.nn.Module) -> set[int]:
 
 
 def capture_reference(ctx: CollectContext) -> Profile:
-    """Run 0: fill ``ctx.operators`` and keep the reference every later phase compares with."""
+    """Run 0: fill ``ctx.operators`` and keep the reference every later phase compares with
+    (written to spill files, see :mod:`attest.collect.spill`)."""
     spec = ctx.spec
     model = ctx.fresh_model()
     x = ctx.inputs()
     cuda = x.device.type == "cuda"
-    vault = TensorVault()
-    recorder = _RecordObserver(vault)
-    reference = _ReferenceObserver(vault, _parameter_storages(model), cuda)
+    recorder = _RecordObserver(TensorVault())
+    spill = SpillFile()
+    reference = _ReferenceObserver(spill, _parameter_storages(model))
     base = _allocated(x.device)
     if cuda:
         torch.cuda.reset_peak_memory_stats(x.device)
@@ -313,13 +316,18 @@ def capture_reference(ctx: CollectContext) -> Profile:
         cuda_timing=cuda,
         cuda_memory=cuda,
     )
+    spill.seal()
+    recorder.vault.clear()  # later phases only read; nothing of run 0 is written any more
     ctx.operators = recorder.records()
+    records_spill = _spill_run0(ctx.operators, outcome, x)
+    outcome.nodes = {}  # autograd nodes of run 0 (they hold its parameters): not needed after
     profile = Profile(
         precision=spec.precision,
         device=str(x.device),
         ops=reference.ops,
         reference=outcome,
         failure=outcome.failure,
+        spills=[spill, records_spill],
     )
     _attach_backward_times(profile.ops, outcome)
     for op_id, count in outcome.engine_detaches.items():
@@ -334,15 +342,40 @@ def capture_reference(ctx: CollectContext) -> Profile:
     profile.model_forward_ns.append(sum(outcome.forward_ns))
     profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
     profile.extra["saved_parameter_bytes_total"] = sum(reference.parameter_bytes.values())
+    profile.extra["spill_bytes"] = spill.size + records_spill.size
     if cuda:
         profile.extra["reference_peak_bytes"] = (
             int(torch.cuda.max_memory_allocated(x.device)) - base
         )
-    vault.clear()  # later phases only read; nothing of run 0 is written any more
     ctx.extras[PROFILE_KEY] = profile
     if outcome.failure is not None:
         ctx.extras[FAILURE_KEY] = outcome.failure
     return profile
+
+
+def _spill_run0(records: list[OpRecord], outcome: RunOutcome, x: torch.Tensor) -> SpillFile:
+    """Move what run 0 leaves for later phases from tensor memory to a spill file: the
+    operators' captured arguments (every activation of run 0, and its parameters), the model
+    output and the gradients. Only the probe inputs stay (they are the spec's own tensor).
+    The checks that re-run operators read them as before (same values, strides, aliasing).
+    """
+    grads = {k: v for k, v in outcome.param_grads.items() if v is not None}
+    ends = [t for t in (outcome.output, outcome.input_grad) if t is not None]
+    leaves = [t for r in records for t in flat_tensors((r.args, r.kwargs))]
+    spill, moved = spill_storages([*leaves, *ends, *grads.values()], storage_ptrs([x]))
+    if not moved:
+        return spill
+
+    def swap(v: Any) -> Any:
+        return moved.get(id(v), v) if isinstance(v, torch.Tensor) else v
+
+    for r in records:
+        r.args = tuple(tree_map(swap, r.args))
+        r.kwargs = dict(tree_map(swap, r.kwargs))
+    outcome.output = swap(outcome.output)
+    outcome.input_grad = swap(outcome.input_grad)
+    outcome.param_grads.update({k: swap(v) for k, v in grads.items()})
+    return spill
 
 
 def _attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:
@@ -353,182 +386,6 @@ def _attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:
 
 def _allocated(device: torch.device) -> int:
     return int(torch.cuda.memory_allocated(device)) if device.type == "cuda" else 0
-
-
-# --- phase 2: float64 fidelity ---------------------------------------------------------------
-
-
-def _cast_down(value: Any, low: torch.dtype) -> Any:
-    """``value`` (an ATen argument: tensor, dtype, scalar, or a list/tuple/dict of them) with
-    float64 tensors cast to ``low`` and the dtype float64 replaced by ``low``.
-
-    A plain recursion rather than ``tree_map``: ATen arguments are at most one level of
-    lists, and this runs for every forward and backward call of the float64 run.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.detach().to(low) if value.dtype == torch.float64 else value
-    if isinstance(value, torch.dtype):
-        return low if value == torch.float64 else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast_down(v, low) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast_down(v, low) for k, v in value.items()}
-    return value
-
-
-class _Aligner:
-    """Maps operator ids of another run onto the reference run's, tolerating local changes
-    of the sequence (an op a precision adds or drops) by searching a short window ahead."""
-
-    WINDOW = 64
-
-    def __init__(self, reference: Sequence[OpMeasure]) -> None:
-        self.keys = [(m.op, m.module) for m in reference]
-        self.pointer = 0
-        self.mapping: dict[int, int] = {}
-        self.unaligned = 0
-
-    def align(self, op_id: int, op: str, module: str) -> int | None:
-        key = (op, module)
-        end = min(len(self.keys), self.pointer + self.WINDOW)
-        for ref_id in range(self.pointer, end):
-            if self.keys[ref_id] == key:
-                self.mapping[op_id] = ref_id
-                self.pointer = ref_id + 1
-                return ref_id
-        self.unaligned += 1
-        return None
-
-
-class _FidelityObserver(CaptureObserver):
-    wants_grads = True
-    wants_inputs = True  # local re-runs read what the operator read, not what it wrote
-
-    def __init__(self, reference: list[OpMeasure], low: torch.dtype) -> None:
-        self.reference = reference
-        self.low = low
-        self.aligner = _Aligner(reference)
-
-    def forward(self, call: ForwardCall) -> None:
-        ref_id = self.aligner.align(call.index, call.op, call.module)
-        if ref_id is None:
-            return
-        measure = self.reference[ref_id]
-        measure.float64_aligned = True
-        pairs = [
-            (box.value, out)
-            for box, out in zip(measure.outputs, call.outputs, strict=False)
-            if out.is_floating_point() and box.value.is_floating_point()
-        ]
-        if not pairs:
-            return
-        measure.out_err = relative_error(pairs)
-        if measure.random:
-            measure.local_out_failed = (
-                "random operator: re-running it alone draws different numbers"
-            )
-            return
-        try:
-            local = _run_alone(call.func, *call.inputs(), self.low)
-        except Exception as exc:
-            measure.local_out_failed = (
-                f"re-running in the deployed precision raised {type(exc).__name__}: {exc}"
-            )
-            return
-        measure.local_out_err = relative_error(
-            (lo, out)
-            for lo, out in zip(local, call.outputs, strict=False)
-            if out.is_floating_point() and lo.is_floating_point()
-        )
-
-    def grads(
-        self,
-        op_id: int,
-        grad_outputs: Sequence[torch.Tensor | None],
-        grad_inputs: Sequence[torch.Tensor | None],
-    ) -> None:
-        ref_id = self.aligner.mapping.get(op_id)
-        if ref_id is None:
-            return
-        measure = self.reference[ref_id]
-        if measure.grad_outputs is None:
-            return
-        pairs = [
-            (box.value, g)
-            for box, g in zip(measure.grad_outputs, grad_outputs, strict=False)
-            if box is not None and g is not None
-        ]
-        if pairs:
-            measure.grad_err = relative_error(pairs)
-
-    def backward(self, call: BackwardCall) -> None:
-        if call.op_id is None:
-            return
-        ref_id = self.aligner.mapping.get(call.op_id)
-        if ref_id is None:
-            return
-        measure = self.reference[ref_id]
-        floats = [t for t in call.outputs if t.is_floating_point()]
-        if not floats or measure.local_grad_failed:
-            return
-        try:
-            local = _run_alone(call.func, *call.inputs(), self.low)
-        except Exception as exc:
-            measure.local_grad_failed = f"re-running backward {call.op} in the deployed precision raised {type(exc).__name__}: {exc}"
-            return
-        for lo, ref in zip(local, call.outputs, strict=False):
-            if not (ref.is_floating_point() and lo.is_floating_point()) or lo.shape != ref.shape:
-                continue
-            sums = squared_error_sums(lo, ref)
-            if sums is None:
-                measure.local_grad_failed = "non-finite values in the backward computation"
-                return
-            measure.local_grad_sq[0] += sums[0]
-            measure.local_grad_sq[1] += sums[1]
-
-
-def _run_alone(
-    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], low: torch.dtype
-) -> list[torch.Tensor]:
-    """Run one ATen call on its float64 inputs cast down to ``low`` (``args``/``kwargs`` as
-    the call read them, see ``ForwardCall.inputs``); a written argument that the cast left
-    as it was is copied first, so the float64 run is not disturbed."""
-    low_args = _cast_down(args, low)
-    low_kwargs = _cast_down(kwargs, low)
-    written = _written_args(func, low_args, low_kwargs)
-    if written:
-        originals = {id(t) for t in flat_tensors((args, kwargs))}
-        shared = {id(t) for t in written if id(t) in originals}
-        if shared:
-
-            def copy(v: Any) -> Any:
-                return v.clone() if isinstance(v, torch.Tensor) and id(v) in shared else v
-
-            low_args = tree_map(copy, low_args)
-            low_kwargs = tree_map(copy, low_kwargs)
-    with torch.no_grad():
-        out = func(*low_args, **low_kwargs)
-    return measured_outputs(op_name(func), out)
-
-
-def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:
-    """Phase 2: the float64 run with accumulated and local fidelity per operator."""
-    spec = ctx.spec
-    low = precision_dtype(spec.precision)
-    model = ctx.fresh_model(torch.float64)
-    x = ctx.inputs(torch.float64)
-    observer = _FidelityObserver(profile.ops, low)
-    outcome = run_model(
-        model,
-        x,
-        spec,
-        [observer],
-        labels=spec.labels,
-        classes=profile.reference.classes,
-        seed=ctx.settings.seed,
-    )
-    profile.float64_failure = outcome.failure
-    profile.float64_unaligned_ops = sum(1 for m in profile.ops if not m.float64_aligned)
 
 
 # --- phase 3/4: repeats and thread count -----------------------------------------------------
