@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
-import tempfile
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,28 +40,24 @@ def _no_constant(name: str) -> Any:
     raise StrictJSONError(f"non-finite number {name} is not JSON")
 
 
+# A JSON string as the parser reads it (escapes included), or an unterminated one running to
+# the end of the text. Unrolled-loop form: every character has one way to match, so the scan
+# is linear and never backtracks.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
 def _check_depth_text(text: str, max_depth: int) -> None:
     # Count bracket depth outside strings before parsing, so that a 10,000-deep document
-    # is refused without recursion in the parser.
-    depth = 0
-    in_string = False
-    escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > max_depth:
-                raise StrictJSONError(f"nesting deeper than {max_depth} levels")
-        elif ch in "]}":
-            depth -= 1
+    # is refused without recursion in the parser. The strings and everything but brackets are
+    # dropped by regular expressions (C speed), then the depth is a running sum: the same
+    # answer as walking the text character by character, at a fraction of the cost.
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if len(brackets) <= max_depth:
+        return
+    if max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets))) > max_depth:
+        raise StrictJSONError(f"nesting deeper than {max_depth} levels")
 
 
 def loads_strict(
@@ -126,6 +123,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
 
     A crash leaves either the old file or the new one, never half of either.
     """
+    import tempfile  # here, not at the top: the verifier imports this module and seldom writes
+
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     try:

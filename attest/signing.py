@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import getpass
 import hashlib
 import os
 import sys
@@ -21,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import rfc8785
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
@@ -55,6 +53,8 @@ PrivateKeyObj = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
 
 def canonical_json(obj: Any) -> bytes:
     """RFC 8785 (JCS) canonical bytes of a JSON value; the only serializer for signed bytes."""
+    import rfc8785  # imported here: the verifier checks signed bytes as they are, never re-encodes
+
     try:
         return rfc8785.dumps(obj)
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as exc:
@@ -185,6 +185,8 @@ def _passphrase(prompt: bool) -> bytes | None:
     if env is not None:
         return env.encode("utf-8")
     if prompt and sys.stdin is not None and sys.stdin.isatty():
+        import getpass  # only when prompting (it pulls in termios)
+
         return getpass.getpass("Key passphrase: ").encode("utf-8")
     return None
 

@@ -8,7 +8,7 @@
    envelope is only a hint, each trusted key counts once toward the threshold, revoked keys and
    keys outside their validity window do not count;
 4. only then the payload: ``payloadType``, strict JSON, ``_type``, ``predicateType``, the
-   statement schema (shipped inside the package);
+   statement schema (shipped inside the package, checked by code generated from it);
 5. validity window at one reference time (``at``, default now) with a small clock skew;
 6. each artifact given matches a subject by name and sha256 (directories: exactly the
    subjects recorded under them);
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -148,21 +148,37 @@ class VerificationReport:
 # ---------------------------------------------------------------------------- step 4
 
 
-def _statement_validator() -> Any:
-    from importlib import resources
+def _schema_problem(statement: dict[str, Any]) -> str | None:
+    """Why ``statement`` fails statement.schema.json (None if it does not).
 
-    import jsonschema
-
+    The schema is checked by code generated from it at build time (:mod:`attest._schemas`,
+    fastjsonschema), so that verifying never imports the jsonschema stack; tests hold that code
+    against jsonschema. It stops at the first violation.
+    """
     try:
-        text = (
-            resources.files("attest").joinpath("schemas/statement.schema.json").read_text("utf-8")
-        )
-    except (FileNotFoundError, OSError):
+        from fastjsonschema import JsonSchemaValueException
+
+        from attest import _statement_validator
+    except ImportError as exc:
         raise AttestError(
-            "this installation lacks attest/schemas/statement.schema.json; cannot verify",
-            hint="reinstall gradient-attest",
+            f"this installation cannot validate statements ({exc}); cannot verify",
+            hint="reinstall gradient-attest (it needs fastjsonschema)",
         ) from None
-    return jsonschema.Draft202012Validator(json.loads(text))
+    validate: Callable[[Any], object] = _statement_validator.validate
+    try:
+        validate(statement)
+    except JsonSchemaValueException as error:
+        name = error.name or "data"
+        where = "/".join(error.path[1:]) or "<root>"  # path[0] is "data", the statement itself
+        what = error.message.removeprefix(name).strip()[:300]
+        if error.rule == "pattern":  # the regex itself helps nobody
+            what = f"{str(error.value)[:100]!r} is not of the required form"
+        return f"the statement breaks its schema at {where}: {what}"
+    except Exception as exc:  # fail closed: a validator that broke did not accept
+        return (
+            f"the statement could not be checked against its schema ({type(exc).__name__}: {exc})"
+        )
+    return None
 
 
 def _check_payload(env: Envelope) -> dict[str, Any]:
@@ -185,15 +201,9 @@ def _check_payload(env: Envelope) -> dict[str, Any]:
             "MALFORMED",
             f"predicateType is {statement.get('predicateType')!r}, expected {PREDICATE_TYPE!r}",
         )
-    import jsonschema.exceptions
-
-    error = jsonschema.exceptions.best_match(_statement_validator().iter_errors(statement))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "<root>"
-        what = error.message[:300]
-        if error.validator == "pattern":  # the regex itself helps nobody
-            what = f"{str(error.instance)[:100]!r} is not of the required form"
-        raise Rejected("MALFORMED", f"the statement breaks its schema at {where}: {what}")
+    problem = _schema_problem(statement)
+    if problem is not None:
+        raise Rejected("MALFORMED", problem)
     # What the schema cannot say (the pydantic model's validators say the same):
     names = [s["name"] for s in statement["subject"]]
     if len(set(names)) != len(names):

@@ -349,7 +349,8 @@ def test_probe_path_imports_numpy_and_onnxruntime_only(rel: dict[str, Path]) -> 
         f"artifacts=[{str(rel['onnx'])!r}], probe={str(rel['probe'])!r}, check_environment=True)\n"
         "assert r.verified, r.reasons\n"
         "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'torch', 'onnx', 'onnxscript', 'onnx_ir', 'pydantic', 'safetensors', 'matplotlib'})\n"
+        "{'torch', 'onnx', 'onnxscript', 'onnx_ir', 'pydantic', 'safetensors', 'matplotlib', "
+        "'jsonschema', 'referencing', 'attrs', 'rfc8785'})\n"
         "print(heavy)\n"
         "assert 'numpy' in sys.modules and 'onnxruntime' in sys.modules\n"
     )

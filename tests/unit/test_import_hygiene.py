@@ -1,5 +1,9 @@
 """The verifier runs where torch (and numpy) may not be installed: importing it, and running
-`attest verify`, must leave both out of sys.modules. Checked in fresh interpreters."""
+`attest verify`, must leave both out of sys.modules. Checked in fresh interpreters.
+
+`attest verify` also pays for every import at each start (docs/benchmarks.md, "Behavioural
+probe"), so a full verification must import no more than it needs: no jsonschema stack (the
+statement is checked by generated code), no pydantic models, no other attest modules."""
 
 from __future__ import annotations
 
@@ -13,6 +17,34 @@ from _certfactory import make_world
 from attest.trust import save_trust_store
 
 HEAVY = ("torch", "numpy")
+# Never on the plain verify path: the jsonschema stack, pydantic, the signing-side canonicalizer.
+NOT_FOR_VERIFY = (
+    *HEAVY,
+    "onnxruntime",
+    "jsonschema",
+    "referencing",
+    "jsonschema_specifications",
+    "attrs",
+    "pydantic",
+    "rfc8785",
+)
+# The attest modules `attest verify` may load (anything else is a start-up cost to justify).
+VERIFY_MODULES = {
+    "attest",
+    "attest._artifacts",
+    "attest._certificate_format",
+    "attest._cli",
+    "attest._cli.verify",
+    "attest._envelope",
+    "attest._io",
+    "attest._rollback",
+    "attest._statement_validator",
+    "attest._version",
+    "attest.errors",
+    "attest.signing",
+    "attest.trust",
+    "attest.verify",
+}
 
 
 def _run(code: str) -> str:
@@ -63,3 +95,26 @@ except SystemExit as exc:
     )
     out = _run(code)
     assert "VERIFIED" in out and out.strip().endswith("HEAVY:"), out
+
+
+def test_a_full_verification_imports_only_what_it_needs(tmp_path: Path) -> None:
+    world = make_world(tmp_path)
+    cert = world.write(world.envelope())
+    trust = save_trust_store(world.trust, tmp_path / "trust.yaml")
+    args = ["verify", str(cert), "--trust", str(trust), "--at", "2026-06-01T12:00:00Z"]
+    args += ["--artifact", str(world.onnx)]
+    code = f"""
+import sys
+from attest._cli import main
+try:
+    main({args!r})
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+print("FOUND:" + ",".join(m for m in {NOT_FOR_VERIFY!r} if m in sys.modules))
+print("ATTEST:" + ",".join(sorted(m for m in sys.modules if m.split(".")[0] == "attest")))
+"""
+    lines = dict(line.split(":", 1) for line in _run(code).splitlines() if ":" in line)
+    assert lines["FOUND"] == "", lines["FOUND"]
+    loaded = set(lines["ATTEST"].split(","))
+    assert "attest._statement_validator" in loaded  # the statement was checked
+    assert loaded <= VERIFY_MODULES, sorted(loaded - VERIFY_MODULES)
