@@ -119,6 +119,7 @@ class BoundCall:
         first, so the operator never writes into a tensor autograd is differentiating.
         """
         positions = [self._slots[k] for k in use]
+        places = _leaf_places(self.args, self.kwargs, len(self._leaves))
 
         def call(*xs: torch.Tensor) -> list[torch.Tensor]:
             leaves = list(self._leaves)
@@ -130,15 +131,76 @@ class BoundCall:
             inner = self.inner_dtype
             if inner is not None:
                 leaves = [leaf.to(inner) if floating(leaf) else leaf for leaf in leaves]
-            args, kwargs = tree_unflatten(leaves, self._spec)
+            if places is None or inner is not None:
+                args, kwargs = tree_unflatten(leaves, self._spec)
+            else:  # the same call, rebuilt without a pytree walk (see _leaf_places)
+                args, kwargs = _rebuild(self.args, self.kwargs, places, leaves)
             out = self.func(*args, **kwargs)
-            flat, _ = tree_flatten(out)
-            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+            if isinstance(out, torch.Tensor):
+                tensors = [out]
+            elif isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+                tensors = list(out)
+            else:
+                flat, _ = tree_flatten(out)
+                tensors = [t for t in flat if isinstance(t, torch.Tensor)]
             if inner is not None:
                 tensors = [t.to(torch.float64) if t.is_floating_point() else t for t in tensors]
             return tensors
 
         return call
+
+
+# Where each pytree leaf of a call sits: (argument index or keyword, index in a list argument
+# or None). Rebuilding a call from these is several times cheaper than ``tree_unflatten``,
+# which the gradient checks would otherwise pay on every one of an operator's re-runs.
+_Place = tuple[int | str, int | None]
+
+
+def _leaf_places(args: Sequence[Any], kwargs: dict[str, Any], n_leaves: int) -> list[_Place] | None:
+    """The place of every leaf, or None when an argument nests deeper than one list."""
+    places: list[_Place] = []
+    named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
+    for key, value in named:
+        flat = tree_flatten(value)[0]
+        if len(flat) == 1 and flat[0] is value:
+            places.append((key, None))
+        elif isinstance(value, (list, tuple)) and len(flat) == len(value):
+            if any(a is not b for a, b in zip(flat, value, strict=True)):
+                return None
+            places.extend((key, j) for j in range(len(value)))
+        else:
+            return None
+    return places if len(places) == n_leaves else None
+
+
+def _rebuild(
+    args: Sequence[Any], kwargs: dict[str, Any], places: list[_Place], leaves: list[Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """``args``/``kwargs`` with every leaf replaced by ``leaves`` (same order as the places)."""
+    new_args = list(args)
+    new_kwargs = dict(kwargs)
+    lists: dict[int | str, list[Any]] = {}
+    for (key, j), leaf in zip(places, leaves, strict=True):
+        if j is None:
+            if isinstance(key, int):
+                new_args[key] = leaf
+            else:
+                new_kwargs[key] = leaf
+            continue
+        original = args[key] if isinstance(key, int) else kwargs[key]
+        if key not in lists:
+            if original[j] is leaf:
+                continue  # an unchanged list stays the very object the call captured
+            lists[key] = list(original)
+        lists[key][j] = leaf
+    for key, items in lists.items():
+        original = args[key] if isinstance(key, int) else kwargs[key]
+        value = tuple(items) if isinstance(original, tuple) else items
+        if isinstance(key, int):
+            new_args[key] = value
+        else:
+            new_kwargs[key] = value
+    return new_args, new_kwargs
 
 
 def _leaf_argument_names(

@@ -23,6 +23,7 @@ captured from the probe run.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
@@ -367,10 +368,14 @@ def run(ctx: CollectContext) -> CheckResult:
     """The ``custom_ops`` result: one item per checked call or registered sample."""
     from attest.collect.gradcheck_ops import fd_settings
 
-    settings = fd_settings(ctx)
+    # User-written backwards are where defects live and they are few: every direction gets
+    # its own output cotangent (one backward each), not the shared one of ``gradcheck``.
+    base = fd_settings(ctx)
+    settings = dataclasses.replace(base, cotangents=base.directions)
     max_calls = int(ctx.settings.extra.get("custom_op_max_calls", 3))
     parameters = {
         "directions": settings.directions,
+        "cotangents": settings.cotangents,
         "seed": settings.seed,
         "eps": settings.eps,
         "atol": settings.atol,

@@ -47,7 +47,7 @@ from attest.collect.finite_differences import (
     finite_or_none,
     rms_or_one,
 )
-from attest.collect.kink_detectors import scan_kinks
+from attest.collect.kink_detectors import DETECTORS, scan_kinks
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = [
@@ -87,6 +87,7 @@ def fd_settings(ctx: CollectContext) -> FiniteDifferenceSettings:
         atol=float(extra.get("gradcheck_atol", 1e-6)),
         rtol=float(extra.get("gradcheck_rtol", 1e-3)),
         full_jacobian_max_numel=ctx.settings.gradcheck_full_jacobian_max_numel,
+        cotangents=int(extra.get("gradcheck_cotangents", 1)),
     )
 
 
@@ -141,13 +142,18 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
     larger than that reach. Ties are broken by independent random nudges, re-scanned until
     none is left (four rounds at most)."""
     name = op_short_name(record.op)
+    if name not in DETECTORS or not use:
+        return 0  # no non-differentiable points: nothing to scan
     generator = torch.Generator().manual_seed(seed + 7919)
     moved = 0
+    # Reach and nudge sizes from the captured values' RMS, once: a nudge moves the RMS by a
+    # negligible amount, and each RMS is a pass over the whole input.
+    rms = {i: rms_or_one(call.tensors[i]) for i in use}
+    reach = KINK_REACH * max(rms.values())
     for _ in range(4):
         bound = bind_schema(call.func, call.args, call.kwargs)
         for i in range(len(call.tensors)):  # the scan must see the nudged values
             _replace_bound(bound, call.names[i], call.tensors, i)
-        reach = KINK_REACH * max(rms_or_one(call.tensors[i]) for i in use)
         scan = scan_kinks(name, bound, tolerance=reach)
         if scan is None or scan.raw_hits == 0:
             return moved
@@ -156,7 +162,7 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
             x = call.tensors[i]
             if mask is None or mask.shape != x.shape or not bool(mask.any()):
                 continue
-            size = KINK_NUDGE * rms_or_one(x)
+            size = KINK_NUDGE * rms[i]
             where = mask.to(x.device).nonzero(as_tuple=True)
             n = where[0].numel()
             sign = torch.randint(0, 2, (n,), generator=generator) * 2 - 1
@@ -442,6 +448,8 @@ def run(ctx: CollectContext) -> CheckResult:
     settings = fd_settings(ctx)
     parameters = {
         "directions": settings.directions,
+        "cotangents": settings.cotangents,
+        "cotangents_per_direction_up_to_output_numel": settings.full_jacobian_max_out_numel,
         "seed": settings.seed,
         "eps": settings.eps,
         "eps_sweep": list(settings.eps_sweep),

@@ -114,12 +114,6 @@ def run(ctx: CollectContext) -> CheckResult:
     note = "no operator with non-differentiable points"
     if candidates:
         note = "no exact hit: the perturbed run was not needed"
-    if any(scan is not None and scan.raw_hits > 0 for scan in raw.values()):
-        try:
-            perturbed, note = perturbed_records(ctx, parameters=False)
-        except Exception as exc:  # liveness is a refinement; without it every hit counts
-            note = f"the perturbed run failed ({type(exc).__name__}: {exc}): every hit counted"
-    parameters["alignment"] = note
 
     def judged(record: OpRecord, twin: OpRecord | None, scan: KinkScan) -> KinkScan | None:
         if twin is None:
@@ -129,16 +123,33 @@ def run(ctx: CollectContext) -> CheckResult:
             op_short_name(record.op), bound, bind_schema(twin.func, twin.args, twin.kwargs)
         )
 
-    input_scans: dict[int, KinkScan | None] = {}
+    hits: dict[int, tuple[OpRecord, KinkScan]] = {}
     for record in candidates:
-        scan = raw[record.id]
-        if scan is not None and scan.raw_hits:
-            input_scans[record.id] = judged(record, perturbed.get(record.id), scan)
-    if any(s is not None and s.constant_hits for s in input_scans.values()):
+        found = raw[record.id]
+        if found is not None and found.raw_hits > 0:
+            hits[record.id] = (record, found)
+    input_scans: dict[int, KinkScan | None] = {}
+    both_scans: dict[int, KinkScan | None] = {}
+    if hits:
+        # The run that moves inputs and parameters together comes first: a hit it leaves in
+        # place is locally constant, and (generically) so it is when only the inputs move.
+        # When it moves none (a clean ReLU network: only zeros tying in max-pool windows), the
+        # inputs-only run cannot count anything and is not needed.
         try:
-            with_parameters, _ = perturbed_records(ctx, parameters=True)
-        except Exception:  # without it, hits that stay put under input moves are not counted
-            with_parameters = {}
+            with_parameters, joint_note = perturbed_records(ctx, parameters=True)
+        except Exception:  # without it, fall back to the inputs-only run alone
+            with_parameters, joint_note = {}, ""
+        both_scans = {i: judged(r, with_parameters.get(i), sc) for i, (r, sc) in hits.items()}
+        if joint_note and all(s is not None and s.count == 0 for s in both_scans.values()):
+            input_scans, perturbed = dict(both_scans), with_parameters
+            note = f"{joint_note}; inputs and parameters moved together and no hit moved off its kink, so no inputs-only run was needed"
+        else:
+            try:
+                perturbed, note = perturbed_records(ctx, parameters=False)
+            except Exception as exc:  # liveness is a refinement; without it every hit counts
+                note = f"the perturbed run failed ({type(exc).__name__}: {exc}): every hit counted"
+            input_scans = {i: judged(r, perturbed.get(i), sc) for i, (r, sc) in hits.items()}
+    parameters["alignment"] = note
     items: list[CheckItem] = []
     for record in candidates:
         scan = raw[record.id]
@@ -148,7 +159,7 @@ def run(ctx: CollectContext) -> CheckResult:
         parameter_hits = 0
         input_scan = input_scans.get(record.id)
         if input_scan is not None:
-            both = judged(record, with_parameters.get(record.id), scan)
+            both = both_scans.get(record.id)
             if both is not None and input_scan.count == 0 and both.count:
                 # Only the parameter values hold these on the kink (generically, a hit the
                 # inputs move also moves when the parameters move too).

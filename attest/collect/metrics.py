@@ -74,7 +74,7 @@ _INT_OF_SIZE = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}
 def _bit_view(tensor: torch.Tensor) -> torch.Tensor:
     flat = tensor.detach().reshape(-1)
     if flat.is_complex():
-        flat = torch.view_as_real(flat).reshape(-1)
+        flat = torch.view_as_real(flat.resolve_conj().resolve_neg()).reshape(-1)
     if flat.is_floating_point():
         size = flat.element_size()
         return flat.view(_INT_OF_SIZE[size])
@@ -125,13 +125,29 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
+    # fast path, the profiler's common case (a run's tensor against its contiguous reference):
+    # a handful of attribute reads before the memcmp, the rest of this function costs more
+    # than comparing a small activation
+    if (
+        _MEMCMP is not None
+        and a.is_cpu
+        and b.is_cpu
+        and not a.is_complex()
+        and not a.is_neg()
+        and not b.is_neg()
+        and a.is_contiguous()
+        and b.is_contiguous()
+    ):
+        nbytes = a.nbytes
+        return nbytes == 0 or int(_MEMCMP(a.data_ptr(), b.data_ptr(), nbytes)) == 0
     if a.device != b.device:
         b = b.to(a.device)
     if _MEMCMP is not None and _dense_same_layout(a, b):
         nbytes = a.numel() * a.element_size()
         return nbytes == 0 or int(_MEMCMP(a.data_ptr(), b.data_ptr(), nbytes)) == 0
     if a.is_complex():
-        a, b = torch.view_as_real(a.detach()), torch.view_as_real(b.detach())
+        a = torch.view_as_real(a.detach().resolve_conj().resolve_neg())
+        b = torch.view_as_real(b.detach().resolve_conj().resolve_neg())
     if a.is_floating_point():
         as_int = _INT_OF_SIZE[a.element_size()]
         return bool(torch.equal(a.detach().view(as_int), b.detach().view(as_int)))

@@ -385,7 +385,10 @@ def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckIte
 def run(ctx: CollectContext) -> CheckResult:
     """The ``second_order`` result: model-level HVP items, then one item per distinct operator
     and per custom Function."""
+    # Operator items are few (custom Functions, or a failure being localized): each direction
+    # keeps its own output cotangent.
     settings = fd_settings(ctx)
+    settings = dataclasses.replace(settings, cotangents=settings.directions)
     extra = ctx.settings.extra
     rtol = float(extra.get("second_order_rtol", 1e-3))
     atol = float(extra.get("second_order_atol", 1e-6))

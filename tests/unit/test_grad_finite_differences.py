@@ -98,3 +98,79 @@ def test_unused_inputs_are_held_fixed_only_when_asked() -> None:
     held = check_backward(fn, [x, stat], SETTINGS, hold_unused=True)
     assert held.passed and held.held_fixed == [1]
     assert not check_backward(fn, [x, stat], SETTINGS).passed  # a silent missing gradient
+
+
+class CountedExp(torch.autograd.Function):
+    """exp whose backward counts its calls and is scaled by ``factor``, output by output."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, factor: torch.Tensor
+    ) -> torch.Tensor:
+        y = torch.exp(x)
+        ctx.save_for_backward(y, factor)
+        return y
+
+    @staticmethod
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor, None]:
+        CountedExp.calls += 1
+        y, factor = ctx.saved_tensors  # type: ignore[attr-defined]
+        return grad * factor * y, None
+
+
+@pytest.mark.parametrize("numel, cotangents", [(2000, 1), (300, 4)])
+def test_one_backward_per_cotangent_and_few_outputs_get_one_per_direction(
+    numel: int, cotangents: int
+) -> None:
+    factor = torch.ones(numel, dtype=torch.float64)
+    CountedExp.calls = 0
+    check = check_backward(lambda x: [CountedExp.apply(x, factor)], [_x(numel)], SETTINGS)
+    assert check.passed and check.mode == "random_directions"
+    assert check.metrics()["cotangents"] == cotangents and check.directions == 4
+    assert CountedExp.calls == cotangents  # not one backward per direction
+
+
+@pytest.mark.parametrize("numel", [2000, 300])
+def test_shared_cotangent_still_fails_a_two_percent_wrong_backward(numel: int) -> None:
+    for which in ("all", "first half"):
+        factor = torch.ones(numel, dtype=torch.float64)
+        if which == "all":
+            factor *= 1.02
+        else:
+            factor[: numel // 2] = 1.02
+        check = check_backward(lambda x, f=factor: [CountedExp.apply(x, f)], [_x(numel)], SETTINGS)
+        assert not check.passed, which
+
+
+def test_batched_numeric_jacobian_equals_the_element_loop() -> None:
+    from attest.collect import finite_differences as fd
+    from attest.collect import full_jacobian as fj
+
+    w = _x(20, seed=3).reshape(4, 5)
+    b = _x(4, seed=4)
+    cases = [
+        (lambda x: [torch.ops.aten.addmm.default(b, x, w.T)], _x(10, seed=5).reshape(2, 5)),
+        (lambda x: [torch.ops.aten.view.default(x, [4, 4])], _x(16, seed=6)),
+        (lambda x: list(torch.ops.aten.max_pool2d_with_indices.default(x, [2, 2])), _x(32)),
+    ]
+    for fn, x in cases:
+        x = x.reshape(1, 2, 4, 4) if x.numel() == 32 else x
+        leaves, outputs, keep = fd._differentiable_outputs(fn, [x])
+        batched = fj._numeric_jacobian_batched(fn, [x], keep, 1e-6)
+        assert batched is not None
+        _, numeric = fj._jacobians(fn, [x], leaves, outputs, keep)
+        loop = torch.zeros_like(batched)
+        for e in range(x.numel()):
+            step = torch.zeros_like(x)
+            step.view(-1)[e] = 1e-6
+            plus = fd._evaluate(fn, [x + step], keep)
+            minus = fd._evaluate(fn, [x - step], keep)
+            loop[:, e] = torch.cat(
+                [((p - m) / 2e-6).reshape(-1) for p, m in zip(plus, minus, strict=True)]
+            )
+        assert torch.allclose(batched, loop, rtol=0, atol=1e-8)
+        assert torch.equal(numeric(1e-6), batched)

@@ -208,3 +208,27 @@ def test_kinks_held_by_parameter_values_warn_and_input_kinks_fail() -> None:
     flagged = kinks.run(make_context(ReluOnInput, x))
     (item,) = [i for i in flagged.items if i.status != "pass"]
     assert item.status == "fail" and item.metrics["count"] == 1
+
+
+def test_locally_constant_ties_need_one_perturbed_run_and_input_kinks_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs: list[bool] = []
+    real = kinks.perturbed_records
+
+    def counted(ctx: Any, *, parameters: bool = True) -> Any:
+        runs.append(parameters)
+        return real(ctx, parameters=parameters)
+
+    monkeypatch.setattr(kinks, "perturbed_records", counted)
+    x = continuous(6, 1, 6, 6, seed=1)
+    result = kinks.run(make_context(SmallCNN, x, seed=1))
+    pool = next(i for i in result.items if "max_pool" in (i.subject.op or ""))
+    assert pool.metrics["locally_constant_hits"] > 0 and result.summary["total_count"] == 0
+    assert runs == [True], "zero ties that stay put need only the joint run"
+    runs.clear()
+    x = continuous(3, 6)
+    x[1, 2] = 0.0
+    result = kinks.run(make_context(lambda: nn.Sequential(nn.ReLU(), nn.Linear(6, 2)), x))
+    assert result.summary["total_count"] == 1
+    assert runs == [True, False], "a hit that moves needs the inputs-only run to be counted"

@@ -200,3 +200,23 @@ def test_without_the_capture_the_check_says_not_computed() -> None:
     ctx = make_context(BuiltinZoo, _x(1, 2, 8, 8), capture=False)
     result = gradcheck_ops.run(ctx)
     assert result.status == "not_computed" and "capture" in (result.reason or "")
+
+
+def test_bound_call_rebuilds_list_and_keyword_arguments() -> None:
+    from attest.collect.aten_args import BoundCall
+
+    a, b = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 3, dtype=torch.float64)
+    cat = BoundCall.of(torch.ops.aten.cat.default, ([a, b], 1), {})
+    assert cat.names == ["tensors", "tensors"]
+    (out,) = cat.function([1])(torch.ones(2, 3, dtype=torch.float64))
+    assert torch.equal(out, torch.cat([a, torch.ones(2, 3, dtype=torch.float64)], 1))
+    assert cat.args[0][1] is b  # the captured call is left as it was
+    norm = BoundCall.of(
+        torch.ops.aten.native_layer_norm.default,
+        (a, [3]),
+        {"weight": b[0], "bias": None, "eps": 1e-5},
+    )
+    replaced = torch.full((3,), 2.0, dtype=torch.float64)
+    out, _, _ = norm.function([1])(replaced)
+    expected = torch.nn.functional.layer_norm(a, [3], weight=replaced, eps=1e-5)
+    assert torch.allclose(out, expected)
