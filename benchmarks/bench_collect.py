@@ -127,10 +127,11 @@ def bare_work(spec: Any) -> None:
 def profiler_work(spec: Any) -> int:
     """The profiler's phases the target covers; returns the operator count."""
     from attest.collect.context import CheckSettings, CollectContext
-    from attest.collect.profiler import capture_reference, measure_repeats
+    from attest.collect.profiler import capture_reference, measure_fidelity, measure_repeats
 
     ctx = CollectContext(spec=spec, settings=CheckSettings())
     profile = capture_reference(ctx)
+    measure_fidelity(ctx, profile)
     measure_repeats(ctx, profile)
     return len(profile.ops)
 
@@ -263,14 +264,46 @@ def memory(name: str, spec: Any) -> float:
     return ratio
 
 
+def steady_allocator() -> bool:
+    """Keep glibc's malloc from returning freed memory to the kernel (trim threshold and mmap
+    threshold fixed high), for both sides alike.
+
+    Without it, whether a pass finds its activation buffers already mapped depends on what
+    the process freed before: glibc trims the heap top and unmaps large blocks, and the next
+    pass page-faults them back in (measured: 34,000 minor faults and 15-20 % system time per
+    bare volume3d workload, about 1,000 for the profiler's, whose kept tensors change the
+    heap's shape), which made the profiler look cheaper than the bare work (0.67-0.87x on
+    the two larger models). The ratio is meant to compare work, not heap histories.
+    Returns False where ``mallopt`` is not available (not glibc).
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_trim_threshold, 1 << 30)) and bool(mallopt(m_mmap_threshold, 1 << 25))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="skip the 64-block scaling run")
     parser.add_argument("--only", choices=["overhead", "scaling", "memory"])
+    parser.add_argument(
+        "--system-allocator",
+        action="store_true",
+        help="leave glibc's malloc as it is (see steady_allocator)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s)")
+    steady = False if args.system_allocator else steady_allocator()
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} intra-op thread(s), "
+        f"allocator {'steady (no trim, fixed mmap threshold)' if steady else 'as is'}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         cnn = write_spec(Path(tmp) / "cnn", blocks=8, batch=16, size=32, repeats=5)
         models = {name: ROOT / "examples" / name / "attest.yaml" for name in EXAMPLES}

@@ -64,16 +64,51 @@ def op_name(func: Any) -> str:
     return str(func)
 
 
-def flat_tensors(value: Any) -> list[torch.Tensor]:
-    """All tensors in a (nested) op output, in pytree order."""
+def _collect_tensors(value: Any, out: list[torch.Tensor]) -> bool:
+    """Append the tensors of an ATen argument or output (a tensor, scalar, None, or plain
+    list/tuple/dict of them, nested) to ``out``; False for any other container."""
     if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)) and all(
-        isinstance(v, torch.Tensor) or v is None for v in value
-    ):
-        return [v for v in value if v is not None]
+        out.append(value)
+    elif type(value) in (list, tuple):
+        for v in value:
+            if not _collect_tensors(v, out):
+                return False
+    elif type(value) is dict:
+        for v in value.values():
+            if not _collect_tensors(v, out):
+                return False
+    elif isinstance(value, (list, tuple, dict)):  # namedtuple, OrderedDict...: pytree's job
+        return False
+    return True
+
+
+def flat_tensors(value: Any) -> list[torch.Tensor]:
+    """All tensors in a (nested) op output or argument structure, in pytree order.
+
+    ATen arguments and outputs are plain lists, tuples and dicts: walked directly, because
+    ``tree_flatten`` costs several microseconds per call and this runs for every operator of
+    every run; anything else goes through pytree.
+    """
+    out: list[torch.Tensor] = []
+    if _collect_tensors(value, out):
+        return out
     leaves, _ = tree_flatten(value)
     return [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    """``value`` with every tensor replaced by ``fn(tensor)`` (same containers); a direct
+    walk of plain lists/tuples/dicts as in :func:`flat_tensors`, pytree for anything else."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return kind(map_tensors(fn, v) for v in value)
+    if kind is dict:
+        return {k: map_tensors(fn, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, dict)):
+        return tree_map(lambda v: fn(v) if isinstance(v, torch.Tensor) else v, value)
+    return value
 
 
 # Outputs that are a kernel's scratch space, not a result: fused RNN kernels return their
@@ -302,7 +337,7 @@ def snapshot_written(
             return value.detach().clone()
         return value
 
-    return tuple(tree_map(copy, list(args))), dict(tree_map(copy, kwargs))
+    return tuple(map_tensors(copy, list(args))), dict(map_tensors(copy, kwargs))
 
 
 _SAVED_ATTRS: dict[type, list[str]] = {}
@@ -903,11 +938,20 @@ def _finish(outcome: RunOutcome, capture: OperatorCapture) -> RunOutcome:
 
 
 def _keep_tree(vault: TensorVault, value: Any) -> Any:
-    return tree_map(lambda v: vault.keep(v) if isinstance(v, torch.Tensor) else v, value)
+    return map_tensors(vault.keep, value)
 
 
 def _unbox_tree(value: Any) -> Any:
-    return tree_map(lambda v: v.value if isinstance(v, VaultBox) else v, value)
+    if isinstance(value, VaultBox):
+        return value.value
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return kind(_unbox_tree(v) for v in value)
+    if kind is dict:
+        return {k: _unbox_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, dict)):
+        return tree_map(lambda v: v.value if isinstance(v, VaultBox) else v, value)
+    return value
 
 
 class _RecordObserver(CaptureObserver):

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.utils._pytree import tree_map
 
 from attest.collect.capture import (
     BackwardCall,
@@ -23,6 +22,7 @@ from attest.collect.capture import (
     ForwardCall,
     _written_args,
     flat_tensors,
+    map_tensors,
     measured_outputs,
     op_name,
     run_model,
@@ -85,6 +85,11 @@ class _FidelityObserver(CaptureObserver):
     def __init__(self, reference: list[OpMeasure], low: torch.dtype) -> None:
         self.reference = reference
         self.low = low
+        # Comparisons work in float64 blocks whose two temporaries come to 1/8 of run 0's
+        # saved activations (at least 16Ki elements): scratch memory in proportion to the
+        # model, and few enough blocks that Python stays out of the way on large tensors.
+        saved = sum(m.memory_delta_bytes or 0 for m in reference)  # each storage once
+        self.block = max(1 << 14, saved // 128)
         self.aligner = Aligner(reference)
 
     def forward(self, call: ForwardCall) -> None:
@@ -100,7 +105,7 @@ class _FidelityObserver(CaptureObserver):
         ]
         if not pairs:
             return
-        measure.out_err = relative_error(pairs)
+        measure.out_err = relative_error(pairs, block=self.block)
         if measure.random:
             measure.local_out_failed = (
                 "random operator: re-running it alone draws different numbers"
@@ -114,9 +119,12 @@ class _FidelityObserver(CaptureObserver):
             )
             return
         measure.local_out_err = relative_error(
-            (lo, out)
-            for lo, out in zip(local, call.outputs, strict=False)
-            if out.is_floating_point() and lo.is_floating_point()
+            (
+                (lo, out)
+                for lo, out in zip(local, call.outputs, strict=False)
+                if out.is_floating_point() and lo.is_floating_point()
+            ),
+            block=self.block,
         )
 
     def grads(
@@ -137,7 +145,7 @@ class _FidelityObserver(CaptureObserver):
             if box is not None and g is not None
         ]
         if pairs:
-            measure.grad_err = relative_error(pairs)
+            measure.grad_err = relative_error(pairs, block=self.block)
 
     def backward(self, call: BackwardCall) -> None:
         if call.op_id is None:
@@ -157,7 +165,7 @@ class _FidelityObserver(CaptureObserver):
         for lo, ref in zip(local, call.outputs, strict=False):
             if not (ref.is_floating_point() and lo.is_floating_point()) or lo.shape != ref.shape:
                 continue
-            sums = squared_error_sums(lo, ref)
+            sums = squared_error_sums(lo, ref, block=self.block)
             if sums is None:
                 measure.local_grad_failed = "non-finite values in the backward computation"
                 return
@@ -179,11 +187,11 @@ def run_alone(
         shared = {id(t) for t in written if id(t) in originals}
         if shared:
 
-            def copy(v: Any) -> Any:
-                return v.clone() if isinstance(v, torch.Tensor) and id(v) in shared else v
+            def copy(v: torch.Tensor) -> torch.Tensor:
+                return v.clone() if id(v) in shared else v
 
-            low_args = tree_map(copy, low_args)
-            low_kwargs = tree_map(copy, low_kwargs)
+            low_args = map_tensors(copy, low_args)
+            low_kwargs = map_tensors(copy, low_kwargs)
     with torch.no_grad():
         out = func(*low_args, **low_kwargs)
     return measured_outputs(op_name(func), out)

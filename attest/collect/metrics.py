@@ -155,21 +155,27 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 # Blocks of the float64 comparisons below: the float64 copies and differences they need are
-# made one block at a time, a block being at least 16Ki elements (128 KiB in float64) and at
-# most 1/32 of the tensor, so comparing an operator's output costs scratch memory of a small
-# fraction of that output, not several float64 copies of it (that scratch was the largest
-# term of the profiler's peak memory during its float64 run).
+# made one block at a time, so comparing an operator's output costs scratch memory of a
+# fraction of it, not several float64 copies (that scratch was the largest term of the
+# profiler's peak memory during its float64 run). ``block`` elements per block when given
+# (the profiler sizes it from the model's activations), else at least 16Ki elements (128 KiB
+# in float64) and at most 1/32 of the tensor.
 _MIN_BLOCK = 1 << 14
 _BLOCKS_PER_TENSOR = 32
 
 
-def _blocks(a: torch.Tensor, b: torch.Tensor) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+def _blocks(
+    a: torch.Tensor, b: torch.Tensor, block: int | None = None
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
     """Matching flat blocks of ``a`` and ``b`` (same shape), ``b`` on ``a``'s device."""
     fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
     n = fa.numel()
-    block = max(_MIN_BLOCK, -(-n // _BLOCKS_PER_TENSOR))
-    for start in range(0, n, block):
-        yield fa[start : start + block], fb[start : start + block].to(fa.device)
+    size = block if block is not None else max(_MIN_BLOCK, -(-n // _BLOCKS_PER_TENSOR))
+    if size >= n:
+        yield fa, fb.to(fa.device)
+        return
+    for start in range(0, n, size):
+        yield fa[start : start + size], fb[start : start + size].to(fa.device)
 
 
 def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
@@ -205,7 +211,9 @@ def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
     return worst / scale if scale > 0.0 else math.inf
 
 
-def squared_error_sums(a: torch.Tensor, ref: torch.Tensor) -> tuple[float, float] | None:
+def squared_error_sums(
+    a: torch.Tensor, ref: torch.Tensor, *, block: int | None = None
+) -> tuple[float, float] | None:
     """``(||a - ref||^2, ||ref||^2)`` in float64, or None when either side holds NaN or Inf.
 
     One fused pass per term and block (``torch.dot`` of the flattened difference with itself
@@ -215,7 +223,7 @@ def squared_error_sums(a: torch.Tensor, ref: torch.Tensor) -> tuple[float, float
     large.)
     """
     num = den = 0.0
-    for block_a, block_r in _blocks(a, ref):
+    for block_a, block_r in _blocks(a, ref, block):
         r = block_r.to(torch.float64)
         # one float64 temporary: the subtraction promotes a float32 (or narrower) block
         # exactly to float64 and subtracts there, as an explicit cast first would
@@ -227,7 +235,9 @@ def squared_error_sums(a: torch.Tensor, ref: torch.Tensor) -> tuple[float, float
     return num, den
 
 
-def relative_error(values: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float | None:
+def relative_error(
+    values: Iterable[tuple[torch.Tensor, torch.Tensor]], *, block: int | None = None
+) -> float | None:
     """``||a - ref|| / ||ref||`` (2-norms in float64) over all pairs taken together.
 
     None when a pair holds non-finite values or mismatched shapes (the error is then not
@@ -239,7 +249,7 @@ def relative_error(values: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> float
     for a, ref in values:
         if a.shape != ref.shape:
             return None
-        sums = squared_error_sums(a, ref)
+        sums = squared_error_sums(a, ref, block=block)
         if sums is None:
             return None
         num += sums[0]

@@ -15,8 +15,8 @@ each measuring through its own :class:`~attest.collect.capture.CaptureObserver`)
 4. thread count: one run at 1 intra-op thread (or 2 when 1 is configured), compared bitwise.
 
 Memory: run 0's outputs and gradients (the reference) and the operators' captured arguments
-(``ctx.operators``, for the checks that re-run operators) are written to memory-mapped
-temporary files as they are captured (:mod:`attest.collect.spill`), not held as tensors, so
+(``ctx.operators``, for the checks that re-run operators) are moved to a memory-mapped
+temporary file when run 0 is over (:mod:`attest.collect.spill`), not held as tensors, so
 each later run, the float64 one included, runs next to page cache rather than next to about
 two more copies of the model's activations and gradients.
 
@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
 
 from attest.collect.capture import (
     CaptureObserver,
@@ -43,9 +42,11 @@ from attest.collect.capture import (
     ModelFailure,
     RunOutcome,
     TensorVault,
+    VaultBox,
     _ModuleStack,
     _RecordObserver,
     flat_tensors,
+    map_tensors,
     run_model,
 )
 from attest.collect.context import CollectContext, OpRecord
@@ -219,7 +220,8 @@ class _ReferenceObserver(CaptureObserver):
     wants_grads = True
     wants_saved = True
 
-    def __init__(self, spill: SpillFile, parameter_storages: set[int]) -> None:
+    def __init__(self, vault: TensorVault, spill: SpillFile, parameter_storages: set[int]) -> None:
+        self.vault = vault
         self.spill = spill
         self.parameter_storages = parameter_storages
         self.ops: list[OpMeasure] = []
@@ -236,7 +238,7 @@ class _ReferenceObserver(CaptureObserver):
             output_dtypes=[str(t.dtype).removeprefix("torch.") for t in call.outputs],
             random=is_random_op(call.op),
             func=call.func,
-            outputs=[self.spill.put(t) for t in call.outputs],
+            outputs=[self.vault.keep(t) for t in call.outputs],
         )
         outputs = storage_ptrs(call.outputs)
         if is_allocation_op(call.op):
@@ -279,9 +281,16 @@ class _ReferenceObserver(CaptureObserver):
         grad_inputs: Sequence[torch.Tensor | None],
     ) -> None:
         measure = self.ops[op_id]
+        # Copied out now (hooks run between ATen calls): held until run 0 ends, the gradients
+        # would add about one forward+backward peak to it. Forward outputs stay in the vault
+        # (most are alive anyway, saved for backward, and the operators' arguments view the
+        # same storages) and move to the spill file with them when the run is over.
         put = self.spill.put
-        measure.grad_outputs = [put(g, reuse=True) if g is not None else None for g in grad_outputs]
-        measure.grad_inputs = [put(g, reuse=True) if g is not None else None for g in grad_inputs]
+        measure.grad_outputs = [put(g) if g is not None else None for g in grad_outputs]
+        measure.grad_inputs = [put(g) if g is not None else None for g in grad_inputs]
+
+    def before_write(self, tensor: torch.Tensor) -> None:
+        self.vault.before_write(tensor)
 
 
 def _parameter_storages(model: torch.nn.Module) -> set[int]:
@@ -295,14 +304,15 @@ def _parameter_storages(model: torch.nn.Module) -> set[int]:
 
 def capture_reference(ctx: CollectContext) -> Profile:
     """Run 0: fill ``ctx.operators`` and keep the reference every later phase compares with
-    (written to spill files, see :mod:`attest.collect.spill`)."""
+    (moved to a spill file once the run is over, see :mod:`attest.collect.spill`)."""
     spec = ctx.spec
     model = ctx.fresh_model()
     x = ctx.inputs()
     cuda = x.device.type == "cuda"
-    recorder = _RecordObserver(TensorVault())
+    vault = TensorVault()  # run 0's forward tensors, copy on write until the run is over
     spill = SpillFile()
-    reference = _ReferenceObserver(spill, _parameter_storages(model))
+    recorder = _RecordObserver(vault)
+    reference = _ReferenceObserver(vault, spill, _parameter_storages(model))
     base = _allocated(x.device)
     if cuda:
         torch.cuda.reset_peak_memory_stats(x.device)
@@ -316,10 +326,9 @@ def capture_reference(ctx: CollectContext) -> Profile:
         cuda_timing=cuda,
         cuda_memory=cuda,
     )
-    spill.seal()
-    recorder.vault.clear()  # later phases only read; nothing of run 0 is written any more
+    vault.clear()  # later phases only read; nothing of run 0 is written any more
     ctx.operators = recorder.records()
-    records_spill = _spill_run0(ctx.operators, outcome, x)
+    _spill_run0(spill, ctx.operators, reference.ops, outcome, x)
     outcome.nodes = {}  # autograd nodes of run 0 (they hold its parameters): not needed after
     profile = Profile(
         precision=spec.precision,
@@ -327,7 +336,7 @@ def capture_reference(ctx: CollectContext) -> Profile:
         ops=reference.ops,
         reference=outcome,
         failure=outcome.failure,
-        spills=[spill, records_spill],
+        spills=[spill],
     )
     _attach_backward_times(profile.ops, outcome)
     for op_id, count in outcome.engine_detaches.items():
@@ -342,7 +351,7 @@ def capture_reference(ctx: CollectContext) -> Profile:
     profile.model_forward_ns.append(sum(outcome.forward_ns))
     profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
     profile.extra["saved_parameter_bytes_total"] = sum(reference.parameter_bytes.values())
-    profile.extra["spill_bytes"] = spill.size + records_spill.size
+    profile.extra["spill_bytes"] = spill.size
     if cuda:
         profile.extra["reference_peak_bytes"] = (
             int(torch.cuda.max_memory_allocated(x.device)) - base
@@ -353,29 +362,40 @@ def capture_reference(ctx: CollectContext) -> Profile:
     return profile
 
 
-def _spill_run0(records: list[OpRecord], outcome: RunOutcome, x: torch.Tensor) -> SpillFile:
-    """Move what run 0 leaves for later phases from tensor memory to a spill file: the
-    operators' captured arguments (every activation of run 0, and its parameters), the model
-    output and the gradients. Only the probe inputs stay (they are the spec's own tensor).
-    The checks that re-run operators read them as before (same values, strides, aliasing).
+def _spill_run0(
+    spill: SpillFile,
+    records: list[OpRecord],
+    ops: list[OpMeasure],
+    outcome: RunOutcome,
+    x: torch.Tensor,
+) -> None:
+    """Move the rest of what run 0 leaves for later phases from tensor memory to ``spill``
+    (which already holds its gradients) and seal it: every operator's outputs (the reference),
+    the operators' captured arguments (``ctx.operators``: run 0's activations and parameters),
+    the model output and gradients. Each storage is written once, however many of these
+    tensors view it; only the probe inputs stay (they are the spec's own tensor). Readers see
+    the same values, strides and aliasing as before.
     """
+    boxes = [b for m in ops for b in m.outputs if isinstance(b, VaultBox)]
     grads = {k: v for k, v in outcome.param_grads.items() if v is not None}
     ends = [t for t in (outcome.output, outcome.input_grad) if t is not None]
     leaves = [t for r in records for t in flat_tensors((r.args, r.kwargs))]
-    spill, moved = spill_storages([*leaves, *ends, *grads.values()], storage_ptrs([x]))
+    tensors = [*leaves, *(b.value for b in boxes), *ends, *grads.values()]
+    _, moved = spill_storages(tensors, storage_ptrs([x]), into=spill)
     if not moved:
-        return spill
+        return
 
-    def swap(v: Any) -> Any:
-        return moved.get(id(v), v) if isinstance(v, torch.Tensor) else v
+    def swap(v: torch.Tensor) -> torch.Tensor:
+        return moved.get(id(v), v)
 
     for r in records:
-        r.args = tuple(tree_map(swap, r.args))
-        r.kwargs = dict(tree_map(swap, r.kwargs))
-    outcome.output = swap(outcome.output)
-    outcome.input_grad = swap(outcome.input_grad)
+        r.args = tuple(map_tensors(swap, r.args))
+        r.kwargs = dict(map_tensors(swap, r.kwargs))
+    for box in boxes:
+        box.value = swap(box.value)
+    outcome.output = map_tensors(swap, outcome.output)
+    outcome.input_grad = map_tensors(swap, outcome.input_grad)
     outcome.param_grads.update({k: swap(v) for k, v in grads.items()})
-    return spill
 
 
 def _attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:

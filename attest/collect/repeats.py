@@ -39,13 +39,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.utils._pytree import tree_flatten
 
 from attest.collect.capture import (
     CaptureObserver,
     OperatorCapture,
     _cuda_event,
     _ModuleStack,
+    flat_tensors,
     measured_outputs,
 )
 from attest.collect.metrics import bits_equal, relative_deviation
@@ -139,7 +139,7 @@ class RunComparison(CaptureObserver):
         self._note(ref_id, exact, dev)
         inputs_tainted = False
         if self.tainted:
-            leaves = tree_flatten((args, kwargs))[0]
+            leaves = flat_tensors((args, kwargs))
             inputs_tainted = bool(storage_ptrs(leaves) & self.tainted)
         if inputs_tainted or not exact:
             self.forward_tainted.add(ref_id)

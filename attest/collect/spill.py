@@ -1,20 +1,22 @@
-"""Reference tensors kept in a memory-mapped temporary file instead of tensor memory.
+"""What run 0 leaves behind, kept in a memory-mapped temporary file instead of tensor memory.
 
-The profiler compares every operator's outputs and gradients of one run with another run's:
-run 0 with the float64 run (fidelity), later runs with run 0 (determinism, thread count).
-Holding a whole run's operator outputs and gradients as tensors costs about twice the model's
-own forward+backward peak, on top of the run being measured; on a GPU it would take device
-memory from the model. So a finished run's tensors are written, as they are produced, into
-an unlinked temporary file (``tempfile.TemporaryFile``: nothing is left behind, even when
-the process is killed) and read back through one read-only-by-convention memory map:
-comparisons then read the kernel's page cache, which the kernel can write out and drop under
-memory pressure, instead of anonymous memory that it cannot. Disk use is the bytes written
-(about two forward+backward peaks per kept run). Put ``TMPDIR`` on a disk, not a tmpfs, for
-the memory saving to be real.
+The profiler compares every operator's outputs and gradients of later runs with run 0's (the
+float64 run for fidelity, the repeats and the thread-count run bit for bit), and the gradient
+checks re-run operators on the arguments run 0 captured. Held as tensors, all of that costs
+two to three times the model's own forward+backward peak, next to every later run (the
+float64 one needs twice the model's memory itself); on a GPU it would take device memory
+from the model. So once run 0 is over, :func:`spill_storages` writes the storages behind
+those tensors into an unlinked temporary file (``tempfile.TemporaryFile``: nothing is left
+behind, even when the process is killed), maps it, and hands back each tensor as the same
+view (``as_strided``) of the mapped copy: same values, strides and aliasing. Comparisons then
+read the kernel's page cache, which the kernel can write out and drop under memory pressure,
+instead of anonymous memory that it cannot. Disk use is the bytes written (about two to three
+forward+backward peaks). Put ``TMPDIR`` on a disk, not a tmpfs, for the saving to be real.
+The mapped tensors are read-only by convention: nothing in attest writes into run 0's values.
 
-Why hand-written: PyTorch's own file-backed storages (``UntypedStorage.from_file``) map a
-whole named file per storage and need the size up front; here one file holds thousands of
-small tensors of a run, appended as they appear.
+Why hand-written: PyTorch's file-backed storages (``UntypedStorage.from_file``) map one named
+file per storage and need its size up front; here one file holds the thousands of storages of
+a run, each written once however many tensors view it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ __all__ = ["SpillFile", "SpilledTensor", "TensorRef", "in_spill_file", "spill_st
 # these pages apart from tensor memory: they are page cache the kernel can evict).
 _MAPS: dict[int, tuple[int, int]] = {}
 
-_ALIGN = 64  # every tensor starts on a 64-byte boundary: any dtype view of it is aligned
+_ALIGN = 64  # every storage starts on a 64-byte boundary: any dtype view of it is aligned
 
 
 class TensorRef(Protocol):
@@ -46,7 +48,7 @@ class TensorRef(Protocol):
 
 
 class _InMemory:
-    """A tensor the spill file cannot hold (not strided, meta...): kept as a copy."""
+    """A tensor a spill file cannot hold (not strided, quantized...): kept as a copy."""
 
     __slots__ = ("value",)
 
@@ -55,8 +57,8 @@ class _InMemory:
 
 
 class SpilledTensor:
-    """One tensor written to a :class:`SpillFile`; ``.value`` maps it back (contiguous, on
-    the CPU, sharing the file's pages: read it, never write it)."""
+    """One tensor copied into a :class:`SpillFile` by :meth:`SpillFile.put`; ``.value`` maps
+    it back once the file is sealed (contiguous, on the CPU, sharing the file's pages)."""
 
     __slots__ = ("_file", "_nbytes", "_offset", "_value", "dtype", "shape")
 
@@ -80,91 +82,86 @@ class SpilledTensor:
 
 
 class SpillFile:
-    """Append-only file of tensors; :meth:`seal` maps it for reading once the run is over."""
+    """Append-only file of tensors and CPU storages; :meth:`seal` maps it for reading once
+    everything is in."""
 
     def __init__(self) -> None:
-        # lives as long as the spill file (the maps point into it); closed when collected
+        # lives as long as the spill file (the map points into it); closed when collected
         self._file = tempfile.TemporaryFile(prefix="attest-reference-")  # noqa: SIM115
         self._fd = self._file.fileno()
         weakref.finalize(self, self._file.close)  # the map keeps its own descriptor
         self.size = 0
-        self._map: mmap.mmap | None = None
-        self._written: dict[int, tuple[weakref.ref[torch.Tensor], int, TensorRef]] = {}
-        self._storages: dict[int, int] = {}  # storage data_ptr -> offset (spill_storages)
+        self.map: mmap.mmap | None = None
+        self._offsets: dict[int, int] = {}  # storage data_ptr -> offset in the file
+        self._copies: dict[int, tuple[weakref.ref[torch.Tensor], int, TensorRef]] = {}
 
-    def put(self, tensor: torch.Tensor, *, reuse: bool = False) -> TensorRef:
-        """Write the current bytes of ``tensor``; later writes to it do not change the copy.
-
-        ``reuse``: when this very tensor object was written before and its version counter
-        has not moved since, return that copy (autograd hands the gradient one node returns
-        to the next node as its input). Only for tensors seen outside an ATen call: inside
-        one (a dispatch mode), an in-place operator's version bump has not happened yet.
-        """
-        if not reuse:
-            return self._put(tensor)
-        seen = self._written.get(id(tensor))
+    def put(self, tensor: torch.Tensor) -> TensorRef:
+        """Copy the current bytes of ``tensor`` now (any device; later writes to it do not
+        change the copy). The same tensor object, unchanged since (same version counter),
+        is copied once: autograd hands the gradient one node returns to the next node. Call
+        it outside ATen calls only: inside one (a dispatch mode), an in-place operator's
+        version bump has not happened yet."""
+        seen = self._copies.get(id(tensor))
         if seen is not None and seen[0]() is tensor and seen[1] == tensor._version:
             return seen[2]
-        ref = self._put(tensor)
-        self._written[id(tensor)] = (weakref.ref(tensor), tensor._version, ref)
+        ref = self._copy(tensor)
+        self._copies[id(tensor)] = (weakref.ref(tensor), tensor._version, ref)
         return ref
 
-    def _put(self, tensor: torch.Tensor) -> TensorRef:
+    def _copy(self, tensor: torch.Tensor) -> TensorRef:
         t = tensor.detach()
         if t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
             return _InMemory(t.clone())
-        if self._map is not None:
-            raise RuntimeError("spill file already sealed for reading")
         flat = t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
         if flat.device.type != "cpu":
             flat = flat.cpu()
         if flat.is_conj() or flat.is_neg():
             flat = flat.resolve_conj().resolve_neg()
         nbytes = flat.numel() * flat.element_size()
-        offset = -(-self.size // _ALIGN) * _ALIGN
-        if nbytes:
-            self._write(flat.view(torch.uint8).numpy().data, offset)
-        self.size = offset + nbytes
+        offset = self._append(flat.view(torch.uint8).numpy().data, nbytes)
         return SpilledTensor(self, offset, nbytes, t.dtype, t.shape)
 
-    def _write(self, data: memoryview, offset: int) -> None:
-        if self._map is not None:
+    def _append(self, data: memoryview, nbytes: int) -> int:
+        if self.map is not None:
             raise RuntimeError("spill file already sealed for reading")
+        offset = -(-self.size // _ALIGN) * _ALIGN
         written = 0
-        while written < len(data):  # pwrite may write less than asked for (over 2 GiB)
+        while written < nbytes:  # pwrite may write less than asked for (over 2 GiB)
             written += os.pwrite(self._fd, data[written:], offset + written)
+        self.size = offset + nbytes
+        return offset
 
     def put_storage(self, storage: torch.UntypedStorage) -> int:
-        """Write a whole CPU storage once (by address); its offset in the file."""
+        """Write a whole CPU storage once; its offset in the file. Storages are known by
+        their address, so every storage written must stay alive until :meth:`seal`."""
         ptr = int(storage.data_ptr())
-        known = self._storages.get(ptr)
+        known = self._offsets.get(ptr)
         if known is not None:
             return known
         nbytes = int(storage.nbytes())
-        offset = -(-self.size // _ALIGN) * _ALIGN
-        if nbytes:
-            self._write(memoryview((ctypes.c_char * nbytes).from_address(ptr)).cast("B"), offset)
-        self.size = offset + nbytes
-        self._storages[ptr] = offset
+        data = memoryview((ctypes.c_char * nbytes).from_address(ptr)).cast("B")
+        offset = self._append(data, nbytes)
+        self._offsets[ptr] = offset
         return offset
 
     def seal(self) -> None:
-        """Map what was written; :attr:`SpilledTensor.value` works from here on."""
-        self._written.clear()
-        if self._map is None and self.size:
+        """Map what was written (nothing more can be written after)."""
+        self._copies.clear()
+        self._offsets.clear()
+        if self.map is None and self.size:
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            self._map = mmap.mmap(self._fd, self.size, flags=flags)
-            start = torch.frombuffer(self._map, dtype=torch.uint8, count=1).data_ptr()
+            self.map = mmap.mmap(self._fd, self.size, flags=flags)
+            start = torch.frombuffer(self.map, dtype=torch.uint8, count=1).data_ptr()
             _MAPS[id(self)] = (start, start + self.size)
             weakref.finalize(self, _MAPS.pop, id(self), None)
 
     def read(self, offset: int, nbytes: int, dtype: torch.dtype, shape: torch.Size) -> torch.Tensor:
-        """The tensor written at ``offset`` (see :meth:`SpilledTensor.value`)."""
+        """The tensor :meth:`put` copied to ``offset`` (after :meth:`seal`)."""
         if not nbytes:
             return torch.empty(shape, dtype=dtype)
-        if self._map is None:
+        if self.map is None:
             raise RuntimeError("spill file read before it was sealed")
-        raw = torch.frombuffer(self._map, dtype=torch.uint8, count=nbytes, offset=offset)
+        raw = torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes, offset=offset)
         return raw.view(dtype).view(shape)
 
 
@@ -174,16 +171,18 @@ def in_spill_file(ptr: int) -> bool:
 
 
 def spill_storages(
-    tensors: Iterable[torch.Tensor], keep: set[int]
+    tensors: Iterable[torch.Tensor], keep: set[int], into: SpillFile | None = None
 ) -> tuple[SpillFile, dict[int, torch.Tensor]]:
     """Move CPU tensors' storages to a new spill file, preserving every view.
 
-    Each storage behind ``tensors`` (except those whose address is in ``keep``: parameters,
-    buffers, inputs, and except non-CPU, non-strided or quantized tensors) is written once;
-    each tensor comes back as the same ``as_strided`` view of the mapped copy, so tensors
-    that shared a storage still do. Returns the sealed file and ``{id(tensor): replacement}``.
+    Each storage behind ``tensors`` is written once, except those whose address is in
+    ``keep`` and those of non-CPU, non-strided, quantized or lazily conjugated/negated
+    tensors (left as they are); each moved tensor comes back as the same ``as_strided`` view
+    of the mapped copy, so tensors that shared a storage still do. Writes into ``into`` (a
+    new file by default) and seals it. Returns the file and ``{id(tensor): replacement}``;
+    the caller swaps the replacements in.
     """
-    spill = SpillFile()
+    spill = into if into is not None else SpillFile()
     placed: list[tuple[torch.Tensor, int, int]] = []  # tensor, file offset, storage bytes
     for t in tensors:
         if t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized:
@@ -197,7 +196,7 @@ def spill_storages(
             continue
         placed.append((t, spill.put_storage(storage), nbytes))
     spill.seal()
-    if spill._map is None:
+    if spill.map is None:
         return spill, {}
     bases: dict[tuple[int, torch.dtype], torch.Tensor] = {}
     out: dict[int, torch.Tensor] = {}
@@ -205,7 +204,7 @@ def spill_storages(
         base = bases.get((offset, t.dtype))
         if base is None:
             count = nbytes // t.element_size()
-            base = torch.frombuffer(spill._map, dtype=t.dtype, count=count, offset=offset)
+            base = torch.frombuffer(spill.map, dtype=t.dtype, count=count, offset=offset)
             bases[(offset, t.dtype)] = base
         out[id(t)] = base.as_strided(t.shape, t.stride(), t.storage_offset())
     return spill, out
