@@ -7,8 +7,10 @@ their spec's baseline.
 
 Part 1, speed. Same model, inputs, targets, method (Gauss-Legendre) and step count (50) as
 Captum's ``IntegratedGradients.attribute`` with its default settings (one batch of every
-step), timed alternately in one process (medians of ``--rounds``); the attributions must
-match. Then Captum again with its best ``internal_batch_size`` from a sweep on this machine,
+step), timed alternately in one process (medians of ``--rounds``, CPU time of the process
+with one intra-op thread, so that other load on a shared machine counts less); the
+attributions must match. Then Captum again with its best ``internal_batch_size`` on this
+machine, from a sweep of N x (1, 2, 5, 10, 25, 50) (the last is its default, one batch),
 timed alternately against ours. Targets: >= 1.5 against the default, >= 1.0 against the best.
 
 Part 2, evaluations per rule. For every rule (riemann_left/right/middle, trapezoid,
@@ -78,11 +80,12 @@ def _examples(
 
 
 def _captum_target(model: nn.Module, x: torch.Tensor, classes: torch.Tensor) -> tuple[Any, Any]:
-    """Captum needs (N,) classes for classifiers; segmentation sums the class channel first."""
+    """Captum takes the (N,) classes as a tensor (its fastest form: a list costs it a little
+    more); for segmentation the model's output is summed over the class channel first."""
     with torch.no_grad():
         out = model(x[:1])
     if out.dim() <= 2:
-        return model, classes.tolist()
+        return model, classes
 
     class Summed(nn.Module):
         def __init__(self, inner: nn.Module) -> None:
@@ -93,7 +96,7 @@ def _captum_target(model: nn.Module, x: torch.Tensor, classes: torch.Tensor) -> 
             y = self.inner(z)
             return y.reshape(y.shape[0], y.shape[1], -1).sum(dim=2)
 
-    return Summed(model).eval(), classes.tolist()
+    return Summed(model).eval(), classes
 
 
 def _as_float64(model: nn.Module) -> nn.Module:
@@ -101,9 +104,11 @@ def _as_float64(model: nn.Module) -> nn.Module:
 
 
 def _time(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
+    """CPU seconds this process spent in ``fn`` (one intra-op thread: the work itself, not
+    the waits for a core that other processes on a shared machine cause)."""
+    start = time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def speed(
@@ -129,6 +134,9 @@ def speed(
             model, x, target=classes, method="gausslegendre", steps=STEPS
         ).attributions
 
+    layout = integrated_gradients(
+        model, x, target=classes, method="gausslegendre", steps=STEPS
+    ).model_info["memory_format"]
     reference, mine = theirs().double(), ours()
     rel = float((mine - reference).norm() / reference.norm())
     # The exact answer to the same quadrature: the model and inputs in float64. Where a
@@ -146,7 +154,8 @@ def speed(
         times["ours"].append(_time(ours))
     n = x.shape[0]
     sweep: dict[int, float] = {}
-    for per_batch in (5, 25) if quick else (1, 2, 5, 10, 25):
+    # n x STEPS is one batch of every step, Captum's default: a candidate too
+    for per_batch in (5, 25, STEPS) if quick else (1, 2, 5, 10, 25, STEPS):
         batch = n * per_batch
         sweep[batch] = statistics.median(
             _time(lambda b=batch: theirs(b)) for _ in range(max(2, rounds // 2))
@@ -164,6 +173,7 @@ def speed(
     return {
         "workload": name,
         "inputs": tuple(x.shape),
+        "layout": layout,
         "ours_s": ours_s,
         "captum_default_s": captum_s,
         "speedup_vs_default": captum_s / ours_s,
@@ -282,7 +292,7 @@ def _fewest(eval_rows: list[dict[str, Any]], key: str) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating timing rounds")
     parser.add_argument("--start", type=int, default=8, help="first step count of the ladder")
     parser.add_argument(
         "--cap", type=int, default=1025, help="max_steps (adaptive: path samples per input)"
@@ -299,12 +309,13 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     examples = _examples(("digits",) if args.quick else EXAMPLES)
 
+    args.load_before = os.getloadavg()
     speed_rows = []
     for name, model, x, classes, _ in [] if args.skip_speed else examples:
         row = speed(name, model, x, classes, args.rounds, quick=args.quick)
         speed_rows.append(row)
         print(
-            f"{row['workload']:12s} ours {row['ours_s'] * 1e3:8.1f} ms  captum default "
+            f"{row['workload']:12s} ({row['layout']}) ours {row['ours_s'] * 1e3:8.1f} ms  captum default "
             f"{row['captum_default_s'] * 1e3:8.1f} ms  x{row['speedup_vs_default']:.2f}  | captum "
             f"best (batch {row['captum_best_batch']}) {row['captum_best_s'] * 1e3:8.1f} ms vs ours "
             f"{row['ours_again_s'] * 1e3:8.1f} ms  x{row['speedup_vs_best']:.2f}  | rel L2 "
@@ -329,6 +340,8 @@ def main() -> None:
             )
     for key, what in (("mean_evaluations", "spent"), ("mean_first_within", "first within")):
         print(f"fewest evaluations ({what}): {_fewest(eval_rows, key)}")
+    args.load_after = os.getloadavg()
+    print(f"load average (1, 5, 15 min): before {args.load_before}, after {args.load_after}")
     if args.markdown is not None:
         args.markdown.write_text(_markdown(args, speed_rows, eval_rows), encoding="utf-8")
 
@@ -340,19 +353,23 @@ def _markdown(
     lines = [
         f"Machine: {platform.machine()}, {os.cpu_count()} logical CPUs (shared), Python "
         f"{platform.python_version()}, torch {torch.__version__}, {args.threads} intra-op "
-        f"thread(s); {date.today().isoformat()}.",
+        f"thread(s); {date.today().isoformat()}; load average (1, 5, 15 min) "
+        f"{', '.join(f'{v:.2f}' for v in args.load_before)} before, "
+        f"{', '.join(f'{v:.2f}' for v in args.load_after)} after. Times are CPU time of the "
+        "process (`time.process_time`).",
         "",
     ]
     if speed_rows:
         lines += [
-            "| workload | inputs | ours | Captum default | speed-up | Captum best batch "
+            "| workload | inputs | our layout | ours | Captum default | speed-up | Captum best batch "
             "| Captum best | ours | speed-up | ours vs Captum, rel. L2 | ours vs float64 "
             "| Captum vs float64 |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in speed_rows:
             lines.append(
-                f"| {r['workload']} | {'x'.join(map(str, r['inputs']))} | {r['ours_s'] * 1e3:.1f} ms "
+                f"| {r['workload']} | {'x'.join(map(str, r['inputs']))} | {r['layout']} "
+                f"| {r['ours_s'] * 1e3:.1f} ms "
                 f"| {r['captum_default_s'] * 1e3:.1f} ms | {r['speedup_vs_default']:.2f} "
                 f"| {r['captum_best_batch']} | {r['captum_best_s'] * 1e3:.1f} ms "
                 f"| {r['ours_again_s'] * 1e3:.1f} ms | {r['speedup_vs_best']:.2f} "

@@ -7,11 +7,9 @@ summed, so the only rounding left is the model's own. Rules:
 
 - ``adaptive`` (the default when ``tolerance`` is given, and of the ``ig_*`` checks):
   composite 2-point Gauss-Legendre panels bisected where their exact local completeness
-  errors are largest (:mod:`attest.collect._ig_adaptive`); it stops when the sum of the
-  local errors, a bound on the global error, is under the tolerance or ``max_steps`` path
-  samples are spent. Its global error met 1e-3 with the fewest evaluations on the example
-  models, but its stopping bound is stricter, so it often spends the whole budget
-  (figures in docs/benchmarks.md, trade-off in docs/ig.md);
+  errors are largest (:mod:`attest.collect._ig_adaptive`); it stops when the global
+  completeness error is under the tolerance or ``max_steps`` path samples are spent. It met
+  1e-3 with the fewest evaluations on the example models (figures in docs/benchmarks.md);
 - ``trapezoid`` (the default without a tolerance): n nodes ``j/(n-1)`` (both ends included),
   weights ``1/(n-1)`` with halves at the ends, so the weights sum to 1 (Captum's
   ``riemann_trapezoid`` sums to ``(n-1)/n``). Nested under refinement; of the fixed rules it
@@ -26,7 +24,10 @@ input's completeness error ``|sum(IG) - (F(x) - F(b))| / |F(x) - F(b)|`` is unde
 ``max_steps`` is reached;
 nested rules (left, right, trapezoid) re-use every earlier evaluation when they refine.
 Path points are pushed through the model in chunks whose size is fixed from a memory
-budget and one measured probe step. The model runs in eval mode (its modes are restored).
+budget and one measured probe step; a convolutional model on CPU gets them channels-last
+(same values, faster oneDNN kernels; see ``preferred_memory_format``), and F(x), F(b) share
+the path's forward pass when everything fits in one chunk. The model runs in eval mode (its
+modes are restored).
 
 Captum's ``integrated_gradients.py`` was the model for the public shape of this module;
 its float32 step weights and its trapezoid rule are deliberately not copied.
@@ -34,9 +35,7 @@ its float32 step weights and its trapezoid rule are deliberately not copied.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +52,15 @@ from attest.collect._ig_adaptive import (
     completeness_scale,
 )
 from attest.collect._ig_baselines import BASELINES, make_baseline
+from attest.collect._ig_evaluator import (
+    SAMPLE_BYTES,
+    PathEvaluator,
+    argmax_classes,
+    eval_mode,
+    preferred_memory_format,
+    probe,
+    samples_per_chunk,
+)
 from attest.collect._ig_quadrature import (
     METHODS,
     canonical_method,
@@ -78,17 +86,6 @@ __all__ = [
 
 ADAPTIVE = "adaptive"
 TargetArg = int | str | torch.Tensor | Callable[[torch.Tensor], torch.Tensor]
-
-_MEMORY_SAFETY_FACTOR = 1.5
-# On CPU, chunks whose estimated working set is about this size ran fastest (benchmarks/bench_ig.py);
-# one batch of every step, Captum's default, was up to 2x slower.
-CPU_WORKING_SET_BYTES = 64 * 1024 * 1024
-# Bytes per path sample measured by the probe step, per model and input shape: activation
-# memory does not depend on the weights' values, so a repeat run need not probe again.
-_SAMPLE_BYTES: weakref.WeakKeyDictionary[nn.Module, dict[tuple[Any, ...], int]] = (
-    weakref.WeakKeyDictionary()
-)
-
 
 # ----------------------------------------------------------------------------- results
 
@@ -152,151 +149,6 @@ class IGResult:
         return gap
 
 
-# ----------------------------------------------------------------------------- model plumbing
-
-
-def _select_target(output: torch.Tensor, classes: torch.Tensor | None) -> torch.Tensor:
-    """F per example: ``output[:, k]`` summed over further dims (as ``context.target_scalar``)."""
-    n = output.shape[0]
-    if output.dim() < 2 or classes is None:
-        return output.reshape(n, -1).sum(dim=1)
-    flat = output.reshape(n, output.shape[1], -1)
-    index = (
-        classes.to(device=output.device, dtype=torch.long).view(n, 1, 1).expand(n, 1, flat.shape[2])
-    )
-    return flat.gather(1, index).reshape(n, -1).sum(dim=1)
-
-
-def _argmax_classes(output: torch.Tensor) -> torch.Tensor:
-    n = output.shape[0]
-    if output.dim() < 2:
-        return torch.zeros(n, dtype=torch.long)
-    return output.detach().reshape(n, output.shape[1], -1).sum(dim=2).argmax(dim=1).cpu()
-
-
-@contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[dict[str, Any]]:
-    """Eval mode for the duration; every module's own training flag is restored after."""
-    modules = list(model.named_modules())
-    flags = [(module, module.training) for _, module in modules]
-    model.eval()
-    info: dict[str, Any] = {
-        "was_training": any(training for _, training in flags),
-        "has_batchnorm": any(isinstance(m, nn.modules.batchnorm._BatchNorm) for _, m in modules),
-        "has_dropout": any(isinstance(m, nn.modules.dropout._DropoutNd) for _, m in modules),
-        # modules whose train()/eval() override leaves them training (their outputs may vary)
-        "still_training_after_eval": [name for name, m in modules if m.training],
-    }
-    try:
-        yield info
-    finally:
-        for module, training in flags:
-            module.training = training
-
-
-class _PathEvaluator:
-    """Pushes path points through the model; returns gradients and F in float64."""
-
-    def __init__(
-        self,
-        model: nn.Module,
-        dtype: torch.dtype,
-        classes: torch.Tensor | None,
-        target_fn: Callable[[torch.Tensor], torch.Tensor] | None,
-    ) -> None:
-        self.model = model
-        self.dtype = dtype
-        self.classes = classes
-        self.target_fn = target_fn
-        self.param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        self.param_ptrs |= {b.untyped_storage().data_ptr() for b in model.buffers()}
-
-    def target(self, output: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        if self.target_fn is not None:
-            return self.target_fn(output)
-        return _select_target(output, None if self.classes is None else self.classes[idx])
-
-    def endpoints(
-        self, x64: torch.Tensor, b64: torch.Tensor, chunk: int, *, find_classes: bool
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """F(x) and F(b) (float64), inputs and baselines in one forward per chunk; with
-        ``find_classes``, each input's class is its argmax at x."""
-        n = x64.shape[0]
-        f_x, f_b = np.empty(n), np.empty(n)
-        with torch.no_grad():
-            for s in range(0, n, chunk):
-                e = min(n, s + chunk)
-                out = self.model(torch.cat([x64[s:e], b64[s:e]]).to(self.dtype))
-                if find_classes:
-                    assert self.classes is not None
-                    self.classes[s:e] = _argmax_classes(out[: e - s])
-                idx = torch.arange(s, e)
-                f_x[s:e] = self.target(out[: e - s], idx).to(torch.float64).cpu().numpy()
-                f_b[s:e] = self.target(out[e - s :], idx).to(torch.float64).cpu().numpy()
-        return f_x, f_b
-
-    def grad(self, points: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gradient of F (float64, shape of ``points``) and F (k,) float64 at ``points``.
-
-        ``idx`` are the input indices of the samples (for their target classes). F is summed
-        over the batch before backward: each sample's F depends on that sample only (eval
-        mode), and d(sum)/dF_i = 1 exactly, so these are the per-sample gradients, bit for bit.
-        """
-        leaf = points.detach().requires_grad_(True)
-        with torch.enable_grad():
-            # A copy, not the leaf, enters the model: a model that writes into its input
-            # (an in-place ReLU first) still differentiates, and the gradient arrives as the
-            # exact float64 image of the model-precision one.
-            f = self.target(self.model(leaf.to(self.dtype, copy=True)), idx)
-            g = (
-                torch.autograd.grad(f.sum(), leaf, allow_unused=True)[0]
-                if f.requires_grad
-                else None
-            )
-        return (torch.zeros_like(leaf) if g is None else g), f.detach().to(torch.float64)
-
-    def measure_sample_bytes(self, point: torch.Tensor, idx: torch.Tensor) -> int:
-        """Bytes one path sample needs, from one probe step: the tensors autograd saves for
-        backward (parameters and buffers excluded, storages counted once; the allocator's
-        peak on CUDA if larger) plus the path point, its gradient and float64 work copies."""
-        saved: dict[int, int] = {}
-
-        def pack(t: torch.Tensor) -> torch.Tensor:
-            try:
-                storage = t.untyped_storage()
-                ptr, size = storage.data_ptr(), storage.nbytes()
-            except (RuntimeError, NotImplementedError):  # tensor subclasses without storage
-                ptr, size = id(t), t.numel() * t.element_size()
-            if ptr not in self.param_ptrs and ptr not in saved:
-                saved[ptr] = size
-            return t
-
-        cuda = point.device.type == "cuda"
-        before = 0
-        if cuda:
-            torch.cuda.synchronize(point.device)
-            torch.cuda.reset_peak_memory_stats(point.device)
-            before = torch.cuda.memory_allocated(point.device)
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            self.grad(point, idx)
-        measured = sum(saved.values())
-        if cuda:
-            measured = max(measured, torch.cuda.max_memory_allocated(point.device) - before)
-        element_bytes = point[0].numel() * (2 * _itemsize(self.dtype) + 3 * 8)
-        return max(1, int(_MEMORY_SAFETY_FACTOR * (measured / point.shape[0] + element_bytes)))
-
-
-def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
-
-
-def _chunk_size(per_sample_bytes: int, budget: int, device: torch.device) -> int:
-    """Samples per chunk: within the memory budget and, on CPU, within a cache-friendly
-    working set (measured: one huge batch is slower on CPU than chunks of ~32 MiB)."""
-    limit = budget if device.type != "cpu" else min(budget, CPU_WORKING_SET_BYTES)
-    return max(1, min(limit // per_sample_bytes, 1 << 20))
-
-
 @dataclass
 class _Level:
     """Evaluations of one quadrature level for the active inputs (node-major)."""
@@ -305,10 +157,11 @@ class _Level:
     f: np.ndarray  # (k, m) F at each node for each active input
     slope: np.ndarray  # (k, m) integrand <grad, x - b>
     inputs: np.ndarray  # (m,) input indices
+    endpoint_f: np.ndarray | None = None  # (2n,) F at the inputs then the baselines, if asked
 
 
 def _evaluate_level(
-    evaluator: _PathEvaluator,
+    evaluator: PathEvaluator,
     acc: torch.Tensor,
     b64: torch.Tensor,
     diff64: torch.Tensor,
@@ -316,40 +169,56 @@ def _evaluate_level(
     nodes: np.ndarray,
     weights: np.ndarray,
     chunk: int,
+    endpoints: tuple[torch.Tensor, torch.Tensor] | None = None,
+    find_classes: bool = False,
 ) -> _Level:
     """``acc[p] += w_j * grad(t_j, p)`` for every node j and active input p, in chunks.
+
+    ``endpoints`` (inputs, baselines), with ``find_classes``: evaluated in the first chunk
+    (see :meth:`PathEvaluator.grad`); their F is returned as ``endpoint_f``.
 
     ``acc``, ``b64`` and ``diff64`` hold the active inputs only (compact). Every input
     receives its terms in node order whatever the chunk size, so the float64 sum is the
     same bits for any memory budget (for a model whose per-sample results do not depend on
-    the batch size), each gradient weighted by its float64 weight as ``add_``'s ``alpha``.
+    the batch size): the products ``w_j g_j`` for a whole chunk at once, then added to
+    ``acc`` one node after the other.
     """
     m, k = len(idx_active), len(nodes)
     f_out = np.empty((k, m))
     slope_out = np.empty((k, m))
     nodes_t = torch.from_numpy(nodes).to(b64.device)
-    shape = (-1,) + (1,) * (b64.dim() - 1)
+    weights_t = torch.from_numpy(weights).to(b64.device)
+    lanes = (1,) * (b64.dim() - 1)
     total = k * m
+    endpoint_f = None
     for start in range(0, total, chunk):
         stop = min(total, start + chunk)
-        flat = torch.arange(start, stop)
-        node_of, pos = flat // m, flat % m
-        pos_dev = pos.to(b64.device)
-        diff = diff64[pos_dev]
-        points = torch.addcmul(b64[pos_dev], nodes_t[node_of.to(b64.device)].view(shape), diff)
-        grads, fs = evaluator.grad(points, idx_active[pos])
-        slopes = (grads * diff).reshape(stop - start, -1).sum(dim=1)
-        f_out[node_of.numpy(), pos.numpy()] = fs.cpu().numpy()
-        slope_out[node_of.numpy(), pos.numpy()] = slopes.cpu().numpy()
-        # Runs of one node over consecutive active inputs, added in node order.
-        flat_i = start
-        while flat_i < stop:
-            j, p0 = divmod(flat_i, m)
-            p1 = min(m, p0 + (stop - flat_i))
-            c0 = flat_i - start
-            acc[p0:p1].add_(grads[c0 : c0 + p1 - p0], alpha=float(weights[j]))
-            flat_i += p1 - p0
-    return _Level(nodes=nodes, f=f_out, slope=slope_out, inputs=idx_active.numpy().copy())
+        # Node-major order: sample s of the level is node s // m of active input s % m. The
+        # chunk is the slice ``block`` of the grid (nodes j0..j1-1) x (all m inputs).
+        j0, p0 = divmod(start, m)
+        j1 = (stop - 1) // m + 1
+        rows, block = j1 - j0, slice(p0, p0 + stop - start)
+        grid = torch.addcmul(b64.unsqueeze(0), nodes_t[j0:j1].view(-1, 1, *lanes), diff64)
+        grads, fs = evaluator.grad(
+            grid.flatten(0, 1)[block],
+            idx_active.repeat(rows)[block],
+            endpoints,
+            find_classes=find_classes,
+        )
+        f_np = fs.cpu().numpy()
+        if endpoints is not None:
+            endpoint_f, endpoints = f_np[stop - start :], None
+        f_out.reshape(-1)[start:stop] = f_np[: stop - start]
+        padded = grads
+        if stop - start != rows * m:  # part of a node's inputs: pad with zeros
+            padded = grads.new_zeros((rows * m, *grads.shape[1:]))
+            padded[block] = grads
+        padded = padded.reshape(rows, m, *grads.shape[1:])
+        slopes = (padded * diff64).reshape(rows * m, -1).sum(dim=1)[block]
+        slope_out.reshape(-1)[start:stop] = slopes.cpu().numpy()
+        for row in padded * weights_t[j0:j1].view(-1, 1, *lanes):
+            acc.add_(row)  # padding terms are exact zeros: they leave the sum's bits alone
+    return _Level(nodes, f_out, slope_out, idx_active.numpy().copy(), endpoint_f)
 
 
 def _resolve_target(
@@ -432,24 +301,34 @@ def integrated_gradients(
     classes, pending, target_fn = _resolve_target(target, labels, n)
     everyone = torch.arange(n)
 
-    with _eval_mode(model) as model_info:
-        evaluator = _PathEvaluator(model, dtype, classes, target_fn)
+    with eval_mode(model) as model_info:
+        key = (tuple(x64.shape[1:]), dtype, str(x64.device))
+        cache = SAMPLE_BYTES.setdefault(model, {})
+        layout = cache[key][1] if key in cache else preferred_memory_format(model, x64)
+        evaluator = PathEvaluator(model, dtype, classes, target_fn, layout)
         if pending == "argmax":  # the probe step needs input 0's class before the rest
             with torch.no_grad():
                 evaluator.classes = torch.zeros(n, dtype=torch.long)
-                evaluator.classes[:1] = _argmax_classes(model(x64[:1].to(dtype)))
-        key = (tuple(x64.shape[1:]), dtype, str(x64.device))
-        cache = _SAMPLE_BYTES.setdefault(model, {})
+                evaluator.classes[:1] = argmax_classes(model(x64[:1].to(dtype)))
         if key not in cache:  # one probe step per model and input shape
-            cache[key] = evaluator.measure_sample_bytes(x64[:1], everyone[:1])
-        per_sample = cache[key]
-        chunk = _chunk_size(per_sample, memory_budget_bytes, x64.device)
-        f_x, f_b = evaluator.endpoints(
-            x64, b64, max(1, chunk // 2), find_classes=pending == "argmax"
-        )
-        delta_f = f_x - f_b
+            cache[key] = probe(evaluator, x64[:1], everyone[:1])
+        per_sample = cache[key][0]
+        model_info["memory_format"] = str(evaluator.memory_format).replace("torch.", "")
+        chunk = samples_per_chunk(per_sample, memory_budget_bytes, x64.device)
         model_eps = float(torch.finfo(dtype).eps)
-        error_scale = completeness_scale(f_x, f_b, model_eps)
+        # When the first level and the endpoints fit in one chunk (a small model), F(x) and
+        # F(b) share its forward pass; else they take a forward pass of their own first.
+        merge = (
+            method != ADAPTIVE
+            and not model_info["still_training_after_eval"]
+            and (int(steps) + 2) * n <= chunk
+        )
+        f_x, f_b = np.empty(0), np.empty(0)  # (found with the first level when merged)
+        if not merge:
+            f_x, f_b = evaluator.endpoints(
+                x64, b64, max(1, chunk // 2), find_classes=pending == "argmax"
+            )
+            error_scale = completeness_scale(f_x, f_b, model_eps)
         if method == ADAPTIVE:
             outcome = adaptive_paths(
                 evaluator,
@@ -475,11 +354,15 @@ def integrated_gradients(
                 max_steps,
                 b64,
                 diff64,
-                delta_f,
-                error_scale,
                 chunk,
                 return_diagnostics,
+                model_eps,
+                f_x,
+                f_b,
+                (x64, b64) if merge else None,
+                find_classes=pending == "argmax",
             )
+            f_x, f_b, error_scale = fixed.f_x, fixed.f_b, fixed.error_scale
     model_info["dtype"] = str(dtype).replace("torch.", "")
     common: dict[str, Any] = {
         "baseline": b64,
@@ -496,36 +379,63 @@ def integrated_gradients(
     }
     if method == ADAPTIVE:
         return _adaptive_result(outcome, diff64, common, return_diagnostics, int(panel_nodes))
-    acc, attr_sum, abs_error, rel_error, steps_used, evaluations, curve, levels = fixed
+    rel_error = fixed.rel_error
     return IGResult(
-        attributions=acc * diff64,
-        attribution_sum=attr_sum,
-        completeness_abs_error=abs_error,
+        attributions=fixed.acc * diff64,
+        attribution_sum=fixed.attr_sum,
+        completeness_abs_error=fixed.abs_error,
         completeness_rel_error=rel_error,
-        steps_used=steps_used,
-        evaluations=evaluations,
+        steps_used=fixed.steps_used,
+        evaluations=fixed.evaluations,
         converged=(rel_error <= tolerance) if tolerance is not None else np.ones(n, dtype=bool),
-        error_curve=curve,
-        path=_path_samples(levels, f_x, f_b) if return_diagnostics else None,
+        error_curve=fixed.curve,
+        path=_path_samples(fixed.levels, f_x, f_b) if return_diagnostics else None,
         **common,
     )
 
 
+@dataclass
+class _FixedOutcome:
+    """What :func:`_fixed_paths` found (per-input arrays of length N)."""
+
+    acc: torch.Tensor  # weighted gradient sums, float64
+    attr_sum: np.ndarray
+    abs_error: np.ndarray
+    rel_error: np.ndarray
+    steps_used: np.ndarray
+    evaluations: np.ndarray
+    curve: list[dict[str, Any]]
+    levels: list[_Level]
+    f_x: np.ndarray
+    f_b: np.ndarray
+    error_scale: np.ndarray
+
+
 def _fixed_paths(
-    evaluator: _PathEvaluator,
+    evaluator: PathEvaluator,
     method: str,
     steps: int,
     tolerance: float | None,
     max_steps: int,
     b64: torch.Tensor,
     diff64: torch.Tensor,
-    delta_f: np.ndarray,
-    error_scale: np.ndarray,
     chunk: int,
     return_diagnostics: bool,
-) -> tuple[Any, ...]:
-    """A fixed rule, its step count doubled while any input misses ``tolerance``."""
+    model_eps: float,
+    f_x: np.ndarray,
+    f_b: np.ndarray,
+    merged: tuple[torch.Tensor, torch.Tensor] | None,
+    *,
+    find_classes: bool,
+) -> _FixedOutcome:
+    """A fixed rule, its step count doubled while any input misses ``tolerance``.
+
+    F(x) and F(b) are ``f_x``, ``f_b``; or, with ``merged`` (the inputs and baselines), the
+    first level computes them in its first chunk (``find_classes``: and their classes).
+    """
     n = b64.shape[0]
+    delta_f = f_x - f_b
+    error_scale = completeness_scale(f_x, f_b, model_eps)
     everyone = torch.arange(n)
     acc = torch.zeros_like(b64)  # running weighted sum of gradients, float64
     steps_used = np.zeros(n, dtype=np.int64)
@@ -543,22 +453,42 @@ def _fixed_paths(
             scale_old = 0.0
         else:
             nodes, weights, scale_old = refinement(method, previous, level_steps)
-        idx = everyone[torch.from_numpy(active)]
-        previous_attr = acc[idx] * diff64[idx]
-        acc_active = acc[idx] * scale_old
+        everything = bool(active.all())  # (then no gathering and scattering)
+        idx = everyone if everything else everyone[torch.from_numpy(active)]
+        b_active = b64 if everything else b64[idx]
+        diff_active = diff64 if everything else diff64[idx]
+        previous_attr = acc[idx] * diff_active if previous else None
+        acc_active = acc * scale_old if everything else acc[idx] * scale_old
         level = _evaluate_level(
-            evaluator, acc_active, b64[idx], diff64[idx], idx, nodes, weights, chunk
+            evaluator,
+            acc_active,
+            b_active,
+            diff_active,
+            idx,
+            nodes,
+            weights,
+            chunk,
+            merged if previous == 0 else None,
+            find_classes=find_classes,
         )
-        acc[idx] = acc_active
+        if level.endpoint_f is not None:
+            f_x, f_b = level.endpoint_f[:n].copy(), level.endpoint_f[n:].copy()
+            delta_f = f_x - f_b
+            error_scale = completeness_scale(f_x, f_b, model_eps)
+        if everything:
+            acc = acc_active
+        else:
+            acc[idx] = acc_active
         if return_diagnostics:
             levels.append(level)
         evaluations[active] += len(nodes)
         steps_used[active] = level_steps
-        attr_active = (acc_active * diff64[idx]).reshape(len(idx), -1)
+        attr_active = (acc_active * diff_active).reshape(len(idx), -1)
         sums = attr_active.sum(dim=1).cpu().numpy()
-        change = (attr_active - previous_attr.reshape(len(idx), -1)).norm(dim=1) / attr_active.norm(
-            dim=1
-        )
+        change: list[float | None] = [None] * len(idx)
+        if previous_attr is not None:  # relative L2 change since the previous step count
+            rel_change = (attr_active - previous_attr.reshape(len(idx), -1)).norm(dim=1)
+            change = [_finite_or_none(v) for v in (rel_change / attr_active.norm(dim=1)).tolist()]
         attr_sum[active] = sums
         abs_error[active] = np.abs(sums - delta_f[active])
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -571,10 +501,7 @@ def _fixed_paths(
                 "inputs": np.flatnonzero(active).tolist(),
                 "evaluations": evaluations[active].tolist(),
                 "rel_error": [_finite_or_none(v) for v in rel_error[active]],
-                # relative L2 change of the attributions since the previous step count
-                "attribution_change": [
-                    _finite_or_none(v) if previous else None for v in change.cpu().numpy()
-                ],
+                "attribution_change": change,
             }
         )
         if tolerance is None:
@@ -585,7 +512,19 @@ def _fixed_paths(
             break
         previous, level_steps = level_steps, following
 
-    return acc, attr_sum, abs_error, rel_error, steps_used, evaluations, curve, levels
+    return _FixedOutcome(
+        acc,
+        attr_sum,
+        abs_error,
+        rel_error,
+        steps_used,
+        evaluations,
+        curve,
+        levels,
+        f_x,
+        f_b,
+        error_scale,
+    )
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -595,6 +534,20 @@ def _finite_or_none(value: float) -> float | None:
 def _path_samples(levels: list[_Level], f_x: np.ndarray, f_b: np.ndarray) -> list[PathSamples]:
     """Every node evaluated for each input, over all levels, sorted by t (first value kept)."""
     out = []
+    if len(levels) == 1 and bool(np.all(np.diff(levels[0].nodes) > 0)):
+        # one level of sorted nodes (no tolerance): every input has them all, in order
+        level = levels[0]
+        for i, column in enumerate(np.argsort(level.inputs)):
+            out.append(
+                PathSamples(
+                    t=level.nodes.copy(),
+                    f=level.f[:, column].copy(),
+                    slope=level.slope[:, column].copy(),
+                    f_start=float(f_b[i]),
+                    f_end=float(f_x[i]),
+                )
+            )
+        return out
     for i in range(len(f_x)):
         ts, fs, ss = [], [], []
         for level in levels:

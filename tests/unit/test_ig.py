@@ -150,6 +150,64 @@ def test_chunks_are_bounded_by_the_memory_budget_and_do_not_change_bits() -> Non
     assert len(batch_sizes) >= 2 * steps // small.chunk_size  # it really went in chunks
     assert big.chunk_size > small.chunk_size
     assert torch.equal(small.attributions, big.attributions)  # node order fixed: same bits
+    # F(x), F(b): a pass of their own (small budget) or in the path's one chunk (big budget)
+    assert np.array_equal(small.f_input, big.f_input)
+    assert np.array_equal(small.f_baseline, big.f_baseline)
+
+
+def test_argmax_classes_found_with_the_endpoints_in_the_paths_chunk_or_apart() -> None:
+    model, x = _small_cnn(), _cnn_inputs(4)
+    with torch.no_grad():
+        classes = model(x).argmax(dim=1)
+    for budget in (1 << 14, 1 << 30):  # endpoints apart / merged into the one chunk
+        found = integrated_gradients(model, x, steps=8, memory_budget_bytes=budget)
+        given = integrated_gradients(model, x, target=classes, steps=8, memory_budget_bytes=budget)
+        assert found.target_classes is not None
+        assert found.target_classes.tolist() == classes.tolist()
+        assert torch.equal(found.attributions, given.attributions)
+        assert np.array_equal(found.f_input, given.f_input)
+
+
+def test_convolutional_model_runs_channels_last_and_matches_contiguous() -> None:
+    model, x = _small_cnn(), _cnn_inputs(2)
+    result = integrated_gradients(model, x, target=1, method="gausslegendre", steps=16)
+    assert result.model_info["memory_format"] == "channels_last"
+    # the same path in the NCHW layout (float64: rounding does not hide a layout mistake)
+    model64 = _small_cnn().double()
+    ref = integrated_gradients(model64, x.double(), target=1, method="gausslegendre", steps=16)
+    assert float((result.attributions - ref.attributions).norm() / ref.attributions.norm()) < 1e-6
+    linear = integrated_gradients(nn.Linear(4, 2), torch.rand(2, 4), target=0, steps=4)
+    assert linear.model_info["memory_format"] == "contiguous_format"
+
+
+class _ViewHead(nn.Module):
+    """A CNN that flattens with ``view``, which channels-last activations cannot take."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(11)
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 8 * 8, 3)
+
+    reshape = False
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(z))
+        return self.fc(h.reshape(h.shape[0], -1) if self.reshape else h.view(h.shape[0], -1))
+
+
+def test_model_that_views_its_activations_falls_back_to_contiguous() -> None:
+    model, x = _ViewHead().eval(), _cnn_inputs(2)
+    with pytest.raises(RuntimeError, match="view"):  # what channels-last does to it
+        model(x.to(memory_format=torch.channels_last, copy=True))
+    result = integrated_gradients(model, x, target=2, method="gausslegendre", steps=8)
+    assert result.model_info["memory_format"] == "contiguous_format"
+    twin = _ViewHead().eval()  # the same weights and function, which channels-last can run
+    twin.reshape = True
+    other = integrated_gradients(twin, x, target=2, method="gausslegendre", steps=8)
+    assert other.model_info["memory_format"] == "channels_last"
+    rel = (result.attributions - other.attributions).norm() / other.attributions.norm()
+    assert float(rel) < 1e-6
 
 
 def test_model_is_evaluated_in_eval_mode_and_its_mode_restored() -> None:
