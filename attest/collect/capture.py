@@ -22,6 +22,7 @@ when it saves a differentiable output for backward is not an operator of the mod
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import traceback
@@ -787,6 +788,26 @@ def _module_from_traceback(exc: BaseException, model: nn.Module) -> str | None:
 
 
 @contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for one run, back on (if it was) afterwards.
+
+    A run allocates many small Python objects (one per ATen call and autograd node), which
+    triggers collections, and each full collection walks every live object, among them all
+    that the profiler keeps of run 0: with it on, the profiler's cost per operator grew with
+    the model (measured: +40 % per operator on the float64 run from 61 to 453 operators);
+    off, it stays flat. Tensors are freed by reference counting either way; cycles made
+    during the run are collected after it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@contextmanager
 def _seeded(seed: int | None) -> Iterator[None]:
     """Seed the generators for one run and restore their state afterwards.
 
@@ -841,7 +862,7 @@ def run_model(
     x = inputs.detach().clone().requires_grad_(True)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     outcome = RunOutcome(ops=[])
-    with _seeded(seed), _ModuleStack(model, track_modules) as modules:
+    with _gc_paused(), _seeded(seed), _ModuleStack(model, track_modules) as modules:
         if capture_factory is not None:
             capture = capture_factory(modules)
         else:

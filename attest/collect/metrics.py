@@ -223,7 +223,13 @@ def squared_error_sums(
     large.)
     """
     num = den = 0.0
-    for block_a, block_r in _blocks(a, ref, block):
+    small = a.numel() <= (block or _MIN_BLOCK)  # one block: skip the generator
+    pieces = (
+        [(a.detach().reshape(-1), ref.detach().to(a.device).reshape(-1))]
+        if small
+        else _blocks(a, ref, block)
+    )
+    for block_a, block_r in pieces:
         r = block_r.to(torch.float64)
         # one float64 temporary: the subtraction promotes a float32 (or narrower) block
         # exactly to float64 and subtracts there, as an explicit cast first would
