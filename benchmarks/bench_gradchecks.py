@@ -20,6 +20,7 @@ distort the ratio.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import statistics
@@ -114,6 +115,15 @@ def _forward_backward_seconds(ctx: CollectContext, repeats: int) -> list[float]:
     return times
 
 
+def _load() -> str:
+    try:
+        import os
+
+        return " ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def _clock() -> float:
     # CPU time of this process: on a shared machine, wall time mostly measures the neighbours.
     # With one intra-op thread it is the work done; both sides of the ratio use it.
@@ -139,14 +149,23 @@ def measure(name: str, ctx: CollectContext, repeats: int, rounds: int = 3) -> di
     round_ratios: list[float] = []
     results = []
     for _ in range(rounds):
+        # A full collection of the process's heap (90-110 ms here, whatever runs when it
+        # triggers) belongs to neither side: start every round with none pending.
+        gc.collect()
         here = _forward_backward_seconds(ctx, repeats)
         baselines += here
         results = []
         spent = 0.0
-        for check_id, fn in gradchecks.CHECKS:
+        # As ``gradchecks.run`` runs them: in execution order, with the hand-offs on.
+        each = gradchecks.run_each(ctx)
+        while True:
             start = _clock()
-            results.append(gradchecks.run_check(check_id, fn, ctx))
+            try:
+                check_id, result = next(each)
+            except StopIteration:
+                break
             took = _clock() - start
+            results.append(result)
             samples[check_id].append(took)
             spent += took
         round_ratios.append(spent / statistics.median(here))
@@ -181,6 +200,24 @@ def _example(name: str) -> CollectContext:
     return CollectContext(
         spec=load_spec(ROOT / "examples" / name / "attest.yaml"), settings=CheckSettings()
     )
+
+
+def steady_allocator() -> bool:
+    """Keep glibc's malloc from returning freed memory to the kernel, for both sides alike
+    (as ``bench_collect.py`` does; see its ``steady_allocator``).
+
+    Otherwise whether a float64 forward+backward finds its activation buffers still mapped
+    depends on what the checks freed before it: the baseline moved by up to 2.4x between
+    processes (page faults, mostly system time), and the ratio with it. Returns False where
+    ``mallopt`` is not available (not glibc)."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_trim_threshold, 1 << 30)) and bool(mallopt(m_mmap_threshold, 1 << 25))
 
 
 def configurations(quick: bool) -> list[tuple[str, Callable[[], CollectContext]]]:
@@ -226,16 +263,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of baseline + checks")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the rows as JSON")
+    parser.add_argument("--only", help="only the rows whose name contains this text")
+    parser.add_argument(
+        "--system-allocator",
+        action="store_true",
+        help="leave glibc's malloc as it is (see steady_allocator)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    steady = False if args.system_allocator else steady_allocator()
     rows = []
     for name, make in configurations(args.quick):
+        if args.only and args.only not in name:
+            continue
         rows.append(measure(name, make(), args.repeats, args.rounds))
         print(f"{name}: {rows[-1]['ratio']:.1f}x", file=sys.stderr, flush=True)
     checks = list(rows[0]["share_pct"])
     print(
         f"# gradient checks vs one float64 forward+backward ({date.today()}, {platform.machine()}, "
-        f"torch {torch.__version__}, {args.threads} thread(s))"
+        f"torch {torch.__version__}, {args.threads} thread(s), allocator "
+        f"{'steady' if steady else 'as is'}, load average {_load()})"
     )
     header = [
         "model",

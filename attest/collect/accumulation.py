@@ -19,6 +19,7 @@ between micro-batches; the item then gives the relative error and the fix.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -46,22 +47,31 @@ def _loss_gradients(
     loss_fn: Any,
     x: torch.Tensor,
     y: torch.Tensor,
-) -> list[torch.Tensor]:
+) -> torch.Tensor:
+    """The loss gradient over all trainable parameters, as one flat vector (float64)."""
     with torch.enable_grad():
         loss = loss_fn(model_output_tensor(model(x)), y)
     grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
-    return [
-        torch.zeros_like(p) if g is None else g.detach()
-        for (_, p), g in zip(params, grads, strict=True)
-    ]
+    return _flat(
+        [torch.zeros_like(p) if g is None else g for (_, p), g in zip(params, grads, strict=True)]
+    )
 
 
-def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    # One vector for every parameter: accumulation and norms are then a few kernels per
+    # micro-batch instead of a few per parameter (which dominated on small models).
     return (
-        torch.cat([t.reshape(-1) for t in tensors])
+        torch.cat([t.detach().reshape(-1) for t in tensors])
         if tensors
         else torch.zeros(0, dtype=torch.float64)
     )
+
+
+def _segment_norms(flat: torch.Tensor, owner: torch.Tensor, count: int) -> torch.Tensor:
+    """The L2 norm of each parameter's segment of ``flat`` (``owner[i]``: the parameter of
+    element ``i``), by one scatter-add of the squares."""
+    squares = torch.zeros(count, dtype=flat.dtype, device=flat.device)
+    return squares.index_add_(0, owner, flat * flat).sqrt_()
 
 
 def run(ctx: CollectContext) -> CheckResult:
@@ -97,11 +107,11 @@ def run(ctx: CollectContext) -> CheckResult:
     shared = ctx.extras.get("full_batch_loss_gradients")  # from gradient_flow, same model
     try:
         if isinstance(shared, dict) and all(n in shared for n, _ in params):
-            full = [
-                torch.zeros_like(p) if shared[n] is None else shared[n].detach() for n, p in params
-            ]
+            full_flat = _flat(
+                [torch.zeros_like(p) if shared[n] is None else shared[n] for n, p in params]
+            )
         else:
-            full = _loss_gradients(model, params, spec.loss_fn, x, y)
+            full_flat = _loss_gradients(model, params, spec.loss_fn, x, y)
     except Exception as exc:
         return CheckResult(
             check="accumulation",
@@ -110,7 +120,6 @@ def run(ctx: CollectContext) -> CheckResult:
             reason=f"the loss gradient cannot be computed (see gradient_flow): {type(exc).__name__}: "
             f"{' '.join(str(exc).split())[:300]}",
         )
-    full_flat = _flat(full)
     full_norm = float(full_flat.norm())
     if full_norm == 0.0 or not math.isfinite(full_norm):
         return CheckResult(
@@ -120,6 +129,12 @@ def run(ctx: CollectContext) -> CheckResult:
             reason=f"the full-batch loss gradient has norm {full_norm}: nothing to compare",
         )
     n = x.shape[0]
+    sizes_of = [p.numel() for _, p in params]
+    owner = torch.repeat_interleave(
+        torch.arange(len(params), device=full_flat.device),
+        torch.tensor(sizes_of, dtype=torch.long, device=full_flat.device),
+    )
+    param_norms = _segment_norms(full_flat, owner, len(params)).tolist()
     items: list[CheckItem] = []
     for k in counts:
         subject = Subject(kind="model", name=f"{k} micro-batches")
@@ -133,14 +148,13 @@ def run(ctx: CollectContext) -> CheckResult:
             )
             continue
         chunks = torch.arange(n, device=x.device).tensor_split(k)
-        mean_acc = [torch.zeros_like(g) for g in full]
-        sum_acc = [torch.zeros_like(g) for g in full]
+        mean_acc = torch.zeros_like(full_flat)
+        sum_acc = torch.zeros_like(full_flat)
         try:
             for idx in chunks:
                 grads = _loss_gradients(model, params, spec.loss_fn, x[idx], y[idx])
-                for m, s, g in zip(mean_acc, sum_acc, grads, strict=True):
-                    m.add_(g, alpha=len(idx) / n)
-                    s.add_(g)
+                mean_acc.add_(grads, alpha=len(idx) / n)
+                sum_acc.add_(grads)
         except Exception as exc:
             items.append(
                 CheckItem(
@@ -151,17 +165,17 @@ def run(ctx: CollectContext) -> CheckResult:
             )
             continue
         errors = {
-            "mean": float((_flat(mean_acc) - full_flat).norm()) / full_norm,
-            "sum": float((_flat(sum_acc) - full_flat).norm()) / full_norm,
+            "mean": float((mean_acc - full_flat).norm()) / full_norm,
+            "sum": float((sum_acc - full_flat).norm()) / full_norm,
         }
         convention = min(errors, key=lambda c: errors[c])
         error = errors[convention]
         acc = mean_acc if convention == "mean" else sum_acc
         worst_name, worst = "", 0.0
-        for (name, _), a, g in zip(params, acc, full, strict=True):
-            norm = float(g.norm())
+        diff_norms = _segment_norms(acc - full_flat, owner, len(params)).tolist()
+        for (name, _), diff_norm, norm in zip(params, diff_norms, param_norms, strict=True):
             if norm > 0:
-                rel = float((a - g).norm()) / norm
+                rel = diff_norm / norm
                 if rel > worst:
                     worst_name, worst = name, rel
         passed = error <= rtol

@@ -254,11 +254,22 @@ def is_random(record: OpRecord) -> bool:
 
 
 def _signature(record: OpRecord) -> str:
-    """The operator and its non-tensor arguments: what a sliced full Jacobian depends on."""
+    """The operator and its non-tensor arguments: what a sliced full Jacobian depends on.
+
+    Tensor ranks count only when the tensor inputs differ in shape (broadcasting): a pointwise
+    operator whose tensor inputs all have one shape computes the same elementwise function at
+    any rank, and its slice is the same contiguous block (``relu`` of a feature map and of a
+    hidden layer's (N, C) output get one sliced full Jacobian, not two)."""
+    shapes = {
+        tuple(leaf.shape)
+        for leaf in tree_flatten((record.args, record.kwargs))[0]
+        if isinstance(leaf, torch.Tensor)
+    }
+    same_shape = len(shapes) <= 1
 
     def describe_arg(value: Any) -> str:
         if isinstance(value, torch.Tensor):
-            return f"T{value.dim()}"
+            return "T" if same_shape else f"T{value.dim()}"
         if isinstance(value, (list, tuple)):
             return "[" + ",".join(describe_arg(v) for v in value) + "]"
         return repr(value)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -38,12 +38,15 @@ from attest.collect.context import CollectContext
 from attest.errors import AttestError
 from attest.evidence import CheckResult
 
-__all__ = ["CHECKS", "run"]
+__all__ = ["CHECKS", "EXECUTION", "run", "run_check", "run_each"]
 
 CheckFn = Callable[[CollectContext], CheckResult]
 
-# Order matters a little: custom_ops shares the custom Function calls it captured with
-# second_order, gradient_flow tells the later checks whether backward raises.
+# The order of the results. Checks run in EXECUTION order, which matters a little: custom_ops
+# shares the custom Function calls it captured with second_order, gradient_flow tells the
+# later checks whether backward raises and hands accumulation its full-batch gradient and
+# second_order its gradient's double-backward graph (so second_order runs right after it,
+# and the graph is not held while accumulation runs).
 CHECKS: list[tuple[str, CheckFn]] = [
     ("gradcheck", gradcheck_ops.run),
     ("custom_ops", custom_ops.run),
@@ -51,6 +54,14 @@ CHECKS: list[tuple[str, CheckFn]] = [
     ("gradient_flow", gradient_flow.run),
     ("accumulation", accumulation.run),
     ("second_order", second_order.run),
+]
+EXECUTION: list[tuple[str, CheckFn]] = [
+    CHECKS[0],
+    CHECKS[1],
+    CHECKS[2],
+    CHECKS[3],
+    CHECKS[5],
+    CHECKS[4],
 ]
 
 
@@ -84,12 +95,26 @@ def run_check(check_id: str, fn: CheckFn, ctx: CollectContext) -> CheckResult:
     return result
 
 
+def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
+    """Each check's result as it is computed, in :data:`EXECUTION` order, with the hand-offs
+    between checks switched on (and dropped at the end, even if the caller stops early)."""
+    ctx.extras[gradient_flow.KEEP_GRAPH] = True
+    try:
+        for check_id, fn in EXECUTION:
+            yield check_id, run_check(check_id, fn, ctx)
+    finally:
+        ctx.extras.pop(gradient_flow.KEEP_GRAPH, None)
+        ctx.extras.pop(gradient_flow.GRAPH, None)
+
+
 def run(ctx: CollectContext) -> list[CheckResult]:
-    """Every gradient correctness check on ``ctx`` (see the module docstring)."""
+    """Every gradient correctness check on ``ctx`` (see the module docstring), in
+    :data:`CHECKS` order."""
     previous = torch.get_num_threads()
     if ctx.spec.threads:
         torch.set_num_threads(ctx.spec.threads)
     try:
-        return [run_check(check_id, fn, ctx) for check_id, fn in CHECKS]
+        results = dict(run_each(ctx))
+        return [results[check_id] for check_id, _ in CHECKS]
     finally:
         torch.set_num_threads(previous)

@@ -42,6 +42,9 @@ from attest.collect.context import CollectContext, LoadedSpec, target_scalar
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = [
+    "GRAPH",
+    "KEEP_GRAPH",
+    "GradientGraph",
     "ParameterGradients",
     "parameter_gradients",
     "probe_input",
@@ -92,12 +95,43 @@ class ParameterGradients:
     input_grad: torch.Tensor | None = None
     error: BaseException | None = None
     phase: str | None = None  # "forward" | "backward" when ``error`` is set
+    # With ``create_graph``: the differentiated tensors (trainable parameters, then the input
+    # when floating) and their gradients still attached to the double-backward graph.
+    graph: tuple[list[torch.Tensor], list[torch.Tensor | None]] | None = None
+
+
+@dataclass
+class GradientGraph:
+    """The probe objective's gradient with its graph, handed from ``gradient_flow`` to
+    ``second_order`` (which would otherwise rebuild the very same graph on the very same
+    float64 model and probe batch). ``wrt``/``grads`` as :attr:`ParameterGradients.graph`."""
+
+    model: nn.Module
+    x: torch.Tensor
+    wrt: list[torch.Tensor]
+    grads: list[torch.Tensor | None]
+
+
+# ``ctx.extras`` keys of that hand-off. ``gradchecks.run`` sets KEEP_GRAPH and runs
+# ``second_order`` right after ``gradient_flow``, which pops GRAPH: the second-order graph
+# lives from one check to the next and no longer. Without KEEP_GRAPH (a check run alone)
+# nothing is kept.
+KEEP_GRAPH = "gradient_flow_keep_graph"
+GRAPH = "gradient_flow_graph"
 
 
 def parameter_gradients(
-    model: nn.Module, x: torch.Tensor, spec: LoadedSpec, labels: torch.Tensor | None
+    model: nn.Module,
+    x: torch.Tensor,
+    spec: LoadedSpec,
+    labels: torch.Tensor | None,
+    *,
+    create_graph: bool = False,
 ) -> ParameterGradients:
-    """One forward and backward pass of :func:`probe_objective`; exceptions are returned."""
+    """One forward and backward pass of :func:`probe_objective`; exceptions are returned.
+
+    With ``create_graph`` the backward also builds the graph of the gradient (kept in
+    ``graph``); if that backward raises, a plain one decides (the gradients are the same)."""
     result = ParameterGradients()
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     result.frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
@@ -112,14 +146,23 @@ def parameter_gradients(
     if not objective.requires_grad:
         result.grads = {n: None for n, _ in trainable}
         return result
+    grads: tuple[torch.Tensor | None, ...] | None = None
+    if create_graph:
+        try:
+            grads = torch.autograd.grad(objective, wrt, create_graph=True, allow_unused=True)
+            result.graph = (wrt, list(grads))
+        except Exception:
+            grads = None  # the graph is retained: a plain backward below decides
     try:
-        grads = torch.autograd.grad(objective, wrt, allow_unused=True)
+        if grads is None:
+            grads = torch.autograd.grad(objective, wrt, allow_unused=True)
     except Exception as exc:
         result.error, result.phase = exc, "backward"
         return result
-    result.grads = {n: g for (n, _), g in zip(trainable, grads, strict=False)}
+    plain = [None if g is None else g.detach() for g in grads]
+    result.grads = {n: g for (n, _), g in zip(trainable, plain, strict=False)}
     if x.requires_grad:
-        result.input_grad = grads[-1]
+        result.input_grad = plain[-1]
     return result
 
 
@@ -356,7 +399,13 @@ def run(ctx: CollectContext) -> CheckResult:
         "dtype": "float64",
         "objective": "loss" if ctx.spec.loss_fn is not None and labels is not None else "target",
     }
-    measured = parameter_gradients(model, x, ctx.spec, labels)
+    keep = bool(ctx.extras.get(KEEP_GRAPH))
+    measured = parameter_gradients(model, x, ctx.spec, labels, create_graph=keep)
+    if measured.graph is not None:
+        wrt, graph_grads = measured.graph
+        leaf = wrt[-1] if x.is_floating_point() else x
+        ctx.extras[GRAPH] = GradientGraph(model, leaf, wrt, graph_grads)
+        measured.graph = None
     ctx.extras["gradient_flow_error"] = measured.error
     if measured.error is None and parameters["objective"] == "loss":
         # The float64 full-batch loss gradient: the accumulation check's reference.

@@ -41,7 +41,8 @@ NEARBY = 1e-3  # size of the move to a nearby point, relative to each tensor's R
 
 
 def _norm(ts: Sequence[torch.Tensor]) -> float:
-    return math.sqrt(sum(float((t.detach() * t.detach()).sum()) for t in ts))
+    # One foreach kernel for all tensors, not three small kernels per tensor.
+    return float(torch.nn.utils.get_total_norm(list(ts), foreach=True)) if ts else 0.0
 
 
 def _rms_scaled_gaussian(
@@ -198,13 +199,20 @@ def hessian_vector_check(
     seed: int,
     rtol: float,
     atol: float,
+    graph: tuple[list[torch.Tensor], list[torch.Tensor | None]] | None = None,
 ) -> list[dict[str, Any]]:
     """One outcome per seeded direction (see the module docstring). Raises what the model's
-    forward, backward or double backward raises."""
+    forward, backward or double backward raises.
+
+    ``graph``: the probe objective's gradient at ``model``'s current parameters and ``x``,
+    already built with ``create_graph`` (the differentiated tensors, then their gradients, as
+    :func:`~attest.collect.gradient_flow.parameter_gradients` returns it); it is used instead
+    of building the same graph again."""
     objective = _Objective(model, spec, x, labels)
     point = objective.point()
     try:
-        graph = objective.gradient(point, create_graph=True)
+        if graph is None:
+            graph = objective.gradient(point, create_graph=True)
         live = [g is not None for g in graph[1]]
         generator = torch.Generator().manual_seed(seed)
         chosen = [

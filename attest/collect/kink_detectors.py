@@ -45,6 +45,11 @@ class KinkScan:
     first_indices: list[list[int]]  # of the counted hits, in ``index_space``
     index_space: str  # "input self", "output"...
     masks: dict[str, torch.Tensor] = field(default_factory=dict)  # raw hits per argument
+    # The same scan against a perturbed run, from this scan's hits (no second window scan):
+    # set by detectors whose scan costs far more than the judging (max-pool windows).
+    judge: Callable[[Bound | None], KinkScan] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def raw_hits(self) -> int:
@@ -371,6 +376,34 @@ def _window_elements(
     return mask
 
 
+def _disjoint_window_elements(
+    tied: torch.Tensor,
+    per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    shape: torch.Size,
+) -> torch.Tensor | None:
+    """:func:`_window_elements` for windows that neither overlap nor reach outside the input
+    (max-pool with stride >= kernel and no padding, the usual case): the flags are written
+    through the same window view of the mask, with no index list. None for other layouts."""
+    d = len(per_dim)
+    base = len(shape) - d
+    for i in range(d):
+        out, k = per_dim[i][0].shape
+        if dilation[i] != 1 or padding[i] != 0 or stride[i] < k:
+            return None
+        if (out - 1) * stride[i] + k > shape[base + i]:
+            return None  # ceil_mode: the last window reaches past the input
+    mask = torch.zeros(shape, dtype=torch.bool, device=tied.device)
+    view = mask
+    for i in range(d):
+        out, k = per_dim[i][0].shape
+        view = view.unfold(base + i, k, stride[i]).narrow(base + i, 0, out)
+    view.copy_(tied)
+    return mask
+
+
 def _gather_windows(
     x: torch.Tensor, per_dim: Sequence[tuple[torch.Tensor, torch.Tensor]], fill: float
 ) -> torch.Tensor:
@@ -442,6 +475,7 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
             return None
         sizes = x.shape[-d:]
         windows: Callable[[torch.Tensor], torch.Tensor]
+        layout: tuple[list[int], list[int], list[int]] | None = None  # stride, padding, dilation
         if adaptive:
             outs = _ints(bound.get("output_size"), d, 1)
             per_dim = [_adaptive_positions(sizes[i], outs[i]) for i in range(d)]
@@ -465,21 +499,36 @@ def _pool_ties(d: int, adaptive: bool) -> Detector:
             def windows(t: torch.Tensor) -> torch.Tensor:
                 return _unfold_windows(t, per_dim, stride, padding, dilation, -math.inf)
 
+            layout = (stride, padding, dilation)
+
         inner = tuple(range(-d, 0))
-        w = windows(x.double())  # (*lead, O1..Od, k1..kd); padding is -inf, never a tie
+        # (*lead, O1..Od, k1..kd); padding is -inf, never a tie. Gathered into one contiguous
+        # tensor first: each reduction over the strided window view cost as much as the copy.
+        w = windows(x.double()).contiguous()
         top = w.amax(dim=inner, keepdim=True)
         eq = (w >= top - tolerance) & torch.isfinite(top)
         tie = eq.sum(dim=inner) >= 2
         tied = eq & tie.reshape(*tie.shape, *([1] * d))
-        mask = _window_elements(tied, per_dim, x.shape)
-        px = _matching(x, _tensor(perturbed, "self"))
-        moved = None
-        if px is not None:
-            pw = windows(px)
-            hi = torch.where(tied, pw, -math.inf).amax(dim=inner)
-            lo = torch.where(tied, pw, math.inf).amin(dim=inner)
-            moved = hi != lo
-        return _scan("max-pool window tie", tie, moved, "output window", {"self": mask})
+        mask = (
+            None if layout is None else _disjoint_window_elements(tied, per_dim, *layout, x.shape)
+        )
+        if mask is None:
+            mask = _window_elements(tied, per_dim, x.shape)
+        masks = {"self": mask}
+
+        def judge(perturbed: Bound | None) -> KinkScan:
+            px = _matching(x, _tensor(perturbed, "self"))
+            moved = None
+            if px is not None:
+                pw = windows(px).contiguous()
+                hi = torch.where(tied, pw, -math.inf).amax(dim=inner)
+                lo = torch.where(tied, pw, math.inf).amin(dim=inner)
+                moved = hi != lo
+            return _scan("max-pool window tie", tie, moved, "output window", masks)
+
+        scan = judge(perturbed)
+        scan.judge = judge  # (judge does not refer to scan: no reference cycle to hold memory)
+        return scan
 
     return detect
 

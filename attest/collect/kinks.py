@@ -118,6 +118,8 @@ def run(ctx: CollectContext) -> CheckResult:
     def judged(record: OpRecord, twin: OpRecord | None, scan: KinkScan) -> KinkScan | None:
         if twin is None:
             return None
+        if scan.judge is not None:  # judged from the probe scan's hits, without rescanning
+            return scan.judge(bind_schema(twin.func, twin.args, twin.kwargs))
         bound = bind_schema(record.func, record.args, record.kwargs)
         return scan_kinks(
             op_short_name(record.op), bound, bind_schema(twin.func, twin.args, twin.kwargs)

@@ -51,7 +51,7 @@ from attest.collect.gradcheck_ops import (
     nudge_off_kinks,
     prepare_case,
 )
-from attest.collect.gradient_flow import probe_input
+from attest.collect.gradient_flow import GRAPH, GradientGraph, probe_input
 from attest.collect.hessian_vector import HVP_EPS, HVP_EPS_SWEEP, hessian_vector_check
 from attest.evidence import CheckItem, CheckResult, ItemStatus, Subject
 
@@ -302,23 +302,41 @@ def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckIte
     labels = None if spec.labels is None else spec.labels.to(spec.device)
     x = probe_input(ctx, torch.float64)
     subject = Subject(kind="model", name="hessian-vector product")
+    # gradient_flow's gradient of the same objective on the same float64 model and batch,
+    # with its double-backward graph (when gradchecks.run asked for it): popped, so that the
+    # graph is freed as soon as the products are done.
+    shared = ctx.extras.pop(GRAPH, None)
 
-    def products() -> list[dict[str, Any]]:
+    def products(shared: GradientGraph | None = None) -> list[dict[str, Any]]:
+        settings = ctx.settings
+        if shared is not None:
+            return hessian_vector_check(
+                shared.model,
+                spec,
+                shared.x,
+                labels,
+                settings.second_order_directions,
+                settings.seed,
+                rtol,
+                atol,
+                graph=(shared.wrt, shared.grads),
+            )
         return hessian_vector_check(
             ctx.fresh_model(torch.float64),
             spec,
             x,
             labels,
-            ctx.settings.second_order_directions,
-            ctx.settings.seed,
+            settings.second_order_directions,
+            settings.seed,
             rtol,
             atol,
         )
 
     note = ""
     try:
-        outcomes = products()
+        outcomes = products(shared if isinstance(shared, GradientGraph) else None)
     except Exception as exc:
+        shared = None
         text = " ".join(str(exc).split())[:300]
         if ctx.extras.get("gradient_flow_error") is not None or "inplace" in text:
             return f"the model's backward raises (see gradient_flow): {text}"
@@ -351,6 +369,7 @@ def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckIte
             f"double backward ({text[:160]})"
         )
         ctx.extras["second_order_note"] = note.lstrip("; ")
+    shared = None  # the graph is no longer needed
     items = []
     for outcome in outcomes:
         message = (

@@ -232,3 +232,43 @@ def test_locally_constant_ties_need_one_perturbed_run_and_input_kinks_two(
     result = kinks.run(make_context(lambda: nn.Sequential(nn.ReLU(), nn.Linear(6, 2)), x))
     assert result.summary["total_count"] == 1
     assert runs == [True, False], "a hit that moves needs the inputs-only run to be counted"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "stride", "padding", "dilation", "ceil_mode"),
+    [
+        (2, 2, 0, 1, False),
+        (3, 3, 0, 1, True),
+        (2, 3, 0, 1, False),
+        (3, 2, 1, 1, False),
+        (2, 2, 1, 1, False),
+        (2, 2, 0, 2, False),
+    ],
+)
+def test_max_pool_tie_masks_agree_on_every_window_layout(
+    kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool
+) -> None:
+    # Disjoint windows write their flags through a window view; the others gather indices.
+    from attest.collect import kink_detectors as kd
+
+    x = torch.relu(torch.randn(2, 3, 9, 10, generator=torch.Generator().manual_seed(0)))
+    x = x.round(decimals=1).double()  # many exact ties
+    bound = {
+        "self": x,
+        "kernel_size": [kernel] * 2,
+        "stride": [stride] * 2,
+        "padding": [padding] * 2,
+        "dilation": [dilation] * 2,
+        "ceil_mode": ceil_mode,
+    }
+    scan = scan_kinks("max_pool2d", bound)
+    assert scan is not None and scan.raw_hits > 0
+    per_dim = [
+        kd._window_positions(x.shape[2 + i], kernel, stride, padding, dilation, ceil_mode)
+        for i in range(2)
+    ]
+    w = kd._unfold_windows(x, per_dim, [stride] * 2, [padding] * 2, [dilation] * 2, -math.inf)
+    top = w.amax(dim=(-2, -1), keepdim=True)
+    eq = (w >= top) & torch.isfinite(top)
+    tied = eq & (eq.sum(dim=(-2, -1)) >= 2)[..., None, None]
+    assert torch.equal(scan.masks["self"], kd._window_elements(tied, per_dim, x.shape))

@@ -132,6 +132,22 @@ def test_large_pointwise_operator_gets_a_sliced_full_jacobian_that_says_so() -> 
     )  # no full Jacobian on the large input
 
 
+def test_one_sliced_full_jacobian_per_pointwise_function_not_per_rank() -> None:
+    done: set[str] = set()
+    relu = torch.ops.aten.relu.default
+    first = gradcheck_ops.check_operator(_record(relu, _x(2, 4, 8, 8)), SETTINGS, done)
+    again = gradcheck_ops.check_operator(_record(relu, _x(8, 32, seed=1)), SETTINGS, done)
+    assert first.metrics["full_jacobian_on_slice"] is True
+    assert again.metrics["full_jacobian_on_slice"] is False  # same elementwise function
+    assert again.status == "pass"
+    # With broadcasting the ranks decide the slice: each layout gets its own.
+    mul = torch.ops.aten.mul.Tensor
+    a = gradcheck_ops.check_operator(_record(mul, _x(8, 50), _x(50, seed=1)), SETTINGS, done)
+    b = gradcheck_ops.check_operator(_record(mul, _x(4, 8, 50), _x(50, seed=2)), SETTINGS, done)
+    assert a.metrics["full_jacobian_on_slice"] is True
+    assert b.metrics["full_jacobian_on_slice"] is True
+
+
 def test_in_place_operator_is_checked_on_a_copy() -> None:
     x = _x(4, 30)
     item = gradcheck_ops.check_operator(_record(torch.ops.aten.relu_.default, x.clone()), SETTINGS)
