@@ -155,7 +155,7 @@ def test_without_the_capture_kinks_is_not_computed() -> None:
 def test_unfolded_windows_match_gathered_windows_and_pool_shape(
     size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool
 ) -> None:
-    from attest.collect.kink_detectors import _gather_windows, _unfold_windows, _window_positions
+    from attest.collect.kink_pooling import _gather_windows, _unfold_windows, _window_positions
 
     x = torch.randn(2, 3, size, size, dtype=torch.float64)
     per_dim = [_window_positions(size, kernel, stride, padding, dilation, ceil_mode)] * 2
@@ -249,7 +249,7 @@ def test_max_pool_tie_masks_agree_on_every_window_layout(
     kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool
 ) -> None:
     # Disjoint windows write their flags through a window view; the others gather indices.
-    from attest.collect import kink_detectors as kd
+    from attest.collect import kink_pooling as kd
 
     x = torch.relu(torch.randn(2, 3, 9, 10, generator=torch.Generator().manual_seed(0)))
     x = x.round(decimals=1).double()  # many exact ties
