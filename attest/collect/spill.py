@@ -112,13 +112,17 @@ class SpillFile:
         t = tensor.detach()
         if t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
             return _InMemory(t.clone())
-        flat = t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
-        if flat.device.type != "cpu":
-            flat = flat.cpu()
-        if flat.is_conj() or flat.is_neg():
-            flat = flat.resolve_conj().resolve_neg()
+        try:
+            flat = t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+            if flat.device.type != "cpu":
+                flat = flat.cpu()
+            if flat.is_conj() or flat.is_neg():
+                flat = flat.resolve_conj().resolve_neg()
+            data = flat.view(torch.uint8).numpy().data
+        except (RuntimeError, TypeError, NotImplementedError):  # a subclass or dtype without
+            return _InMemory(t.clone())  # plain bytes: kept as a copy in memory instead
         nbytes = flat.numel() * flat.element_size()
-        offset = self._append(flat.view(torch.uint8).numpy().data, nbytes)
+        offset = self._append(data, nbytes)
         return SpilledTensor(self, offset, nbytes, t.dtype, t.shape)
 
     def _append(self, data: memoryview, nbytes: int) -> int:
@@ -189,7 +193,10 @@ def spill_storages(
             continue
         if t.is_conj() or t.is_neg():  # lazy bits a view of the raw bytes would drop
             continue
-        storage = t.untyped_storage()
+        try:
+            storage = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # a tensor without a plain storage
+            continue
         ptr = int(storage.data_ptr())
         nbytes = int(storage.nbytes())
         if not ptr or not nbytes or ptr in keep or nbytes % t.element_size():
@@ -201,10 +208,13 @@ def spill_storages(
     bases: dict[tuple[int, torch.dtype], torch.Tensor] = {}
     out: dict[int, torch.Tensor] = {}
     for t, offset, nbytes in placed:
-        base = bases.get((offset, t.dtype))
-        if base is None:
-            count = nbytes // t.element_size()
-            base = torch.frombuffer(spill.map, dtype=t.dtype, count=count, offset=offset)
-            bases[(offset, t.dtype)] = base
-        out[id(t)] = base.as_strided(t.shape, t.stride(), t.storage_offset())
+        try:
+            base = bases.get((offset, t.dtype))
+            if base is None:
+                count = nbytes // t.element_size()
+                base = torch.frombuffer(spill.map, dtype=t.dtype, count=count, offset=offset)
+                bases[(offset, t.dtype)] = base
+            out[id(t)] = base.as_strided(t.shape, t.stride(), t.storage_offset())
+        except (RuntimeError, TypeError, ValueError):  # a dtype frombuffer cannot map:
+            continue  # that tensor stays where it was
     return spill, out

@@ -110,3 +110,21 @@ def test_reference_run_leaves_its_tensors_in_spill_files(tmp_path: Path) -> None
     mul = next(r for r in ctx.operators if r.op == "aten.mul_.Tensor")
     conv_out = torch.ops.aten.convolution.default(*conv.args, **conv.kwargs)
     torch.testing.assert_close(mul.args[0], conv_out)
+
+
+def test_narrow_and_unsigned_dtypes_round_trip_bit_for_bit() -> None:
+    values = torch.linspace(-3, 3, 12)
+    tensors = [
+        values.to(torch.float8_e4m3fn),
+        values.abs().to(torch.uint16),
+        values.abs().to(torch.uint32),
+        values.to(torch.float16),
+        values.to(torch.int8),
+    ]
+    spill = SpillFile()
+    refs = [spill.put(t) for t in tensors]
+    _, moved = spill_storages(tensors, keep=set(), into=spill)  # also seals `spill`
+    for t, ref in zip(tensors, refs, strict=True):
+        for copy in (ref.value, moved[id(t)]):
+            assert copy.dtype == t.dtype
+            assert torch.equal(copy.view(torch.uint8), t.view(torch.uint8))
