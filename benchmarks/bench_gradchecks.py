@@ -36,9 +36,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from attest.collect import gradchecks
-from attest.collect.capture import capture_operators, model_output_tensor
 from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
 from attest.collect.gradient_flow import probe_objective
+from attest.collect.run import capture_operators, model_output_tensor
 
 
 class ConvNet(nn.Module):

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from attest.collect.capture import model_output_tensor
 from attest.collect.context import CollectContext
 from attest.collect.finite_differences import finite_or_none
 from attest.collect.gradient_flow import probe_input
+from attest.collect.run import model_output_tensor
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = ["FIX_SENTENCE", "run"]

@@ -34,7 +34,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from attest.collect.aten_args import floating
-from attest.collect.capture import _ModuleStack, model_output_tensor
+from attest.collect.capture import _ModuleStack
 from attest.collect.context import CollectContext
 from attest.collect.finite_differences import (
     BackwardCheck,
@@ -45,6 +45,7 @@ from attest.collect.finite_differences import (
     finite_or_none,
 )
 from attest.collect.gradient_flow import probe_input
+from attest.collect.run import model_output_tensor
 from attest.errors import InputError
 from attest.evidence import CheckItem, CheckResult, Subject
 

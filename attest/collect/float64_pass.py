@@ -16,19 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from attest.collect.capture import (
-    BackwardCall,
-    CaptureObserver,
-    ForwardCall,
+from attest.collect.capture import BackwardCall, CaptureObserver, ForwardCall
+from attest.collect.context import CollectContext, precision_dtype
+from attest.collect.metrics import relative_error, squared_error_sums
+from attest.collect.run import run_model
+from attest.collect.tensors import (
     _written_args,
     flat_tensors,
     map_tensors,
     measured_outputs,
     op_name,
-    run_model,
 )
-from attest.collect.context import CollectContext, precision_dtype
-from attest.collect.metrics import relative_error, squared_error_sums
 
 if TYPE_CHECKING:
     from attest.collect.profiler import OpMeasure, Profile

@@ -37,8 +37,9 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from attest.collect.capture import _ModuleStack, model_output_tensor
+from attest.collect.capture import _ModuleStack
 from attest.collect.context import CollectContext, LoadedSpec, target_scalar
+from attest.collect.run import model_output_tensor
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = [

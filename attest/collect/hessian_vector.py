@@ -26,10 +26,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from attest.collect.capture import model_output_tensor
 from attest.collect.context import LoadedSpec
 from attest.collect.finite_differences import finite_or_none
 from attest.collect.gradient_flow import probe_objective
+from attest.collect.run import model_output_tensor
 
 __all__ = ["HVP_EPS", "HVP_EPS_SWEEP", "hessian_vector_check"]
 

@@ -35,9 +35,9 @@ from typing import Any
 import torch
 
 from attest.collect.aten_args import bind_schema, op_short_name
-from attest.collect.capture import capture_operators
 from attest.collect.context import CollectContext, OpRecord
 from attest.collect.kink_detectors import DETECTORS, KinkScan, scan_kinks
+from attest.collect.run import capture_operators
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = ["KINK_PERTURBATION", "perturbed_records", "run"]

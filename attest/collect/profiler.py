@@ -36,19 +36,7 @@ from typing import Any
 
 import torch
 
-from attest.collect.capture import (
-    CaptureObserver,
-    ForwardCall,
-    ModelFailure,
-    RunOutcome,
-    TensorVault,
-    VaultBox,
-    _ModuleStack,
-    _RecordObserver,
-    flat_tensors,
-    map_tensors,
-    run_model,
-)
+from attest.collect.capture import CaptureObserver, ForwardCall, _ModuleStack
 from attest.collect.context import CollectContext, OpRecord
 from attest.collect.float64_pass import measure_fidelity
 from attest.collect.metrics import (
@@ -62,7 +50,9 @@ from attest.collect.repeats import (
     is_view_op,
     storage_ptrs,
 )
+from attest.collect.run import ModelFailure, RunOutcome, _RecordObserver, run_model
 from attest.collect.spill import SpillFile, TensorRef, spill_storages
+from attest.collect.tensors import TensorVault, VaultBox, flat_tensors, map_tensors
 from attest.evidence import CheckResult
 
 __all__ = [

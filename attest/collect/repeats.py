@@ -40,15 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from attest.collect.capture import (
-    CaptureObserver,
-    OperatorCapture,
-    _cuda_event,
-    _ModuleStack,
-    flat_tensors,
-    measured_outputs,
-)
+from attest.collect.capture import CaptureObserver, OperatorCapture, _cuda_event, _ModuleStack
 from attest.collect.metrics import bits_equal, relative_deviation
+from attest.collect.tensors import flat_tensors, measured_outputs
 
 if TYPE_CHECKING:
     from attest.collect.profiler import OpMeasure

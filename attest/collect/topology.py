@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 
-from attest.collect.capture import ModelFailure, run_model
 from attest.collect.context import CollectContext
+from attest.collect.run import ModelFailure, run_model
 from attest.evidence import CheckItem, CheckResult, Metric, Subject
 
 __all__ = ["common_module", "first_divergence", "run"]

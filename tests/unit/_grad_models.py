@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attest.collect.capture import capture_operators
 from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collect.run import capture_operators
 
 
 class ScaledTanh(torch.autograd.Function):

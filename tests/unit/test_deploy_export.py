@@ -14,8 +14,8 @@ from torch import nn
 
 from attest._io import sha256_file
 from attest.certificate import build_statement, sign_statement, write_certificate
-from attest.collect.capture import capture_operators
 from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collect.run import capture_operators
 from attest.deploy import export_check
 from attest.deploy.export import export_onnx
 from attest.deploy.probe import run_probe
