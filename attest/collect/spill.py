@@ -31,6 +31,8 @@ from typing import Protocol
 
 import torch
 
+from attest.errors import CollectError
+
 __all__ = ["SpillFile", "SpilledTensor", "TensorRef", "in_spill_file", "spill_storages"]
 
 # Address ranges of the live maps, for :func:`in_spill_file` (the profiler's benchmark counts
@@ -87,7 +89,10 @@ class SpillFile:
 
     def __init__(self) -> None:
         # lives as long as the spill file (the map points into it); closed when collected
-        self._file = tempfile.TemporaryFile(prefix="attest-reference-")  # noqa: SIM115
+        try:
+            self._file = tempfile.TemporaryFile(prefix="attest-reference-")  # noqa: SIM115
+        except OSError as exc:
+            raise _no_room(exc) from None
         self._fd = self._file.fileno()
         weakref.finalize(self, self._file.close)  # the map keeps its own descriptor
         self.size = 0
@@ -130,8 +135,11 @@ class SpillFile:
             raise RuntimeError("spill file already sealed for reading")
         offset = -(-self.size // _ALIGN) * _ALIGN
         written = 0
-        while written < nbytes:  # pwrite may write less than asked for (over 2 GiB)
-            written += os.pwrite(self._fd, data[written:], offset + written)
+        try:
+            while written < nbytes:  # pwrite may write less than asked for (over 2 GiB)
+                written += os.pwrite(self._fd, data[written:], offset + written)
+        except OSError as exc:  # a full disk, a quota
+            raise _no_room(exc) from None
         self.size = offset + nbytes
         return offset
 
@@ -154,7 +162,10 @@ class SpillFile:
         self._offsets.clear()
         if self.map is None and self.size:
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            self.map = mmap.mmap(self._fd, self.size, flags=flags)
+            try:
+                self.map = mmap.mmap(self._fd, self.size, flags=flags)
+            except OSError as exc:
+                raise _no_room(exc) from None
             start = torch.frombuffer(self.map, dtype=torch.uint8, count=1).data_ptr()
             _MAPS[id(self)] = (start, start + self.size)
             weakref.finalize(self, _MAPS.pop, id(self), None)
@@ -167,6 +178,15 @@ class SpillFile:
             raise RuntimeError("spill file read before it was sealed")
         raw = torch.frombuffer(self.map, dtype=torch.uint8, count=nbytes, offset=offset)
         return raw.view(dtype).view(shape)
+
+
+def _no_room(exc: OSError) -> CollectError:
+    return CollectError(
+        f"cannot keep the profiler's reference run in a temporary file in "
+        f"{tempfile.gettempdir()}: {exc.strerror or exc}",
+        hint="free space there, or set TMPDIR to a directory on a disk with room for about "
+        "2-4 times the memory of one forward+backward pass of the model",
+    )
 
 
 def in_spill_file(ptr: int) -> bool:

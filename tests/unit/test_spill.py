@@ -128,3 +128,31 @@ def test_narrow_and_unsigned_dtypes_round_trip_bit_for_bit() -> None:
         for copy in (ref.value, moved[id(t)]):
             assert copy.dtype == t.dtype
             assert torch.equal(copy.view(torch.uint8), t.view(torch.uint8))
+
+
+def test_a_full_disk_is_a_clear_collect_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    from attest.errors import CollectError
+
+    def no_space(*args: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    spill = SpillFile()
+    monkeypatch.setattr(os, "pwrite", no_space)
+    with pytest.raises(CollectError, match="No space left") as info:
+        spill.put(torch.ones(3))
+    assert info.value.hint is not None and "TMPDIR" in info.value.hint
+
+
+def test_an_unwritable_temporary_directory_is_a_clear_collect_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tempfile
+
+    from attest.errors import CollectError
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "does-not-exist"))
+    with pytest.raises(CollectError, match="temporary file"):
+        SpillFile()
