@@ -30,24 +30,25 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from attest.collect.capture import CaptureObserver, ForwardCall, _ModuleStack
+from attest.collect.capture import CaptureObserver, ForwardCall
 from attest.collect.context import CollectContext, OpRecord
 from attest.collect.float64_pass import measure_fidelity
 from attest.collect.metrics import (
-    bits_equal,
     tensors_sha256,
 )
 from attest.collect.repeats import (
-    LiveBytes,
-    RepeatCapture,
-    RunComparison,
+    allocated_bytes,
+    attach_backward_times,
     is_view_op,
+    measure_repeats,
+    measure_thread_sensitivity,
+    parameter_storages,
     storage_ptrs,
 )
 from attest.collect.run import ModelFailure, RunOutcome, _RecordObserver, run_model
@@ -283,15 +284,6 @@ class _ReferenceObserver(CaptureObserver):
         self.vault.before_write(tensor)
 
 
-def _parameter_storages(model: torch.nn.Module) -> set[int]:
-    ptrs: set[int] = set()
-    for t in [*model.parameters(), *model.buffers()]:
-        ptr = int(t.untyped_storage().data_ptr())
-        if ptr:
-            ptrs.add(ptr)
-    return ptrs
-
-
 def capture_reference(ctx: CollectContext) -> Profile:
     """Run 0: fill ``ctx.operators`` and keep the reference every later phase compares with
     (moved to a spill file once the run is over, see :mod:`attest.collect.spill`)."""
@@ -302,8 +294,8 @@ def capture_reference(ctx: CollectContext) -> Profile:
     vault = TensorVault()  # run 0's forward tensors, copy on write until the run is over
     spill = SpillFile()
     recorder = _RecordObserver(vault)
-    reference = _ReferenceObserver(vault, spill, _parameter_storages(model))
-    base = _allocated(x.device)
+    reference = _ReferenceObserver(vault, spill, parameter_storages(model))
+    base = allocated_bytes(x.device)
     if cuda:
         torch.cuda.reset_peak_memory_stats(x.device)
     outcome = run_model(
@@ -328,7 +320,7 @@ def capture_reference(ctx: CollectContext) -> Profile:
         failure=outcome.failure,
         spills=[spill],
     )
-    _attach_backward_times(profile.ops, outcome)
+    attach_backward_times(profile.ops, outcome)
     for op_id, count in outcome.engine_detaches.items():
         if op_id < len(profile.ops):
             profile.ops[op_id].engine_detaches = count
@@ -386,158 +378,6 @@ def _spill_run0(
     outcome.output = map_tensors(swap, outcome.output)
     outcome.input_grad = map_tensors(swap, outcome.input_grad)
     outcome.param_grads.update({k: swap(v) for k, v in grads.items()})
-
-
-def _attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:
-    for op_id, ns in outcome.backward_ns.items():
-        if op_id < len(ops):
-            ops[op_id].backward_ns.append(ns)
-
-
-def _allocated(device: torch.device) -> int:
-    return int(torch.cuda.memory_allocated(device)) if device.type == "cuda" else 0
-
-
-# --- phase 3/4: repeats and thread count -----------------------------------------------------
-
-
-def _outcome_matches(outcome: RunOutcome, reference: RunOutcome) -> bool:
-    pairs = [(outcome.output, reference.output), (outcome.input_grad, reference.input_grad)]
-    pairs += [(outcome.param_grads.get(n), g) for n, g in reference.param_grads.items()]
-    for a, b in pairs:
-        if (a is None) != (b is None):
-            return False
-        if a is not None and b is not None and not bits_equal(a, b):
-            return False
-    return outcome.failure is None and reference.failure is None
-
-
-# The first DETAILED_RUNS repeats also time each operator's backward (autograd node pre and
-# post hooks) and, on the CPU, track storage lifetimes for the memory figures (forward and
-# backward deltas, their spread across runs, peak); later repeats only compare bits. A
-# Python finalizer per tensor and two hooks per node cost more than a small model's own
-# operators, and these figures are medians and spreads that a few runs establish.
-DETAILED_RUNS = 3
-
-
-def _compare_run(
-    ctx: CollectContext, profile: Profile, observer: RunComparison, *, detailed: bool = True
-) -> RunOutcome:
-    spec = ctx.spec
-    x = ctx.inputs()
-    cuda = x.device.type == "cuda"
-    model = ctx.fresh_model()
-    before = _allocated(x.device)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(x.device)
-    preexisting = _parameter_storages(model)
-    preexisting.add(int(x.untyped_storage().data_ptr()))
-    live = LiveBytes(preexisting) if detailed and not cuda else None
-    observers: list[CaptureObserver] = [observer] if live is None else [observer, live]
-
-    def capture(modules: _ModuleStack) -> RepeatCapture:
-        return RepeatCapture(
-            modules, profile.ops, observer, live, cuda_timing=cuda, time_backward=detailed
-        )
-
-    outcome = run_model(
-        model,
-        x,
-        spec,
-        observers,
-        labels=spec.labels,
-        classes=profile.reference.classes,
-        seed=ctx.settings.seed,
-        cuda_timing=cuda,
-        memory_marks=cuda,
-        capture_factory=capture,
-        track_modules=False,
-    )
-    if outcome.failure is not None and observer.diverged_at is None:
-        observer.diverged_at = len(outcome.ops)  # what was not reached was not compared
-    if outcome.failure is not None:
-        return outcome
-    if cuda and outcome.memory_marks:
-        after_forward, after_backward = outcome.memory_marks
-        profile.forward_memory_bytes.append(after_forward - before)
-        profile.backward_memory_bytes.append(after_backward - after_forward)
-        peak = int(torch.cuda.max_memory_allocated(x.device)) - before
-        stats = torch.cuda.memory_stats(x.device)
-        reserved = int(stats.get("reserved_bytes.all.peak", 0))
-        if reserved:
-            fragmentation = 1.0 - int(stats.get("allocated_bytes.all.peak", 0)) / reserved
-            profile.fragmentation = max(profile.fragmentation or 0.0, fragmentation)
-    elif live is not None and "forward_done" in live.marks and "backward_done" in live.marks:
-        profile.forward_memory_bytes.append(live.marks["forward_done"])
-        profile.backward_memory_bytes.append(
-            live.marks["backward_done"] - live.marks["forward_done"]
-        )
-        peak = live.peak
-    else:
-        return outcome
-    profile.peak_memory_bytes = max(profile.peak_memory_bytes or 0, peak)
-    return outcome
-
-
-def measure_repeats(
-    ctx: CollectContext, profile: Profile, progress: Callable[[str], None] | None = None
-) -> None:
-    """Phase 3: runs 1..R-1 compared bitwise with the reference, per operator."""
-    repeats = max(1, ctx.spec.repeats)
-    for run_index in range(1, repeats):
-        if progress is not None:
-            progress(f"determinism run {run_index + 1}/{repeats}")
-        observer = RunComparison(profile.ops)
-        outcome = _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
-        profile.runs += 1
-        if outcome.failure is None and _outcome_matches(outcome, profile.reference):
-            profile.model_exact_runs += 1
-        if observer.diverged_at is not None or len(outcome.ops) != len(profile.ops):
-            profile.sequence_changed_runs += 1
-        for measure in profile.ops:
-            if observer.diverged_at is not None and measure.id >= observer.diverged_at:
-                measure.runs_compared += 1
-                measure.max_deviation = math.inf
-                continue
-            measure.runs_compared += 1
-            if measure.id in observer.origins:
-                measure.origin_runs += 1
-            if observer.exact.get(measure.id, True):
-                measure.runs_exact += 1
-            else:
-                measure.max_deviation = max(
-                    measure.max_deviation, observer.deviation.get(measure.id, math.inf)
-                )
-            if measure.id < len(outcome.forward_ns):
-                measure.forward_ns.append(outcome.forward_ns[measure.id])
-        _attach_backward_times(profile.ops, outcome)
-        profile.model_forward_ns.append(sum(outcome.forward_ns))
-        profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
-
-
-def measure_thread_sensitivity(ctx: CollectContext, profile: Profile) -> None:
-    """Phase 4: one run at another intra-op thread count, compared bitwise with run 0."""
-    configured = torch.get_num_threads()
-    other = 1 if configured != 1 else 2
-    profile.thread_counts = (configured, other)
-    observer = RunComparison(profile.ops)
-    torch.set_num_threads(other)
-    try:  # memory only when no repeat measured it (repeats: 1)
-        outcome = _compare_run(ctx, profile, observer, detailed=not profile.forward_memory_bytes)
-    finally:
-        torch.set_num_threads(configured)
-    profile.thread_failure = outcome.failure
-    if outcome.failure is not None:
-        return
-    profile.thread_model_changed = not _outcome_matches(outcome, profile.reference)
-    for measure in profile.ops:
-        if observer.diverged_at is not None and measure.id >= observer.diverged_at:
-            measure.thread_changed = True
-            measure.thread_deviation = math.inf
-            continue
-        changed = not observer.exact.get(measure.id, True)
-        measure.thread_changed = changed
-        measure.thread_deviation = observer.deviation.get(measure.id, 0.0) if changed else 0.0
 
 
 def median_or_none(values: list[int]) -> int | None:

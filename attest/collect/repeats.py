@@ -1,6 +1,7 @@
-"""The profiler's repeated runs: every operator compared bitwise with run 0, at low cost.
+"""The profiler's repeated runs (phases 3 and 4): every operator compared bitwise with run 0.
 
-The determinism and thread-count phases run the model again and again and compare every
+:func:`measure_repeats` (runs 1..R-1, determinism) and :func:`measure_thread_sensitivity` (one
+run at another intra-op thread count) run the model again and again and compare every
 operator's output and computed gradient with run 0 (the reference kept by the profiler). A
 full :class:`~attest.collect.capture.OperatorCapture` run costs several times the model's
 own work (module hooks, saved-tensor introspection, every backward ATen call through Python),
@@ -35,19 +36,33 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from attest.collect.capture import CaptureObserver, OperatorCapture, _cuda_event, _ModuleStack
+from attest.collect.context import CollectContext
 from attest.collect.metrics import bits_equal, relative_deviation
+from attest.collect.run import RunOutcome, run_model
 from attest.collect.tensors import flat_tensors, measured_outputs
 
 if TYPE_CHECKING:
-    from attest.collect.profiler import OpMeasure
+    from attest.collect.profiler import OpMeasure, Profile
 
-__all__ = ["LiveBytes", "RepeatCapture", "RunComparison", "is_view_op", "storage_ptrs"]
+__all__ = [
+    "DETAILED_RUNS",
+    "LiveBytes",
+    "RepeatCapture",
+    "RunComparison",
+    "allocated_bytes",
+    "attach_backward_times",
+    "is_view_op",
+    "measure_repeats",
+    "measure_thread_sensitivity",
+    "parameter_storages",
+    "storage_ptrs",
+]
 
 _DETACH = torch.ops.aten.detach.default
 _VIEW_OPS: dict[Any, bool] = {}
@@ -329,3 +344,167 @@ class RepeatCapture(OperatorCapture):  # type: ignore[no-untyped-call]
         self._skip_detaches = measure.engine_detaches
         self._pending_outputs = (op_id, outputs)
         return out
+
+
+# --- the profiler's phases 3 and 4 -----------------------------------------------------------
+
+
+def parameter_storages(model: torch.nn.Module) -> set[int]:
+    """Storage addresses of the model's parameters and buffers."""
+    ptrs: set[int] = set()
+    for t in [*model.parameters(), *model.buffers()]:
+        ptr = int(t.untyped_storage().data_ptr())
+        if ptr:
+            ptrs.add(ptr)
+    return ptrs
+
+
+def attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:
+    """Append one run's backward time per operator to the operators' timings."""
+    for op_id, ns in outcome.backward_ns.items():
+        if op_id < len(ops):
+            ops[op_id].backward_ns.append(ns)
+
+
+def allocated_bytes(device: torch.device) -> int:
+    """CUDA: bytes the caching allocator has handed out; 0 elsewhere."""
+    return int(torch.cuda.memory_allocated(device)) if device.type == "cuda" else 0
+
+
+def _outcome_matches(outcome: RunOutcome, reference: RunOutcome) -> bool:
+    pairs = [(outcome.output, reference.output), (outcome.input_grad, reference.input_grad)]
+    pairs += [(outcome.param_grads.get(n), g) for n, g in reference.param_grads.items()]
+    for a, b in pairs:
+        if (a is None) != (b is None):
+            return False
+        if a is not None and b is not None and not bits_equal(a, b):
+            return False
+    return outcome.failure is None and reference.failure is None
+
+
+# The first DETAILED_RUNS repeats also time each operator's backward (autograd node pre and
+# post hooks) and, on the CPU, track storage lifetimes for the memory figures (forward and
+# backward deltas, their spread across runs, peak); later repeats only compare bits. A
+# Python finalizer per tensor and two hooks per node cost more than a small model's own
+# operators, and these figures are medians and spreads that a few runs establish.
+DETAILED_RUNS = 3
+
+
+def _compare_run(
+    ctx: CollectContext, profile: Profile, observer: RunComparison, *, detailed: bool = True
+) -> RunOutcome:
+    spec = ctx.spec
+    x = ctx.inputs()
+    cuda = x.device.type == "cuda"
+    model = ctx.fresh_model()
+    before = allocated_bytes(x.device)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(x.device)
+    preexisting = parameter_storages(model)
+    preexisting.add(int(x.untyped_storage().data_ptr()))
+    live = LiveBytes(preexisting) if detailed and not cuda else None
+    observers: list[CaptureObserver] = [observer] if live is None else [observer, live]
+
+    def capture(modules: _ModuleStack) -> RepeatCapture:
+        return RepeatCapture(
+            modules, profile.ops, observer, live, cuda_timing=cuda, time_backward=detailed
+        )
+
+    outcome = run_model(
+        model,
+        x,
+        spec,
+        observers,
+        labels=spec.labels,
+        classes=profile.reference.classes,
+        seed=ctx.settings.seed,
+        cuda_timing=cuda,
+        memory_marks=cuda,
+        capture_factory=capture,
+        track_modules=False,
+    )
+    if outcome.failure is not None and observer.diverged_at is None:
+        observer.diverged_at = len(outcome.ops)  # what was not reached was not compared
+    if outcome.failure is not None:
+        return outcome
+    if cuda and outcome.memory_marks:
+        after_forward, after_backward = outcome.memory_marks
+        profile.forward_memory_bytes.append(after_forward - before)
+        profile.backward_memory_bytes.append(after_backward - after_forward)
+        peak = int(torch.cuda.max_memory_allocated(x.device)) - before
+        stats = torch.cuda.memory_stats(x.device)
+        reserved = int(stats.get("reserved_bytes.all.peak", 0))
+        if reserved:
+            fragmentation = 1.0 - int(stats.get("allocated_bytes.all.peak", 0)) / reserved
+            profile.fragmentation = max(profile.fragmentation or 0.0, fragmentation)
+    elif live is not None and "forward_done" in live.marks and "backward_done" in live.marks:
+        profile.forward_memory_bytes.append(live.marks["forward_done"])
+        profile.backward_memory_bytes.append(
+            live.marks["backward_done"] - live.marks["forward_done"]
+        )
+        peak = live.peak
+    else:
+        return outcome
+    profile.peak_memory_bytes = max(profile.peak_memory_bytes or 0, peak)
+    return outcome
+
+
+def measure_repeats(
+    ctx: CollectContext, profile: Profile, progress: Callable[[str], None] | None = None
+) -> None:
+    """Phase 3: runs 1..R-1 compared bitwise with the reference, per operator."""
+    repeats = max(1, ctx.spec.repeats)
+    for run_index in range(1, repeats):
+        if progress is not None:
+            progress(f"determinism run {run_index + 1}/{repeats}")
+        observer = RunComparison(profile.ops)
+        outcome = _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
+        profile.runs += 1
+        if outcome.failure is None and _outcome_matches(outcome, profile.reference):
+            profile.model_exact_runs += 1
+        if observer.diverged_at is not None or len(outcome.ops) != len(profile.ops):
+            profile.sequence_changed_runs += 1
+        for measure in profile.ops:
+            if observer.diverged_at is not None and measure.id >= observer.diverged_at:
+                measure.runs_compared += 1
+                measure.max_deviation = math.inf
+                continue
+            measure.runs_compared += 1
+            if measure.id in observer.origins:
+                measure.origin_runs += 1
+            if observer.exact.get(measure.id, True):
+                measure.runs_exact += 1
+            else:
+                measure.max_deviation = max(
+                    measure.max_deviation, observer.deviation.get(measure.id, math.inf)
+                )
+            if measure.id < len(outcome.forward_ns):
+                measure.forward_ns.append(outcome.forward_ns[measure.id])
+        attach_backward_times(profile.ops, outcome)
+        profile.model_forward_ns.append(sum(outcome.forward_ns))
+        profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
+
+
+def measure_thread_sensitivity(ctx: CollectContext, profile: Profile) -> None:
+    """Phase 4: one run at another intra-op thread count, compared bitwise with run 0."""
+    configured = torch.get_num_threads()
+    other = 1 if configured != 1 else 2
+    profile.thread_counts = (configured, other)
+    observer = RunComparison(profile.ops)
+    torch.set_num_threads(other)
+    try:  # memory only when no repeat measured it (repeats: 1)
+        outcome = _compare_run(ctx, profile, observer, detailed=not profile.forward_memory_bytes)
+    finally:
+        torch.set_num_threads(configured)
+    profile.thread_failure = outcome.failure
+    if outcome.failure is not None:
+        return
+    profile.thread_model_changed = not _outcome_matches(outcome, profile.reference)
+    for measure in profile.ops:
+        if observer.diverged_at is not None and measure.id >= observer.diverged_at:
+            measure.thread_changed = True
+            measure.thread_deviation = math.inf
+            continue
+        changed = not observer.exact.get(measure.id, True)
+        measure.thread_changed = changed
+        measure.thread_deviation = observer.deviation.get(measure.id, 0.0) if changed else 0.0
