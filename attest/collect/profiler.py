@@ -10,9 +10,10 @@ each measuring through its own :class:`~attest.collect.capture.CaptureObserver`)
    fidelity compares each operator's outputs and output gradients with the reference; local
    fidelity re-runs each operator (and each of its backward ATen calls) alone in the
    deployed precision on the float64 inputs cast down.
-3. repeats (runs 1..R-1): bitwise comparison with the reference, per operator, and the
-   largest relative deviation where the bits differ.
-4. thread count: one run at 1 intra-op thread (or 2 when 1 is configured), compared bitwise.
+3. repeats (runs 1..R-1, :mod:`attest.collect.repeats`): bitwise comparison with the
+   reference, per operator, and the largest relative deviation where the bits differ.
+4. thread count (same module): one run at 1 intra-op thread (or 2 when 1 is configured),
+   compared bitwise.
 
 Memory: run 0's outputs and gradients (the reference) and the operators' captured arguments
 (``ctx.operators``, for the checks that re-run operators) are moved to a memory-mapped
