@@ -153,7 +153,7 @@ def collect_work(spec: Any) -> int:
         spec,
         runners=["attest.collect.topology:run", "attest.collect.profiler:run", keep_profile],
     )
-    return int(seen["profile"].extra.get("spill_bytes", 0))
+    return int(seen["profile"].spill_bytes)
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, float]:

@@ -223,13 +223,7 @@ def squared_error_sums(
     large.)
     """
     num = den = 0.0
-    small = a.numel() <= (block or _MIN_BLOCK)  # one block: skip the generator
-    pieces = (
-        [(a.detach().reshape(-1), ref.detach().to(a.device).reshape(-1))]
-        if small
-        else _blocks(a, ref, block)
-    )
-    for block_a, block_r in pieces:
+    for block_a, block_r in _blocks(a, ref, block):
         r = block_r.to(torch.float64)
         # one float64 temporary, made by an exact widening copy and subtracted into in place:
         # 4-5x faster on CPU than a mixed-dtype ``torch.sub`` (whose promoting loop is not

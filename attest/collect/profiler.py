@@ -54,7 +54,13 @@ from attest.collect.repeats import (
 )
 from attest.collect.run import ModelFailure, RunOutcome, _RecordObserver, run_model
 from attest.collect.spill import SpillFile, TensorRef, spill_storages
-from attest.collect.tensors import TensorVault, VaultBox, flat_tensors, map_tensors
+from attest.collect.tensors import (
+    TensorVault,
+    VaultBox,
+    flat_tensors,
+    map_tensors,
+    tensor_storage,
+)
 from attest.evidence import CheckResult
 
 __all__ = [
@@ -204,6 +210,11 @@ class Profile:
     # the files behind the kept tensors (run 0's reference, the operators' arguments)
     spills: list[SpillFile] = field(default_factory=list, repr=False)
 
+    @property
+    def spill_bytes(self) -> int:
+        """Bytes written to the spill files (the disk ``collect`` needs for run 0)."""
+        return sum(s.size for s in self.spills)
+
 
 # --- phase 1: reference ----------------------------------------------------------------------
 
@@ -249,13 +260,10 @@ class _ReferenceObserver(CaptureObserver):
         activations: dict[int, int] = {}
         parameters: dict[int, int] = {}
         for t in tensors:
-            try:
-                storage = t.untyped_storage()
-            except (RuntimeError, NotImplementedError):
+            storage = tensor_storage(t)
+            if storage is None:
                 continue
             ptr = int(storage.data_ptr())
-            if not ptr:
-                continue
             target = parameters if ptr in self.parameter_storages else activations
             target[ptr] = int(storage.nbytes())
         measure = self.ops[op_id]
@@ -334,7 +342,6 @@ def capture_reference(ctx: CollectContext) -> Profile:
     profile.model_forward_ns.append(sum(outcome.forward_ns))
     profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
     profile.extra["saved_parameter_bytes_total"] = sum(reference.parameter_bytes.values())
-    profile.extra["spill_bytes"] = spill.size
     if cuda:
         profile.extra["reference_peak_bytes"] = (
             int(torch.cuda.max_memory_allocated(x.device)) - base

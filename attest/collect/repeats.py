@@ -45,7 +45,7 @@ from attest.collect.capture import CaptureObserver, OperatorCapture, _cuda_event
 from attest.collect.context import CollectContext
 from attest.collect.metrics import bits_equal, relative_deviation
 from attest.collect.run import RunOutcome, run_model
-from attest.collect.tensors import flat_tensors, measured_outputs
+from attest.collect.tensors import flat_tensors, measured_outputs, tensor_storage
 
 if TYPE_CHECKING:
     from attest.collect.profiler import OpMeasure, Profile
@@ -87,14 +87,9 @@ def storage_ptrs(tensors: Sequence[Any]) -> set[int]:
     """The data pointers of the storages behind the tensors in ``tensors`` (others skipped)."""
     out: set[int] = set()
     for t in tensors:
-        if not isinstance(t, torch.Tensor):
-            continue
-        try:
-            ptr = int(t.untyped_storage().data_ptr())
-        except (RuntimeError, NotImplementedError):
-            continue
-        if ptr:
-            out.add(ptr)
+        storage = tensor_storage(t) if isinstance(t, torch.Tensor) else None
+        if storage is not None:
+            out.add(int(storage.data_ptr()))
     return out
 
 
@@ -212,14 +207,11 @@ class LiveBytes(CaptureObserver):
     def track(self, tensors: Sequence[torch.Tensor | None]) -> None:
         """Count the storages of ``tensors`` not seen yet."""
         for t in tensors:
-            if t is None:
-                continue
-            try:
-                storage = t.untyped_storage()
-            except (RuntimeError, NotImplementedError):
+            storage = tensor_storage(t) if t is not None else None
+            if storage is None:
                 continue
             ptr = int(storage.data_ptr())
-            if not ptr or ptr in self.live or ptr in self.preexisting:
+            if ptr in self.live or ptr in self.preexisting:
                 continue
             nbytes = int(storage.nbytes())
             self.live[ptr] = nbytes
@@ -351,12 +343,7 @@ class RepeatCapture(OperatorCapture):  # type: ignore[no-untyped-call]
 
 def parameter_storages(model: torch.nn.Module) -> set[int]:
     """Storage addresses of the model's parameters and buffers."""
-    ptrs: set[int] = set()
-    for t in [*model.parameters(), *model.buffers()]:
-        ptr = int(t.untyped_storage().data_ptr())
-        if ptr:
-            ptrs.add(ptr)
-    return ptrs
+    return storage_ptrs([*model.parameters(), *model.buffers()])
 
 
 def attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:

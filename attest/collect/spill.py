@@ -31,6 +31,7 @@ from typing import Protocol
 
 import torch
 
+from attest.collect.tensors import tensor_storage
 from attest.errors import CollectError
 
 __all__ = ["SpillFile", "SpilledTensor", "TensorRef", "in_spill_file", "spill_storages"]
@@ -213,13 +214,12 @@ def spill_storages(
             continue
         if t.is_conj() or t.is_neg():  # lazy bits a view of the raw bytes would drop
             continue
-        try:
-            storage = t.untyped_storage()
-        except (RuntimeError, NotImplementedError):  # a tensor without a plain storage
+        storage = tensor_storage(t)
+        if storage is None:  # a tensor without a plain storage, or without memory
             continue
         ptr = int(storage.data_ptr())
         nbytes = int(storage.nbytes())
-        if not ptr or not nbytes or ptr in keep or nbytes % t.element_size():
+        if not nbytes or ptr in keep or nbytes % t.element_size():
             continue
         placed.append((t, spill.put_storage(storage), nbytes))
     spill.seal()

@@ -26,6 +26,7 @@ __all__ = [
     "op_name",
     "saved_tensors_of",
     "snapshot_written",
+    "tensor_storage",
 ]
 
 
@@ -148,13 +149,19 @@ class TensorVault:
         self._by_storage.clear()
 
 
-def _storage_ptr(tensor: torch.Tensor) -> int | None:
+def tensor_storage(tensor: torch.Tensor) -> torch.UntypedStorage | None:
+    """The storage behind ``tensor``; None for a tensor without a plain one (PyTorch raises
+    for some subclasses and layouts) or with no memory (data pointer 0)."""
     try:
         storage = tensor.untyped_storage()
     except (RuntimeError, NotImplementedError):
         return None
-    ptr = int(storage.data_ptr())
-    return ptr if ptr else None
+    return storage if storage.data_ptr() else None
+
+
+def _storage_ptr(tensor: torch.Tensor) -> int | None:
+    storage = tensor_storage(tensor)
+    return int(storage.data_ptr()) if storage is not None else None
 
 
 def _written_args(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:

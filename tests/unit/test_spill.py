@@ -103,7 +103,7 @@ def test_reference_run_leaves_its_tensors_in_spill_files(tmp_path: Path) -> None
             assert box.value.numel() == 0 or in_spill_file(box.value.data_ptr())
     assert profile.reference.output is not None
     assert in_spill_file(profile.reference.output.data_ptr())
-    assert profile.extra["spill_bytes"] > 0
+    assert profile.spill_bytes > 0
     # the in-place chain is still seen as the operators read it: the first add_ read the
     # convolution's output scaled by 1.5, not the final (ReLU'd) tensor
     conv = next(r for r in ctx.operators if r.op == "aten.convolution.default")
