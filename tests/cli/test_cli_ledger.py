@@ -7,11 +7,9 @@ import base64
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-from attest._cli import main
+from _cli_run import run
 
 STATEMENT = {
     "_type": "https://in-toto.io/Statement/v1",
@@ -26,17 +24,6 @@ STATEMENT = {
         "policy": {"id": "p", "version": "1", "digest": {"sha256": "b" * 64}},
     },
 }
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, str]:
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 @pytest.fixture

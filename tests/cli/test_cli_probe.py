@@ -13,24 +13,13 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from _cli_run import run
 from onnx import TensorProto, helper, numpy_helper
 
-from attest._cli import main
 from attest._io import sha256_file
 from attest.deploy.environment import deployment_envelope, local_environment
 from attest.deploy.probe_bundle import ProbeBundle, read_probe_bundle, write_probe_bundle
 from attest.deploy.runtime import RuntimeSettings, create_session
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, str]:
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 def _model(path: Path) -> Path:
