@@ -14,7 +14,8 @@ from attest.collect.context import CollectContext
 from attest.collect.metrics import UNIT_ROUNDOFF, fidelity_pct, stability_score
 from attest.collect.numerics import run_numerics
 from attest.collect.profiler import OpMeasure, Profile
-from attest.evidence import CheckItem, CheckResult, ItemStatus, Metric, Subject
+from attest.collect.run import ModelFailure
+from attest.evidence import CheckId, CheckItem, CheckResult, ItemStatus, Metric, Subject
 
 __all__ = [
     "build_results",
@@ -26,6 +27,18 @@ __all__ = [
 ]
 
 DEFAULT_FIDELITY_PASS_PCT = 99.9
+
+
+def _failed_run(
+    check: CheckId, parameters: dict[str, Any], *runs: tuple[str, ModelFailure | None]
+) -> CheckResult | None:
+    """An ``error`` result for the first of ``runs`` (label, failure) whose model raised; None
+    when none did. The label, if any, prefixes the reason (which run it was)."""
+    for label, failure in runs:
+        if failure is not None:
+            reason = f"{label}: {failure.describe()}" if label else failure.describe()
+            return CheckResult(check=check, status="error", reason=reason, parameters=parameters)
+    return None
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -110,13 +123,9 @@ def determinism_result(ctx: CollectContext, profile: Profile) -> CheckResult:
         "unit_roundoff": UNIT_ROUNDOFF[profile.precision],
         "stability_formula": "100*(1-min(1,log10(1+d/u)/log10(1+1/u))); 100 iff bit-exact",
     }
-    if profile.failure is not None:
-        return CheckResult(
-            check="determinism",
-            status="error",
-            reason=profile.failure.describe(),
-            parameters=parameters,
-        )
+    failed = _failed_run("determinism", parameters, ("", profile.failure))
+    if failed is not None:
+        return failed
     if repeats < 2:
         return CheckResult(
             check="determinism",
@@ -221,20 +230,11 @@ def fidelity_result(ctx: CollectContext, profile: Profile) -> CheckResult:
         "local": "operator (and each of its backward calls) re-run alone in the deployed precision on float64 inputs cast down",
         "pass_threshold_pct": threshold,
     }
-    if profile.failure is not None:
-        return CheckResult(
-            check="fidelity",
-            status="error",
-            reason=profile.failure.describe(),
-            parameters=parameters,
-        )
-    if profile.float64_failure is not None:
-        return CheckResult(
-            check="fidelity",
-            status="error",
-            reason=f"float64 run: {profile.float64_failure.describe()}",
-            parameters=parameters,
-        )
+    failed = _failed_run(
+        "fidelity", parameters, ("", profile.failure), ("float64 run", profile.float64_failure)
+    )
+    if failed is not None:
+        return failed
     blocked = _alignment_blocked(ctx)
     items: list[CheckItem] = []
     acc: list[tuple[float, OpMeasure]] = []
@@ -303,20 +303,14 @@ def thread_result(ctx: CollectContext, profile: Profile) -> CheckResult:
         "threads": list(profile.thread_counts) if profile.thread_counts else None,
         "comparison": "raw bytes of every output and computed gradient against run 0",
     }
-    if profile.failure is not None:
-        return CheckResult(
-            check="thread_sensitivity",
-            status="error",
-            reason=profile.failure.describe(),
-            parameters=parameters,
-        )
-    if profile.thread_failure is not None:
-        return CheckResult(
-            check="thread_sensitivity",
-            status="error",
-            reason=f"run at other thread count: {profile.thread_failure.describe()}",
-            parameters=parameters,
-        )
+    failed = _failed_run(
+        "thread_sensitivity",
+        parameters,
+        ("", profile.failure),
+        ("run at other thread count", profile.thread_failure),
+    )
+    if failed is not None:
+        return failed
     blocked = _alignment_blocked(ctx)
     changed = [m for m in profile.ops if m.thread_changed]
     items: list[CheckItem] = [
