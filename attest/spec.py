@@ -248,7 +248,9 @@ def resolve_callable(
     except Exception as exc:
         raise ConfigError(
             f"{what} {target!r} in {spec_path}: importing module {module_name!r} raised "
-            f"{type(exc).__name__}: {exc}"
+            f"{type(exc).__name__}: {exc}",
+            hint=f"run python -c 'import {module_name}' for the full error (a package built "
+            "for another torch version fails this way)",
         ) from None
     obj: Any = module
     for part in attr_path.split("."):
@@ -326,7 +328,10 @@ def _read_state_dict(path: Path, spec_path: Path) -> dict[str, Any]:
                     f"({kind}), first at index {tuple(first)}",
                     hint="a certificate is about trained, finite weights; fix the training run",
                 )
-    return dict(state)
+    # The mapping itself, not a dict() copy: torch.save keeps the state_dict's ``_metadata``
+    # (each module's state-dict version), which load_state_dict hands to modules that convert
+    # older layouts (torchvision's MNASNet refuses to load without it).
+    return state
 
 
 def _first_line(exc: BaseException) -> str:
@@ -405,8 +410,8 @@ def _read_probe(path: Path, spec_path: Path) -> tuple[Any, Any]:
                 f"probe {path}: 'target' has shape {tuple(target.shape)}, expected ({x.shape[0]},) "
                 f"or ({x.shape[0]}, ...) to match 'x'"
             )
-        if bool((target < 0).any()):
-            raise InputError(f"probe {path}: 'target' holds negative class labels")
+        # Negative labels are a loss's "ignore" marker (cross_entropy's ignore_index, -100 by
+        # default): kept for the loss; load_spec refuses them as classes for target: label.
         target = target.to(torch.long).contiguous()
     return x.contiguous(), target
 
@@ -460,10 +465,18 @@ def load_spec(path: str | Path) -> Any:
         try:
             model.load_state_dict(state, strict=True)
         except Exception as exc:
+            hint = "the weights must be the state_dict of exactly this architecture"
+            keys_mismatch = str(exc).startswith("Error(s) in loading state_dict")
+            if not keys_mismatch and getattr(state, "_metadata", None) is None:
+                hint += (
+                    "; a module that reads its state-dict version while loading needs the "
+                    "version metadata that torch.save(model.state_dict(), 'weights.pt') keeps "
+                    "and safetensors does not"
+                )
             raise ConfigError(
                 f"weights {weights_path} do not fit the model built by {spec.model.factory!r}: "
                 f"{_summarize_state_dict_error(exc)}",
-                hint="the weights must be the state_dict of exactly this architecture",
+                hint=hint,
             ) from None
         return model.cpu().eval()
 
@@ -479,6 +492,12 @@ def load_spec(path: str | Path) -> Any:
             f"spec {spec_path}: target is 'label' but probe {probe_path} 'target' has shape "
             f"{tuple(labels.shape)}, not one class per example",
             hint="use an int target (the class channel) for label maps, or store (N,) labels",
+        )
+    if spec.target == "label" and labels is not None and bool((labels < 0).any()):
+        raise InputError(
+            f"spec {spec_path}: target is 'label' but probe {probe_path} 'target' holds "
+            "negative labels, which name no class to differentiate",
+            hint="negative labels (a loss's ignore_index) are fine with an int or argmax target",
         )
     return LoadedSpec(
         path=spec_path,

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from attest.collect.run import model_output_tensor
+
 __all__ = [
     "CPU_WORKING_SET_BYTES",
     "SAMPLE_BYTES",
@@ -118,7 +120,7 @@ class PathEvaluator:
         with torch.no_grad():
             for s in range(0, n, chunk):
                 e = min(n, s + chunk)
-                out = self.model(self.model_input(torch.cat([x64[s:e], b64[s:e]])))
+                out = self.output(torch.cat([x64[s:e], b64[s:e]]))
                 if find_classes:
                     assert self.classes is not None
                     self.classes[s:e] = argmax_classes(out[: e - s])
@@ -130,6 +132,11 @@ class PathEvaluator:
     def model_input(self, points: torch.Tensor) -> torch.Tensor:
         """``points`` as a fresh tensor in the model's precision and :attr:`memory_format`."""
         return points.to(self.dtype, memory_format=self.memory_format, copy=True)
+
+    def output(self, points: torch.Tensor) -> torch.Tensor:
+        """The model's output tensor at ``points`` (the first tensor of a tuple, ``"out"``/
+        ``"logits"`` of a mapping: :func:`~attest.collect.run.model_output_tensor`)."""
+        return model_output_tensor(self.model(self.model_input(points)))
 
     def grad(
         self,
@@ -158,11 +165,11 @@ class PathEvaluator:
             # (an in-place ReLU first) still differentiates, and the gradient arrives as the
             # exact float64 image of the model-precision one.
             if endpoints is None:
-                f = self.target(self.model(self.model_input(leaf)), idx)
+                f = self.target(self.output(leaf), idx)
                 objective = f
             else:
                 n = endpoints[0].shape[0]
-                out = self.model(self.model_input(torch.cat([leaf, *endpoints])))
+                out = self.output(torch.cat([leaf, *endpoints]))
                 if find_classes:
                     assert self.classes is not None
                     self.classes[:] = argmax_classes(out[k : k + n])

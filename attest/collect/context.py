@@ -22,6 +22,7 @@ __all__ = [
     "LoadedSpec",
     "OpRecord",
     "TargetSpec",
+    "cast_model",
     "precision_dtype",
     "target_scalar",
 ]
@@ -40,6 +41,30 @@ _DTYPES: dict[str, torch.dtype] = {
 def precision_dtype(precision: str) -> torch.dtype:
     """The torch dtype of a precision name."""
     return _DTYPES[precision]
+
+
+_COMPLEX: dict[torch.dtype, torch.dtype] = {
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
+
+
+def cast_model(model: nn.Module, device: str | torch.device, dtype: torch.dtype) -> nn.Module:
+    """``model.to(device, dtype)`` that keeps complex tensors complex: floating parameters and
+    buffers become ``dtype``, complex ones the complex dtype of that precision (complex64 for
+    float32, complex128 for float64; left as they are for float16/bfloat16, which have no
+    usable complex counterpart on every device)."""
+    complex_dtype = _COMPLEX.get(dtype)
+
+    def convert(t: torch.Tensor) -> torch.Tensor:
+        if t.is_floating_point():
+            return t.to(device=device, dtype=dtype)
+        if t.is_complex() and complex_dtype is not None:
+            return t.to(device=device, dtype=complex_dtype)
+        return t.to(device=device)
+
+    model._apply(convert)  # type: ignore[no-untyped-call]  # what Module.to runs, with our convert
+    return model
 
 
 @dataclass
@@ -158,11 +183,25 @@ class CollectContext:
 
     def fresh_model(self, dtype: torch.dtype | None = None) -> nn.Module:
         """A new instance with the trained weights, in eval mode, on the spec's device and dtype
-        (default: the deployed precision)."""
-        model = self.spec.build_model()
-        model = model.to(
-            device=self.spec.device, dtype=dtype or precision_dtype(self.spec.precision)
-        )
+        (default: the deployed precision).
+
+        A float64 instance is also *built* with float64 as the default dtype, so tensors the
+        model makes at construction and keeps as plain attributes (a sampling grid, a
+        constant), which ``Module.to`` does not see, are float64 too. Complex parameters and
+        buffers take the complex dtype of the same precision (``Module.to(float64)`` would
+        drop their imaginary parts).
+        """
+        dtype = dtype or precision_dtype(self.spec.precision)
+        if dtype == torch.float64:
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float64)
+            try:
+                model = self.spec.build_model()
+            finally:
+                torch.set_default_dtype(previous)
+        else:
+            model = self.spec.build_model()
+        model = cast_model(model, self.spec.device, dtype)
         model.eval()
         return model
 

@@ -34,6 +34,18 @@ When the default step fails, the step is swept over several orders of magnitude 
 step fails by truncation, too small by rounding, a step across a kink by the jump): the step
 with the smallest error is chosen and the whole error curve is recorded. A backward that is
 wrong (by 2 %, say) fails at every step.
+
+Steps are relative to each input's RMS in the random-direction mode and absolute (torch's
+convention) in the full-Jacobian mode. Neither suits every input: a sigmoid of activations of
+RMS 1e-15 (a squeeze-and-excitation gate deep in an untrained network) needs absolute steps,
+since relative ones move its output (0.5 + x/4) by less than the output's rounding; a ReLU of
+such activations needs relative ones, since every absolute step crosses its kink. A case that
+fails at every step of its mode's scaling is swept again with the other scaling
+(``step_scale`` records which one the verdict used); a wrong backward fails under both.
+
+Complex inputs and outputs (FFTs, complex weights) are checked as their (real, imaginary)
+pairs, and output elements that are NaN or infinite at the checked inputs (the ``-inf`` of an
+attention mask) are held at 0, since they have no derivative to compare.
 """
 
 from __future__ import annotations
@@ -108,6 +120,9 @@ class BackwardCheck:
     torch_gradcheck: bool | None = None
     held_fixed: list[int] = field(default_factory=list)  # inputs autograd does not differentiate
     cotangents: int = 1  # output cotangents differentiated (backwards run); full Jacobian: n_out
+    nonfinite_left_out: int = 0  # output elements NaN/inf at the inputs, held at 0 (no derivative)
+    # "relative": steps scaled by each input's RMS; "absolute": steps of eps itself
+    step_scale: Literal["relative", "absolute"] = "relative"
 
     def metrics(self) -> dict[str, float | int | bool | str | None]:
         """The figures a policy can threshold, with names that say what they are."""
@@ -117,6 +132,7 @@ class BackwardCheck:
             "eps": self.eps,
             "default_eps_error": finite_or_none(self.default_eps_error),
             "eps_swept": bool(self.error_curve),
+            "step_scale": self.step_scale,
             "directions": self.directions,
             "cotangents": self.cotangents,
             "seed": self.seed,
@@ -257,10 +273,12 @@ def _random_direction_check(
     settings: FiniteDifferenceSettings,
     generator: GaussianPool,
     first: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
+    absolute: bool = False,
 ) -> BackwardCheck:
     # Steps are relative: each input's part of a direction is scaled by that input's RMS, so
-    # an input of CT intensities (~1e3) is not probed with steps lost in its rounding.
-    scales = [rms_or_one(x) for x in inputs]
+    # an input of CT intensities (~1e3) is not probed with steps lost in its rounding. With
+    # ``absolute`` the scale is 1 (the retry of check_backward, module docstring).
+    scales = [1.0 if absolute else rms_or_one(x) for x in inputs]
     # One backward per output cotangent, not per direction: direction k pairs input direction
     # v_k with cotangent u_(k mod C), and <J^T u, v_k> for every k comes from that one
     # backward, as in torch's fast gradcheck (one vjp per cotangent). The backward is the
@@ -322,6 +340,7 @@ def _random_direction_check(
         output_numel=sum(o.numel() for o in outputs),
         error_curve=curve,
         cotangents=n_cotangents,
+        step_scale="absolute" if absolute else "relative",
     )
 
 
@@ -348,7 +367,10 @@ def check_backward(
     """
     if not inputs:
         raise NotDifferentiable("no floating-point input to differentiate")
-    inputs = [x.detach() for x in inputs]
+    fn, inputs = _as_real(fn, [x.detach() for x in inputs])
+    with torch.no_grad():
+        base = fn(*inputs)
+    fn, left_out = _finite_part(fn, base)
     leaves, outputs, keep = _differentiable_outputs(fn, inputs)
     generator = pool if pool is not None else GaussianPool(settings.seed)  # grows on demand
     first_u = [_gaussian_like(o, generator) for o in outputs]
@@ -374,11 +396,120 @@ def check_backward(
         from attest.collect.full_jacobian import full_jacobian_check  # imports this module
 
         check = full_jacobian_check(fn, inputs, leaves, outputs, keep, settings)
+        if not check.passed:
+            check = _better(check, _relative_full_jacobian(fn, inputs, keep, settings))
     else:
         check = _random_direction_check(
             fn, inputs, leaves, outputs, keep, settings, generator, (first_u, first_g)
         )
+        if not check.passed and any(rms_or_one(x) != 1.0 for x in inputs):
+            retry = _random_direction_check(
+                fn, inputs, leaves, outputs, keep, settings, generator, (first_u, first_g), True
+            )
+            check = _better(check, retry)
     check.held_fixed = held
+    check.nonfinite_left_out = left_out
+    return check
+
+
+def _as_real(fn: TensorFn, inputs: list[torch.Tensor]) -> tuple[TensorFn, list[torch.Tensor]]:
+    """``fn`` as a function of real tensors to real tensors: a complex input is taken as its
+    (real, imaginary) pairs (``torch.view_as_real``) and a complex output returned as them.
+
+    Autograd's gradient of a real loss with respect to ``z = x + iy`` is ``dL/dx + i dL/dy``,
+    so the real view's gradient is exactly the pair ``(dL/dx, dL/dy)`` that central
+    differences in ``x`` and ``y`` estimate: complex operators (FFTs, ``torch.complex``,
+    complex products) are checked by the same real machinery.
+    """
+    complex_in = {i for i, x in enumerate(inputs) if x.is_complex()}
+
+    # stack/complex rather than the view_as_* views: their backward needs cotangents of even
+    # storage offset, and the seeded cotangents are slices of a shared buffer
+    def real_fn(*xs: torch.Tensor) -> Sequence[torch.Tensor]:
+        args = [
+            torch.complex(x[..., 0], x[..., 1]) if i in complex_in else x for i, x in enumerate(xs)
+        ]
+        return [
+            torch.stack([o.real, o.imag], dim=-1)
+            if isinstance(o, torch.Tensor) and o.is_complex()
+            else o
+            for o in fn(*args)
+        ]
+
+    real_inputs = [
+        torch.view_as_real(x.resolve_conj()).clone() if i in complex_in else x
+        for i, x in enumerate(inputs)
+    ]
+    return real_fn, real_inputs
+
+
+def _finite_part(fn: TensorFn, base: Sequence[torch.Tensor]) -> tuple[TensorFn, int]:
+    """``fn`` with its output elements that are NaN or infinite in ``base`` (its outputs at
+    the inputs checked) held at 0, and their count.
+
+    Such an element (the ``-inf`` a padding mask writes into attention scores, say) has no
+    derivative to check: central differences give ``inf - inf``, NaN, whatever the backward.
+    Held at 0 (``torch.where`` with the mask taken at the inputs) it has derivative 0 both
+    ways, and every finite element is checked as before.
+    """
+    masks = {
+        i: ~torch.isfinite(o)
+        for i, o in enumerate(base)
+        if isinstance(o, torch.Tensor) and o.is_floating_point()
+    }
+    masks = {i: m for i, m in masks.items() if bool(m.any())}
+    if not masks:
+        return fn, 0
+
+    def finite_fn(*xs: torch.Tensor) -> Sequence[torch.Tensor]:
+        outs = list(fn(*xs))
+        for i, bad in masks.items():
+            outs[i] = torch.where(bad, 0.0, outs[i])
+        return outs
+
+    return finite_fn, sum(int(m.sum()) for m in masks.values())
+
+
+def _better(first: BackwardCheck, second: BackwardCheck | None) -> BackwardCheck:
+    """The passing check, else the one with the smaller error (``first`` on a tie or without
+    ``second``); its error curve is that of the step scaling its verdict used."""
+    if second is None:
+        return first
+    if (second.passed, -second.max_rel_error) > (first.passed, -first.max_rel_error):
+        return second
+    return first
+
+
+def _power_of_two(value: float) -> float:
+    """The power of two nearest to ``value`` (> 0): dividing and multiplying by it is exact."""
+    return 2.0 ** round(math.log2(value))
+
+
+def _relative_full_jacobian(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    keep: list[int],
+    settings: FiniteDifferenceSettings,
+) -> BackwardCheck | None:
+    """The full-Jacobian check with steps relative to each input's RMS, or None when every
+    input's RMS is already about 1. The function is reparametrized, ``y = x / s`` with ``s``
+    the power of two nearest each input's RMS, so ``y * s`` is ``x`` exactly and absolute steps
+    in ``y`` are relative steps in ``x``."""
+    from attest.collect.full_jacobian import full_jacobian_check  # imports this module
+
+    scales = [_power_of_two(rms_or_one(x)) for x in inputs]
+    if all(s == 1.0 for s in scales):
+        return None
+
+    def scaled(*ys: torch.Tensor) -> Sequence[torch.Tensor]:
+        return fn(*(y * s for y, s in zip(ys, scales, strict=True)))
+
+    ys = [x / s for x, s in zip(inputs, scales, strict=True)]
+    leaves, outputs, kept = _differentiable_outputs(scaled, ys)
+    if kept != keep:
+        return None
+    check = full_jacobian_check(scaled, ys, leaves, outputs, kept, settings)
+    check.step_scale = "relative"
     return check
 
 
@@ -406,6 +537,17 @@ def describe(check: BackwardCheck) -> str:
         else f"{check.directions} random directions (seed {check.seed})"
     )
     swept = f"; step swept, chose eps={check.eps:.0e}" if check.error_curve else ""
+    if check.step_scale != ("absolute" if check.mode == "full_jacobian" else "relative"):
+        swept += (  # the retry with the other step scaling gave the verdict
+            "; absolute steps (relative ones are lost in the output's rounding)"
+            if check.step_scale == "absolute"
+            else "; steps relative to each input's RMS (absolute ones are out of scale with it)"
+        )
+    if check.nonfinite_left_out:
+        swept += (
+            f"; {check.nonfinite_left_out} output element(s) NaN or infinite at these inputs "
+            "left out (no derivative there)"
+        )
     verdict = "agrees with" if check.passed else "DISAGREES with"
     return (
         f"backward {verdict} central differences in float64 over {how}: "

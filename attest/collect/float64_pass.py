@@ -11,7 +11,9 @@ float64 result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import weakref
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,7 +33,7 @@ from attest.collect.tensors import (
 if TYPE_CHECKING:
     from attest.collect.profiler import OpMeasure, Profile
 
-__all__ = ["Aligner", "measure_fidelity", "run_alone"]
+__all__ = ["CANCELLED", "Aligner", "cancelled", "measure_fidelity", "run_alone"]
 
 
 def _cast_down(value: Any, low: torch.dtype) -> Any:
@@ -63,9 +65,11 @@ class Aligner:
         self.pointer = 0
         self.mapping: dict[int, int] = {}
         self.unaligned = 0
+        self.seen: list[tuple[str, str]] = []  # this run's (op, module) sequence
 
     def align(self, op_id: int, op: str, module: str) -> int | None:
         key = (op, module)
+        self.seen.append(key)
         end = min(len(self.keys), self.pointer + self.WINDOW)
         for ref_id in range(self.pointer, end):
             if self.keys[ref_id] == key:
@@ -74,6 +78,51 @@ class Aligner:
                 return ref_id
         self.unaligned += 1
         return None
+
+    def divergent_modules(self) -> set[str]:
+        """Modules whose own operator sequence in this run differs from the reference's.
+
+        There the two runs took different kernels (on CPU, float32 ``nn.LSTM`` runs one fused
+        ``mkldnn_rnn_layer`` per layer and direction, float64 the decomposed cell), and an
+        operator matched by name and module may compute another quantity: the input ``clone``
+        feeds both directions in one run and only one in the other, so its gradients differ
+        by far more than rounding. Such matches are not comparisons of the same value.
+        """
+        ours: dict[str, list[str]] = {}
+        theirs: dict[str, list[str]] = {}
+        for op, module in self.keys:
+            ours.setdefault(module, []).append(op)
+        for op, module in self.seen:
+            theirs.setdefault(module, []).append(op)
+        return {m for m in ours.keys() | theirs.keys() if ours.get(m) != theirs.get(m)}
+
+
+# A float64 result whose norm is below this fraction of the norm of the terms it was formed
+# from is 0 but for rounding (float64's unit roundoff 1.1e-16, grown by the square root of up to
+# 1e8 terms): the exact value is 0, by cancellation, and a relative error against it is noise.
+CANCELLED = 1e-12
+
+
+def _norm(tensors: Iterable[torch.Tensor]) -> float:
+    """The 2-norm of the floating and complex tensors of ``tensors`` together, in float64."""
+    return math.sqrt(
+        sum(
+            float(
+                torch.linalg.vector_norm(
+                    t, dtype=torch.complex128 if t.is_complex() else torch.float64
+                )
+            )
+            ** 2
+            for t in tensors
+            if t.is_floating_point() or t.is_complex()
+        )
+    )
+
+
+def cancelled(norm: float, scale: float) -> bool:
+    """Whether a float64 value of 2-norm ``norm``, formed from terms of 2-norm ``scale``,
+    is 0 but for rounding (see :data:`CANCELLED`)."""
+    return math.isfinite(scale) and scale > 0.0 and norm <= CANCELLED * scale
 
 
 class _FidelityObserver(CaptureObserver):
@@ -89,8 +138,23 @@ class _FidelityObserver(CaptureObserver):
         saved = sum(m.memory_delta_bytes or 0 for m in reference)  # each storage once
         self.block = max(1 << 14, saved // 128)
         self.aligner = Aligner(reference)
+        # The dataflow of this run: which operators read each operator's outputs, and the
+        # norm of the float64 gradient flowing into each operator's outputs (the scale of a
+        # gradient formed by cancellation, see grads()).
+        self.producers: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
+        self.consumers: dict[int, set[int]] = {}
+        self.grad_norms: dict[int, float] = {}
+
+    def _record_dataflow(self, call: ForwardCall) -> None:
+        for t in flat_tensors((call.args, call.kwargs)):
+            entry = self.producers.get(id(t))
+            if entry is not None and entry[0]() is t and entry[1] != call.index:
+                self.consumers.setdefault(entry[1], set()).add(call.index)
+        for out in call.outputs:
+            self.producers[id(out)] = (weakref.ref(out), call.index)
 
     def forward(self, call: ForwardCall) -> None:
+        self._record_dataflow(call)
         ref_id = self.aligner.align(call.index, call.op, call.module)
         if ref_id is None:
             return
@@ -131,6 +195,7 @@ class _FidelityObserver(CaptureObserver):
         grad_outputs: Sequence[torch.Tensor | None],
         grad_inputs: Sequence[torch.Tensor | None],
     ) -> None:
+        self.grad_norms[op_id] = _norm(g for g in grad_outputs if g is not None)
         ref_id = self.aligner.mapping.get(op_id)
         if ref_id is None:
             return
@@ -143,7 +208,25 @@ class _FidelityObserver(CaptureObserver):
             if box is not None and g is not None
         ]
         if pairs:
-            measure.grad_err = relative_error(pairs, block=self.block)
+            measure.grad_err = relative_error(pairs, block=self.block, floor=self._floor(op_id))
+
+    def _floor(self, op_id: int) -> float:
+        """The scale to take this operator's gradient error relative to, when its float64
+        gradient is 0 but for rounding (else 0: the plain relative error).
+
+        Some gradients are 0 in exact arithmetic, formed by cancellation: into
+        ``x.max(-1, keepdim=True)`` of a hand-written stable softmax flows the row sum of the
+        softmax input's gradient. Both runs then return rounding of the size of the terms
+        that cancelled, the gradients flowing into the operators that read this one's outputs
+        (their backward runs first), and ``||g - g64|| / ||g64||`` compares two roundings.
+        The error is taken relative to that scale instead. Only a float64 gradient at float64
+        rounding level counts (:data:`CANCELLED`): a gradient that is merely small (scaled by
+        a layer-scale 1e-6, or underflowing in float16) keeps the plain relative error.
+        """
+        scale = max(
+            (self.grad_norms.get(c, 0.0) for c in self.consumers.get(op_id, ())), default=0.0
+        )
+        return scale if cancelled(self.grad_norms.get(op_id, 0.0), scale) else 0.0
 
     def backward(self, call: BackwardCall) -> None:
         if call.op_id is None:
@@ -160,6 +243,7 @@ class _FidelityObserver(CaptureObserver):
         except Exception as exc:
             measure.local_grad_failed = f"re-running backward {call.op} in the deployed precision raised {type(exc).__name__}: {exc}"
             return
+        scale: float | None = None
         for lo, ref in zip(local, call.outputs, strict=False):
             if not (ref.is_floating_point() and lo.is_floating_point()) or lo.shape != ref.shape:
                 continue
@@ -168,7 +252,13 @@ class _FidelityObserver(CaptureObserver):
                 measure.local_grad_failed = "non-finite values in the backward computation"
                 return
             measure.local_grad_sq[0] += sums[0]
-            measure.local_grad_sq[1] += sums[1]
+            ref_sq = sums[1]
+            if sums[0] > 1e-8 * ref_sq:  # a relative error above 1e-4: was it cancellation?
+                if scale is None:  # the terms the call combined (a reduction's, see _floor)
+                    scale = _norm(flat_tensors(call.inputs()))
+                if cancelled(math.sqrt(ref_sq), scale):
+                    ref_sq = scale * scale
+            measure.local_grad_sq[1] += ref_sq
 
 
 def run_alone(
@@ -212,4 +302,13 @@ def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:
         seed=ctx.settings.seed,
     )
     profile.float64_failure = outcome.failure
+    if outcome.failure is None:
+        divergent = observer.aligner.divergent_modules()
+        for m in profile.ops:
+            if m.module in divergent:  # no trustworthy counterpart: not measured (and why)
+                m.float64_aligned = False
+                m.out_err = m.grad_err = m.local_out_err = None
+                m.local_out_failed = m.local_grad_failed = (
+                    f"the float64 run takes other operators in module {m.module or '<root>'!r}"
+                )
     profile.float64_unaligned_ops = sum(1 for m in profile.ops if not m.float64_aligned)

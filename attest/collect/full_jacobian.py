@@ -198,6 +198,7 @@ def full_jacobian_check(
         input_numel=sum(x.numel() for x in inputs),
         output_numel=sum(o.numel() for o in outputs),
         error_curve=curve,
+        step_scale="absolute",
         torch_gradcheck=bool(verdict),
         cotangents=sum(o.numel() for o in outputs),
     )

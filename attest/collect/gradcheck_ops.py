@@ -47,7 +47,8 @@ from attest.collect.finite_differences import (
     finite_or_none,
     rms_or_one,
 )
-from attest.collect.kink_detectors import DETECTORS, scan_kinks
+from attest.collect.kink_detectors import DETECTORS, KinkScan, scan_kinks
+from attest.collect.kink_scan import scan_result
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = [
@@ -66,6 +67,12 @@ __all__ = [
 # the values.
 KINK_REACH = 1e-5
 KINK_NUDGE = 1e-2
+# Poles: the argument at whose zero the operator's derivative is unbounded. A captured value
+# within the step's reach of one (the divisor that F.normalize clamps to 1e-12 for an all-zero
+# row: padded tokens in Swin V2's cosine attention) has steps that cross the pole, and central
+# differences measure the pole, not the backward. Such values are nudged off like kinks; the
+# function is smooth there, so the kinks check does not count them.
+POLES: dict[str, str] = {"div": "other", "reciprocal": "self"}
 # Elements of the representative slice of a large pointwise operator: the operator acts on
 # each element alone, so a few elements exercise its derivative formula; every element of the
 # captured input is covered by the random directions anyway.
@@ -142,7 +149,7 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
     larger than that reach. Ties are broken by independent random nudges, re-scanned until
     none is left (four rounds at most)."""
     name = op_short_name(record.op)
-    if name not in DETECTORS or not use:
+    if (name not in DETECTORS and name not in POLES) or not use:
         return 0  # no non-differentiable points: nothing to scan
     generator = torch.Generator().manual_seed(seed + 7919)
     moved = 0
@@ -154,7 +161,8 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
         bound = bind_schema(call.func, call.args, call.kwargs)
         for i in range(len(call.tensors)):  # the scan must see the nudged values
             _replace_bound(bound, call.names[i], call.tensors, i)
-        scan = scan_kinks(name, bound, tolerance=reach)
+        scan = _near_pole(name, bound, reach) if name in POLES else None
+        scan = scan or scan_kinks(name, bound, tolerance=reach)
         if scan is None or scan.raw_hits == 0:
             return moved
         for i in use:
@@ -172,6 +180,16 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
             call.tensors[i] = nudged
             moved += n
     return moved
+
+
+def _near_pole(name: str, bound: dict[str, Any], reach: float) -> KinkScan | None:
+    """Values of the operator's pole argument (:data:`POLES`) within ``reach`` of zero."""
+    arg = POLES[name]
+    x = bound.get(arg)
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        return None
+    near = x.abs() <= reach
+    return scan_result("derivative pole at 0", near, None, f"input {arg}", {arg: near})
 
 
 def _replace_bound(bound: dict[str, Any], name: str, tensors: list[torch.Tensor], i: int) -> None:
@@ -439,7 +457,9 @@ def _item(
     if sliced is not None:
         details["slice"] = sliced
     message = "; ".join(f"{name}: {describe(c)}" for name, c in checks)
-    if nudged:
+    if nudged and op_short_name(subject.op or "") in POLES:
+        message += f"; {nudged} captured values next to the derivative's pole were nudged off it"
+    elif nudged:
         message += f"; {nudged} captured values on a kink were nudged off it first (see kinks)"
     if sliced is not None:
         message += (

@@ -40,7 +40,7 @@ from torch.utils._pytree import tree_flatten
 from attest.collect.capture import _ModuleStack
 from attest.collect.context import CollectContext, LoadedSpec, target_scalar
 from attest.collect.run import model_output_tensor
-from attest.evidence import CheckItem, CheckResult, Subject
+from attest.evidence import CheckItem, CheckResult, ItemStatus, Subject
 
 __all__ = [
     "GRAPH",
@@ -279,6 +279,23 @@ def _trace_parameters(
     return trace, bits
 
 
+def _modules_run_in_training(model: nn.Module, x: torch.Tensor) -> set[str]:
+    """The modules one training-mode forward pass calls (empty when it raises: a batch-norm
+    on one sample, say; the eval-mode verdict then stands)."""
+    trace = _Trace()
+    handles = [m.register_forward_pre_hook(_mark_ran(trace, n)) for n, m in model.named_modules()]
+    try:
+        model.train()
+        with torch.no_grad():
+            model(x)
+    except Exception:
+        return set()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return trace.ran
+
+
 def _mark_ran(trace: _Trace, name: str) -> Callable[..., None]:
     def hook(module: nn.Module, args: Any) -> None:
         trace.ran.add(name)
@@ -369,7 +386,9 @@ def _locate_inplace(model: nn.Module, x: torch.Tensor) -> list[dict[str, str]]:
 
         handles = []
         for name, module in model.named_modules():
-            handles.append(module.register_forward_pre_hook(pre(name)))
+            # prepend: run before the module stack pushes ``name``, while ``current`` is still
+            # the enclosing module whose own code ran since the last boundary
+            handles.append(module.register_forward_pre_hook(pre(name), prepend=True))
             handles.append(module.register_forward_hook(post(name)))
         try:
             with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -465,6 +484,7 @@ def run(ctx: CollectContext) -> CheckResult:
     ctx.extras["gradient_flow_severed"] = severed
     if problems:
         trace, bits = _trace_parameters(ctx.fresh_model(torch.float64), x, list(problems))
+    training_ran: set[str] | None = None  # modules a training-mode forward calls (on demand)
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=_owner(name))
         if name in measured.frozen:
@@ -483,10 +503,19 @@ def run(ctx: CollectContext) -> CheckResult:
             kind, reason = _reason(name, bits[name], trace, zero)
             if kind in SEVERING_KINDS or kind == "untracked":
                 severed.append(name)
+            status: ItemStatus = "fail"
+            if kind == "unused" and _owner(name) not in trace.ran:
+                if training_ran is None:
+                    training_ran = _modules_run_in_training(ctx.fresh_model(torch.float64), x)
+                if _owner(name) in training_ran:
+                    # an auxiliary branch (a VAE regularizer, an auxiliary classifier) that
+                    # forward calls in training only: trained there, just not by this probe
+                    status = "warn"
+                    reason += " in eval mode; it runs in training mode, where it gets gradients"
             items.append(
                 CheckItem(
                     subject=subject,
-                    status="fail",
+                    status=status,
                     metrics={
                         "has_grad": grad is not None,
                         "grad_norm": 0.0 if grad is not None else None,

@@ -36,7 +36,12 @@ __all__ = ["HVP_EPS", "HVP_EPS_SWEEP", "hessian_vector_check"]
 # A small default step: in ReLU/max-pool networks a larger one moves some of the (many)
 # pre-activations across their kink, and each crossing makes the gradient jump.
 HVP_EPS = 1e-7
-HVP_EPS_SWEEP: tuple[float, ...] = (1e-5, 1e-6, 1e-8, 1e-9)
+# Larger steps too: a model whose float64 instance still runs part of its path in float32
+# (the reference FNO code allocates its spectrum with a hard-coded dtype=torch.cfloat) has
+# gradients with float32 rounding, which the small steps' differences amplify (the error grows
+# as 1/eps, from 1e-5 of the product at eps=1e-3 to 1e-1 at 1e-7). A wrong double backward
+# fails at every step.
+HVP_EPS_SWEEP: tuple[float, ...] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-9)
 NEARBY = 1e-3  # size of the move to a nearby point, relative to each tensor's RMS
 
 
@@ -48,8 +53,11 @@ def _norm(ts: Sequence[torch.Tensor]) -> float:
 def _rms_scaled_gaussian(
     t: torch.Tensor, generator: torch.Generator, scale: float = 1.0
 ) -> torch.Tensor:
-    rms = float(t.pow(2).mean().sqrt()) if t.numel() else 0.0
-    noise = torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.device)
+    # |t|: a complex parameter (an FNO's spectral weights) gets a complex direction of the
+    # same RMS modulus (randn's complex draw has E|z|^2 = 1)
+    rms = float(t.abs().pow(2).mean().sqrt()) if t.numel() else 0.0
+    dtype = torch.complex128 if t.is_complex() else torch.float64
+    noise = torch.randn(t.shape, generator=generator, dtype=dtype).to(t.device)
     return noise * max(rms, 1e-3) * scale
 
 

@@ -236,7 +236,7 @@ def integrated_gradients(
         if pending == "argmax":  # the probe step needs input 0's class before the rest
             with torch.no_grad():
                 evaluator.classes = torch.zeros(n, dtype=torch.long)
-                evaluator.classes[:1] = argmax_classes(model(x64[:1].to(dtype)))
+                evaluator.classes[:1] = argmax_classes(evaluator.output(x64[:1]))
         if key not in cache:  # one probe step per model and input shape
             cache[key] = probe(evaluator, x64[:1], everyone[:1])
         per_sample = cache[key][0]

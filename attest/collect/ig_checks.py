@@ -49,6 +49,7 @@ from attest.collect.ig import (
     integrated_gradients,
     make_baseline,
 )
+from attest.collect.run import model_output_tensor
 from attest.evidence import CheckItem, CheckResult, ItemStatus, Metric
 
 __all__ = ["IG_CHECKS", "run", "target_probability_limit"]
@@ -376,17 +377,21 @@ def _baseline(
 ) -> CheckResult:
     settings = ctx.settings
     classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
+
+    def output(x: torch.Tensor) -> torch.Tensor:
+        return model_output_tensor(model(x))
+
     with torch.no_grad():
-        out_x = model(inputs)
+        out_x = output(inputs)
         readings = {
             kind: baseline_neutrality(
-                model(make_baseline(kind, inputs, seed=settings.seed).to(inputs.dtype)),
+                output(make_baseline(kind, inputs, seed=settings.seed).to(inputs.dtype)),
                 out_x,
                 classes,
             )
             for kind in BASELINES
         }
-        chosen = baseline_neutrality(model(main.baseline.to(inputs.dtype)), out_x, classes)
+        chosen = baseline_neutrality(output(main.baseline.to(inputs.dtype)), out_x, classes)
     items = []
     for i in range(inputs.shape[0]):
         metrics = {

@@ -211,6 +211,11 @@ def relative_deviation(a: torch.Tensor, reference: torch.Tensor) -> float:
     return worst / scale if scale > 0.0 else math.inf
 
 
+def _real_view(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its (real, imaginary) pairs; a real one as it is."""
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
+
+
 def squared_error_sums(
     a: torch.Tensor, ref: torch.Tensor, *, block: int | None = None
 ) -> tuple[float, float] | None:
@@ -222,6 +227,10 @@ def squared_error_sums(
     square and read as undefined too; no activation or gradient of a working model is that
     large.)
     """
+    if a.is_complex() or ref.is_complex():  # |z|^2 sums: as (real, imaginary) pairs
+        if not (a.is_complex() and ref.is_complex()):
+            a, ref = a.to(torch.complex128), ref.to(torch.complex128)
+        a, ref = _real_view(a), _real_view(ref)
     num = den = 0.0
     for block_a, block_r in _blocks(a, ref, block):
         r = block_r.to(torch.float64)
@@ -238,12 +247,16 @@ def squared_error_sums(
 
 
 def relative_error(
-    values: Iterable[tuple[torch.Tensor, torch.Tensor]], *, block: int | None = None
+    values: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    block: int | None = None,
+    floor: float = 0.0,
 ) -> float | None:
-    """``||a - ref|| / ||ref||`` (2-norms in float64) over all pairs taken together.
+    """``||a - ref|| / max(||ref||, floor)`` (2-norms in float64) over all pairs together.
 
     None when a pair holds non-finite values or mismatched shapes (the error is then not
-    defined); 0 when both sides are all zero; infinite when only the reference is zero.
+    defined); 0 when both sides are all zero; infinite when only the reference (and the
+    floor) is zero.
     """
     num = 0.0
     den = 0.0
@@ -259,6 +272,7 @@ def relative_error(
         seen = True
     if not seen:
         return None
+    den = max(den, floor * floor)
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return math.sqrt(num / den)

@@ -379,6 +379,11 @@ def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckIte
         )
         if outcome.get("on_kink"):
             message += "; failed at the probe point, agrees at a nearby point (the probe point lies on a kink)"
+        if outcome["hv_norm"] is None:  # the double backward itself gave NaN or Inf
+            message += (
+                "; the double-backward Hv is NaN or infinite (an operator's double-backward "
+                "formula at a singular point, such as the norm of an all-zero slice: see kinks)"
+            )
         metrics = {key: outcome[key] for key in ("max_rel_error", "eps", "hv_norm", "grad_norm")}
         metrics.update(
             {

@@ -187,3 +187,103 @@ def tiny_mobilenet() -> nn.Module:
 
 def gru_classifier() -> nn.Module:
     return GRUClassifier()
+
+
+class SpectralConv2d(nn.Module):
+    """The Fourier layer of the Fourier neural operator (Li et al. 2021), as in the reference
+    code: rfft2, complex weights on the lowest modes, irfft2; the spectrum is allocated with a
+    hard-coded ``dtype=torch.cfloat``, so part of a float64 instance still runs in float32."""
+
+    def __init__(self, cin: int, cout: int, modes: int) -> None:
+        super().__init__()
+        self.modes = modes
+        scale = 1 / (cin * cout)
+        self.w1 = nn.Parameter(scale * torch.randn(cin, cout, modes, modes, dtype=torch.cfloat))
+        self.w2 = nn.Parameter(scale * torch.randn(cin, cout, modes, modes, dtype=torch.cfloat))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, _, h, w = x.shape
+        m = self.modes
+        xf = torch.fft.rfft2(x)
+        out = torch.zeros(n, self.w1.shape[1], h, w // 2 + 1, dtype=torch.cfloat, device=x.device)
+        out[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, :m, :m], self.w1)
+        out[:, :, -m:, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, -m:, :m], self.w2)
+        return torch.fft.irfft2(out, s=(h, w))
+
+
+class TinyFNO(nn.Module):
+    """Two Fourier layers with pointwise skips, GELU, a 2-class per-pixel output (the operator
+    networks used for MRI reconstruction have this shape)."""
+
+    def __init__(self, width: int = 8, modes: int = 3) -> None:
+        super().__init__()
+        self.lift = nn.Conv2d(1, width, 1)
+        self.spectral = nn.ModuleList([SpectralConv2d(width, width, modes) for _ in range(2)])
+        self.pointwise = nn.ModuleList([nn.Conv2d(width, width, 1) for _ in range(2)])
+        self.proj = nn.Conv2d(width, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lift(x)
+        for spectral, pointwise in zip(self.spectral, self.pointwise, strict=True):
+            h = nn.functional.gelu(spectral(h) + pointwise(h))
+        return self.proj(h)
+
+
+class CausalSelfAttention(nn.Module):
+    """minGPT's attention (Karpathy): a causal mask from a tril buffer, written as -inf with
+    masked_fill before the softmax."""
+
+    def __init__(self, dim: int = 16, heads: int = 2, block: int = 8) -> None:
+        super().__init__()
+        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.c_proj = nn.Linear(dim, dim)
+        self.n_head = heads
+        self.register_buffer("bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.size()
+        q, k, v = (
+            z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
+            for z in self.c_attn(x).split(c, dim=2)
+        )
+        att = (q @ k.transpose(-2, -1)) * (1.0 / k.size(-1) ** 0.5)
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        att = nn.functional.softmax(att, dim=-1)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(b, t, c))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(dim)
+        self.attn = CausalSelfAttention(dim)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyGPTClassifier(nn.Module):
+    """minGPT blocks over a projected sequence of features; the last position classifies."""
+
+    def __init__(self, features: int = 4, dim: int = 16, classes: int = 3) -> None:
+        super().__init__()
+        self.wte = nn.Linear(features, dim)
+        self.wpe = nn.Parameter(torch.randn(1, 8, dim) * 0.02)
+        self.blocks = nn.Sequential(GPTBlock(dim), GPTBlock(dim))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.wte(x) + self.wpe[:, : x.shape[1]]
+        return self.head(self.ln_f(self.blocks(h))[:, -1])
+
+
+def tiny_fno() -> nn.Module:
+    return TinyFNO()
+
+
+def tiny_gpt() -> nn.Module:
+    return TinyGPTClassifier()

@@ -271,3 +271,39 @@ def test_unsupported_weights_suffix(tmp_path: Path) -> None:
     _edit(path, "weights.safetensors", "w.onnx")
     with pytest.raises(AttestError, match="unsupported file type"):
         load_spec(path)
+
+
+# A module that converts an older state-dict layout reads its version from the state_dict's
+# _metadata while loading, as torchvision's MNASNet does (found on mnasnet0_5).
+VERSIONED = """
+from torch import nn
+
+class Versioned(nn.Linear):
+    _version = 2
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, *args):
+        if local_metadata.get("version") not in (1, 2):
+            raise ValueError(f"version should be 1 or 2, not {local_metadata.get('version')}")
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, *args)
+
+def build():
+    return nn.Sequential(Versioned(8, 3))
+"""
+
+
+def test_pt_weights_keep_the_state_dict_version_metadata(tmp_path: Path) -> None:
+    path = make_spec(tmp_path, VERSIONED)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 3))  # same keys and shapes
+    state = model.state_dict()
+    state._metadata = {"": {"version": 1}, "0": {"version": 2}}  # type: ignore[attr-defined]
+    torch.save(state, tmp_path / "w.pt")
+    _edit(path, "weights.safetensors", "w.pt")
+    loaded = load_spec(path).build_model()
+    assert torch.equal(loaded[0].weight, state["0.weight"])
+
+
+def test_safetensors_without_version_metadata_is_a_config_error_saying_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="should be 1 or 2") as info:
+        load_spec(make_spec(tmp_path, VERSIONED))
+    assert info.value.hint is not None and "torch.save" in info.value.hint
