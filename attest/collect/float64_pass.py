@@ -195,20 +195,28 @@ class _FidelityObserver(CaptureObserver):
         grad_outputs: Sequence[torch.Tensor | None],
         grad_inputs: Sequence[torch.Tensor | None],
     ) -> None:
-        self.grad_norms[op_id] = _norm(g for g in grad_outputs if g is not None)
         ref_id = self.aligner.mapping.get(op_id)
-        if ref_id is None:
-            return
-        measure = self.reference[ref_id]
-        if measure.grad_outputs is None:
-            return
+        measure = self.reference[ref_id] if ref_id is not None else None
         pairs = [
             (box.value, g)
-            for box, g in zip(measure.grad_outputs, grad_outputs, strict=False)
+            for box, g in zip(
+                (measure.grad_outputs or ()) if measure is not None else (),
+                grad_outputs,
+                strict=False,
+            )
             if box is not None and g is not None
         ]
-        if pairs:
-            measure.grad_err = relative_error(pairs, block=self.block, floor=self._floor(op_id))
+        if len(pairs) < sum(g is not None for g in grad_outputs):
+            # not every gradient is compared: their norm is not a by-product of the comparison
+            self.grad_norms[op_id] = _norm(g for g in grad_outputs if g is not None)
+        if measure is None or not pairs:
+            return
+
+        def floor(reference_sq: float) -> float:  # the float64 gradients' norm, squared
+            self.grad_norms.setdefault(op_id, math.sqrt(reference_sq))
+            return self._floor(op_id)
+
+        measure.grad_err = relative_error(pairs, block=self.block, floor=floor)
 
     def _floor(self, op_id: int) -> float:
         """The scale to take this operator's gradient error relative to, when its float64

@@ -10,7 +10,7 @@ import ctypes
 import hashlib
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -251,13 +251,14 @@ def relative_error(
     values: Iterable[tuple[torch.Tensor, torch.Tensor]],
     *,
     block: int | None = None,
-    floor: float = 0.0,
+    floor: float | Callable[[float], float] = 0.0,
 ) -> float | None:
     """``||a - ref|| / max(||ref||, floor)`` (2-norms in float64) over all pairs together.
 
     None when a pair holds non-finite values or mismatched shapes (the error is then not
     defined); 0 when both sides are all zero; infinite when only the reference (and the
-    floor) is zero.
+    floor) is zero. ``floor`` may be a function of ``||ref||^2`` (once the sums are known: the
+    caller gets the reference's norm without a second pass over it).
     """
     num = 0.0
     den = 0.0
@@ -273,7 +274,8 @@ def relative_error(
         seen = True
     if not seen:
         return None
-    den = max(den, floor * floor)
+    low = floor(den) if callable(floor) else floor
+    den = max(den, low * low)
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return math.sqrt(num / den)
