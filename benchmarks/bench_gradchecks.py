@@ -40,6 +40,9 @@ from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
 from attest.collect.gradient_flow import probe_objective
 from attest.collect.run import capture_operators, model_output_tensor
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gradcheck_floor import prepare_floor  # noqa: E402  (this folder's helper)
+
 
 class ConvNet(nn.Module):
     """``depth`` Conv-BatchNorm-ReLU blocks with a max-pool after the first, then a linear head."""
@@ -144,6 +147,9 @@ def measure(name: str, ctx: CollectContext, repeats: int, rounds: int = 3) -> di
     )
     capture_s = _clock() - start
     ctx.operators = records
+    floor_once = prepare_floor(ctx)
+    floor_once()  # warm-up
+    floors: list[float] = []
     baselines: list[float] = []
     samples: dict[str, list[float]] = {check_id: [] for check_id, _ in gradchecks.CHECKS}
     round_ratios: list[float] = []
@@ -154,6 +160,7 @@ def measure(name: str, ctx: CollectContext, repeats: int, rounds: int = 3) -> di
         gc.collect()
         here = _forward_backward_seconds(ctx, repeats)
         baselines += here
+        floors.append(floor_once())
         results = []
         spent = 0.0
         # As ``gradchecks.run`` runs them: in execution order, with the hand-offs on.
@@ -170,6 +177,7 @@ def measure(name: str, ctx: CollectContext, repeats: int, rounds: int = 3) -> di
             spent += took
         round_ratios.append(spent / statistics.median(here))
     baseline = statistics.median(baselines)
+    floor = statistics.median(floors)
     per_check = {k: statistics.median(v) for k, v in samples.items()}
     total = sum(per_check.values())
     flagged = sorted(r.check for r in results if r.failed_items or r.status == "error")
@@ -181,6 +189,7 @@ def measure(name: str, ctx: CollectContext, repeats: int, rounds: int = 3) -> di
         "capture_ratio": capture_s / baseline,
         "total_s": total,
         "ratio": total / baseline,
+        "floor_ratio": floor / baseline,
         "share_pct": {k: 100 * v / total for k, v in per_check.items()},
         "check_ratio": {k: v / baseline for k, v in per_check.items()},
         "flagged": flagged,
@@ -277,7 +286,11 @@ def main() -> None:
         if args.only and args.only not in name:
             continue
         rows.append(measure(name, make(), args.repeats, args.rounds))
-        print(f"{name}: {rows[-1]['ratio']:.1f}x", file=sys.stderr, flush=True)
+        print(
+            f"{name}: {rows[-1]['ratio']:.1f}x (floor {rows[-1]['floor_ratio']:.1f}x)",
+            file=sys.stderr,
+            flush=True,
+        )
     checks = list(rows[0]["share_pct"])
     print(
         f"# gradient checks vs one float64 forward+backward ({date.today()}, {platform.machine()}, "
@@ -292,6 +305,7 @@ def main() -> None:
         "checks s",
         "ratio",
         "per round",
+        "floor",
         *[f"{c} %" for c in checks],
     ]
     print("| " + " | ".join(header) + " |")
@@ -305,6 +319,7 @@ def main() -> None:
             f"{row['total_s']:.2f}",
             f"{row['ratio']:.1f}x",
             f"{min(row['round_ratios']):.0f}-{max(row['round_ratios']):.0f}x",
+            f"{row['floor_ratio']:.1f}x",
             *[f"{row['share_pct'][c]:.0f}" for c in checks],
         ]
         print("| " + " | ".join(cells) + " |")

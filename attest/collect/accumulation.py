@@ -100,7 +100,7 @@ def run(ctx: CollectContext) -> CheckResult:
             parameters=parameters,
             reason="the probe inputs have no 'target' tensor for the loss",
         )
-    model = ctx.fresh_model(torch.float64)
+    model = ctx.shared_model(torch.float64)
     x = probe_input(ctx, torch.float64)
     y = spec.labels.to(spec.device)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]

@@ -8,6 +8,7 @@ and detectors can read ``kernel_size`` without guessing positions.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,15 +57,30 @@ def bind_schema(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[
 
 def to_float64(value: Any) -> Any:
     """Floating tensors (and floating dtype arguments) of a nested structure, in float64."""
+    return _convert64(value)
 
-    def convert(v: Any) -> Any:
-        if floating(v):
-            return v.detach().to(torch.float64)
-        if isinstance(v, torch.dtype) and v.is_floating_point:
-            return torch.float64
-        return v
 
-    return tree_map(convert, value)
+def _convert64(v: Any) -> Any:
+    # By hand for the plain containers of ATen arguments (lists, tuples, dicts): the gradient
+    # checks convert every captured call, and a pytree walk costs more than the operator.
+    if isinstance(v, torch.Tensor):
+        return v.detach().to(torch.float64) if v.is_floating_point() else v
+    if isinstance(v, torch.dtype):
+        return torch.float64 if v.is_floating_point else v
+    kind = type(v)
+    if kind is list or kind is tuple:
+        return kind(_convert64(x) for x in v)
+    if kind is dict:
+        return {k: _convert64(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, dict)):  # a namedtuple or other registered node
+        return tree_map(_convert64, v)
+    return v
+
+
+# Where each pytree leaf of a call sits: (argument index or keyword, index in a list argument
+# or None). Rebuilding a call from these is several times cheaper than ``tree_unflatten``,
+# which the gradient checks would otherwise pay on every one of an operator's re-runs.
+_Place = tuple[int | str, int | None]
 
 
 @dataclass
@@ -86,6 +102,9 @@ class BoundCall:
     _spec: Any
     _slots: list[int]
     _written: set[int]
+    # Where each leaf sits (see _flat_leaves), or None for arguments nested deeper, which are
+    # rebuilt from the pytree spec instead.
+    _places: list[_Place] | None
     # When set, the operator runs in this dtype inside a float64 shell: floating inputs are
     # cast down on the way in and the outputs back up, so finite differences and directions
     # stay in float64 while the kernel is the one that was captured (for kernels with no
@@ -95,21 +114,29 @@ class BoundCall:
     @classmethod
     def of(cls, func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> BoundCall:
         """Expose the floating tensors of ``func(*args, **kwargs)``."""
-        leaves, spec = tree_flatten((tuple(args), dict(kwargs)))
-        arg_names = _leaf_argument_names(func, args, kwargs, len(leaves))
+        args, kwargs = tuple(args), dict(kwargs)
+        flat = _flat_leaves(args, kwargs)
+        if flat is not None:
+            leaves, places = flat
+            spec = None
+        else:
+            leaves, spec = tree_flatten((args, kwargs))
+            places = None
+        arg_names = _leaf_argument_names(func, args, kwargs, len(leaves), places)
         written_names = _written_argument_names(func)
         slots = [i for i, leaf in enumerate(leaves) if floating(leaf)]
         written = {i for i, name in enumerate(arg_names) if name in written_names}
         return cls(
             func=func,
-            args=tuple(args),
-            kwargs=dict(kwargs),
+            args=args,
+            kwargs=kwargs,
             tensors=[leaves[i] for i in slots],
             names=[arg_names[i] for i in slots],
             _leaves=leaves,
             _spec=spec,
             _slots=slots,
             _written=written,
+            _places=places,
         )
 
     def function(self, use: Sequence[int]) -> Callable[..., list[torch.Tensor]]:
@@ -119,7 +146,14 @@ class BoundCall:
         first, so the operator never writes into a tensor autograd is differentiating.
         """
         positions = [self._slots[k] for k in use]
-        places = _leaf_places(self.args, self.kwargs, len(self._leaves))
+        places = self._places
+        if (
+            places is not None
+            and not self._written
+            and self.inner_dtype is None
+            and all(places[p][1] is None and isinstance(places[p][0], int) for p in positions)
+        ):
+            return _positional_call(self.func, self.args, self.kwargs, places, positions)
 
         def call(*xs: torch.Tensor) -> list[torch.Tensor]:
             leaves = list(self._leaves)
@@ -131,18 +165,11 @@ class BoundCall:
             inner = self.inner_dtype
             if inner is not None:
                 leaves = [leaf.to(inner) if floating(leaf) else leaf for leaf in leaves]
-            if places is None or inner is not None:
+            if places is None:
                 args, kwargs = tree_unflatten(leaves, self._spec)
-            else:  # the same call, rebuilt without a pytree walk (see _leaf_places)
+            else:  # the same call, rebuilt without a pytree walk (see _flat_leaves)
                 args, kwargs = _rebuild(self.args, self.kwargs, places, leaves)
-            out = self.func(*args, **kwargs)
-            if isinstance(out, torch.Tensor):
-                tensors = [out]
-            elif isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
-                tensors = list(out)
-            else:
-                flat, _ = tree_flatten(out)
-                tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+            tensors = _output_tensors(self.func(*args, **kwargs))
             if inner is not None:
                 tensors = [t.to(torch.float64) if t.is_floating_point() else t for t in tensors]
             return tensors
@@ -150,27 +177,60 @@ class BoundCall:
         return call
 
 
-# Where each pytree leaf of a call sits: (argument index or keyword, index in a list argument
-# or None). Rebuilding a call from these is several times cheaper than ``tree_unflatten``,
-# which the gradient checks would otherwise pay on every one of an operator's re-runs.
-_Place = tuple[int | str, int | None]
+def _positional_call(
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    places: list[_Place],
+    positions: list[int],
+) -> Callable[..., list[torch.Tensor]]:
+    """:meth:`BoundCall.function` when every replaced tensor is a positional argument of its
+    own and nothing is written or cast: a copy of the argument list with those entries
+    replaced (the finite differences call it a dozen times per operator)."""
+    slots = [int(places[p][0]) for p in positions]
+    template = list(args)
+
+    def call(*xs: torch.Tensor) -> list[torch.Tensor]:
+        new_args = template.copy()
+        for slot, x in zip(slots, xs, strict=True):
+            new_args[slot] = x
+        out = func(*new_args, **kwargs)
+        return _output_tensors(out)
+
+    return call
 
 
-def _leaf_places(args: Sequence[Any], kwargs: dict[str, Any], n_leaves: int) -> list[_Place] | None:
-    """The place of every leaf, or None when an argument nests deeper than one list."""
+def _output_tensors(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        return list(out)
+    flat, _ = tree_flatten(out)
+    return [t for t in flat if isinstance(t, torch.Tensor)]
+
+
+def _flat_leaves(
+    args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], list[_Place]] | None:
+    """The pytree leaves of a call and the place of each, or None when an argument nests
+    deeper than one plain list or tuple (the caller then walks the pytree)."""
+    leaves: list[Any] = []
     places: list[_Place] = []
     named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
     for key, value in named:
-        flat = tree_flatten(value)[0]
-        if len(flat) == 1 and flat[0] is value:
-            places.append((key, None))
-        elif isinstance(value, (list, tuple)) and len(flat) == len(value):
-            if any(a is not b for a, b in zip(flat, value, strict=True)):
-                return None
-            places.extend((key, j) for j in range(len(value)))
-        else:
+        kind = type(value)
+        if kind is list or kind is tuple:
+            for j, item in enumerate(value):
+                if isinstance(item, (list, tuple, dict)):
+                    return None
+                leaves.append(item)
+                places.append((key, j))
+        elif isinstance(value, (list, tuple, dict)):  # a namedtuple, a dict: not flat
             return None
-    return places if len(places) == n_leaves else None
+        else:
+            leaves.append(value)
+            places.append((key, None))
+    return leaves, places
 
 
 def _rebuild(
@@ -204,26 +264,58 @@ def _rebuild(
 
 
 def _leaf_argument_names(
-    func: Any, args: Sequence[Any], kwargs: dict[str, Any], n_leaves: int
+    func: Any,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    n_leaves: int,
+    places: list[_Place] | None = None,
 ) -> list[str]:
-    schema = getattr(func, "_schema", None)
+    schema_names = _schema_argument_names(func)
+
+    def name_of(key: int | str) -> str:
+        if isinstance(key, str):
+            return key
+        return schema_names[key] if key < len(schema_names) else f"arg{key}"
+
+    if places is not None:
+        return [name_of(key) for key, _ in places]
     names: list[str] = []
     for i, value in enumerate(args):
-        name = f"arg{i}"
-        if schema is not None and i < len(schema.arguments):
-            name = schema.arguments[i].name
-        names.extend([name] * len(tree_flatten(value)[0]))
+        names.extend([name_of(i)] * len(tree_flatten(value)[0]))
     for key, value in kwargs.items():
         names.extend([key] * len(tree_flatten(value)[0]))
     return names if len(names) == n_leaves else [f"leaf{i}" for i in range(n_leaves)]
 
 
-def _written_argument_names(func: Any) -> set[str]:
+def _schema_argument_names(func: Any) -> tuple[str, ...]:
+    """The names of the schema's arguments in order (``schema.arguments`` builds a new list of
+    argument objects on every access: read once per operator)."""
+    try:
+        return _names_by_schema(func)
+    except TypeError:  # an unhashable callable: no schema
+        return ()
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_by_schema(func: Any) -> tuple[str, ...]:
+    schema = getattr(func, "_schema", None)
+    return () if schema is None else tuple(str(arg.name) for arg in schema.arguments)
+
+
+def _written_argument_names(func: Any) -> frozenset[str]:
+    try:
+        return _written_by_schema(func)
+    except TypeError:  # an unhashable callable: not an ATen operator, nothing written
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=1024)
+def _written_by_schema(func: Any) -> frozenset[str]:
     schema = getattr(func, "_schema", None)
     if schema is None or not schema.is_mutable:
-        return set()
-    return {
+        return frozenset()
+    return frozenset(
         arg.name
         for arg in schema.arguments
         if arg.alias_info is not None and arg.alias_info.is_write
-    }
+    )

@@ -16,6 +16,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from attest.collect.shared_model import SharedModel
+
 __all__ = [
     "CheckSettings",
     "CollectContext",
@@ -180,6 +182,24 @@ class CollectContext:
     extras: dict[str, Any] = field(
         default_factory=dict
     )  # room for checks to share results (e.g. IG attributions)
+    _shared: dict[torch.dtype, SharedModel] = field(default_factory=dict, repr=False)
+
+    def shared_model(self, dtype: torch.dtype | None = None) -> nn.Module:
+        """An instance as :meth:`fresh_model` builds it, shared between the gradient checks:
+        handed out again while it is as built, restored or rebuilt when a check changed it
+        (see :mod:`attest.collect.shared_model`). A check that changes the model on purpose
+        (training mode, perturbed weights) takes a fresh one instead."""
+        dtype = dtype or precision_dtype(self.spec.precision)
+        shared = self._shared.get(dtype)
+        if shared is None:
+            shared = self._shared[dtype] = SharedModel(lambda: self.fresh_model(dtype))
+        return shared.get()
+
+    def release_shared_models(self) -> None:
+        """Drop the shared instances and their snapshots (when the gradient checks are done)."""
+        for shared in self._shared.values():
+            shared.release()
+        self._shared.clear()
 
     def fresh_model(self, dtype: torch.dtype | None = None) -> nn.Module:
         """A new instance with the trained weights, in eval mode, on the spec's device and dtype

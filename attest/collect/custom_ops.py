@@ -384,12 +384,21 @@ def run(ctx: CollectContext) -> CheckResult:
         "max_calls_per_function": max_calls,
         "dtype": "float64",
     }
-    model = ctx.fresh_model()
+    # Which Functions forward uses, from the autograd graph of the float64 instance the other
+    # gradient checks share (building a model of its own cost more than the forward); their
+    # calls are then captured in the deployed precision.
     x = probe_input(ctx)
     x = x.detach().requires_grad_(True) if x.is_floating_point() else x
-    with torch.enable_grad():
-        output = model_output_tensor(model(x))
+    try:
+        x64 = probe_input(ctx, torch.float64)
+        x64 = x64.detach().requires_grad_(True) if x64.is_floating_point() else x64
+        with torch.enable_grad():
+            output = model_output_tensor(ctx.shared_model(torch.float64)(x64))
+    except Exception:  # a model that cannot run in float64: look in the deployed precision
+        with torch.enable_grad():
+            output = model_output_tensor(ctx.fresh_model()(x))
     classes = discover_custom_functions([output])
+    del output
     calls = captured_custom_calls(ctx.fresh_model(), x, classes, max_calls) if classes else []
     ctx.extras["custom_functions"] = classes
     ctx.extras["custom_calls"] = calls

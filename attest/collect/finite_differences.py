@@ -182,18 +182,6 @@ def _vjp(
     return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves, strict=True)]
 
 
-def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
-    """Sum of the elementwise products of two tensor lists (one fused kernel per pair)."""
-    total = 0.0
-    for x, y in zip(a, b, strict=True):
-        total += float(torch.dot(x.reshape(-1), y.reshape(-1).to(x.dtype)))
-    return total
-
-
-def _norm(a: Sequence[torch.Tensor]) -> float:
-    return math.sqrt(sum(float(torch.linalg.vector_norm(x)) ** 2 for x in a))
-
-
 class GaussianPool:
     """Seeded Gaussian directions, cut from one shared buffer.
 
@@ -219,16 +207,22 @@ class GaussianPool:
 
     def like(self, t: torch.Tensor) -> torch.Tensor:
         """A Gaussian tensor shaped like ``t`` (float64, on ``t``'s device)."""
-        n = t.numel()
+        return self._cut(t.numel(), t.device).view(t.shape)
+
+    def stacked(self, t: torch.Tensor, k: int) -> torch.Tensor:
+        """``k`` Gaussian tensors shaped like ``t``, as one (k, *t.shape) tensor."""
+        return self._cut(k * t.numel(), t.device).view(k, *t.shape)
+
+    def _cut(self, n: int, device: torch.device) -> torch.Tensor:
         if 2 * n + 1024 > self.buffer.numel():
             extra = 2 * n + 1024 - self.buffer.numel()
             self.buffer = torch.cat([self.buffer, self._draw(extra)])
             self._by_device.clear()
         offset = self.offsets.randrange(self.buffer.numel() - n + 1)
-        buffer = self._by_device.get(t.device)
+        buffer = self._by_device.get(device)
         if buffer is None:
-            buffer = self._by_device[t.device] = self.buffer.to(t.device)
-        return buffer[offset : offset + n].view(t.shape)
+            buffer = self._by_device[device] = self.buffer.to(device)
+        return buffer[offset : offset + n]
 
 
 def rms_or_one(x: torch.Tensor) -> float:
@@ -264,86 +258,6 @@ def _pick_eps(
     return best_eps, best_error, default_error, curve
 
 
-def _random_direction_check(
-    fn: TensorFn,
-    inputs: Sequence[torch.Tensor],
-    leaves: list[torch.Tensor],
-    outputs: list[torch.Tensor],
-    keep: list[int],
-    settings: FiniteDifferenceSettings,
-    generator: GaussianPool,
-    first: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
-    absolute: bool = False,
-) -> BackwardCheck:
-    # Steps are relative: each input's part of a direction is scaled by that input's RMS, so
-    # an input of CT intensities (~1e3) is not probed with steps lost in its rounding. With
-    # ``absolute`` the scale is 1 (the retry of check_backward, module docstring).
-    scales = [1.0 if absolute else rms_or_one(x) for x in inputs]
-    # One backward per output cotangent, not per direction: direction k pairs input direction
-    # v_k with cotangent u_(k mod C), and <J^T u, v_k> for every k comes from that one
-    # backward, as in torch's fast gradcheck (one vjp per cotangent). The backward is the
-    # expensive half of an operator (2-3 forwards for a convolution); see ``cotangents``.
-    pairs: list[tuple[list[torch.Tensor], list[torch.Tensor], float]] = []
-    few_outputs = sum(o.numel() for o in outputs) <= settings.full_jacobian_max_out_numel
-    n_cotangents = settings.directions if few_outputs else settings.cotangents
-    n_cotangents = max(1, min(n_cotangents, settings.directions))
-    for c in range(n_cotangents):
-        if c == 0 and first is not None:
-            u, g = first  # the cotangent already drawn (and differentiated) by check_backward
-        else:
-            u = [_gaussian_like(o, generator) for o in outputs]
-            g = _vjp(outputs, leaves, u)
-        # a = <g, v> is distributed as N(0, sum_i s_i^2 ||g_i||^2): that is the floor's scale.
-        spread = math.sqrt(sum((s * _norm([gi])) ** 2 for gi, s in zip(g, scales, strict=True)))
-        pairs.append((u, g, spread))
-    # Direction k is v_k = s * z_k (z_k standard Gaussian, a view of the pool): the RMS scale
-    # s of each input goes into the step and into a = s <g, z>, not into a scaled copy.
-    cases: list[tuple[list[torch.Tensor], list[torch.Tensor], float, float]] = []
-    for k in range(settings.directions):
-        u, g, spread = pairs[k % n_cotangents]
-        z = [_gaussian_like(x, generator) for x in inputs]
-        analytic = sum(s * _dot([gi], [zi]) for gi, zi, s in zip(g, z, scales, strict=True))
-        cases.append((z, u, analytic, spread))
-    floor_factor = settings.atol / settings.rtol
-    # The perturbed inputs are written into one buffer per input: an output that aliases it (a
-    # view operator) is reduced to <u, f> before the buffer is overwritten.
-    buffers = [torch.empty_like(x) for x in inputs]
-
-    def perturbed_dot(z: list[torch.Tensor], u: list[torch.Tensor], step: float) -> float:
-        for buffer, x, zi, s in zip(buffers, inputs, z, scales, strict=True):
-            torch.add(x, zi, alpha=step * s, out=buffer)
-        return _dot(u, _evaluate(fn, buffers, keep))
-
-    def error_at(eps: float) -> float:
-        worst = 0.0
-        for z, u, analytic, g_norm in cases:
-            numeric = (perturbed_dot(z, u, eps) - perturbed_dot(z, u, -eps)) / (2 * eps)
-            if not math.isfinite(numeric):
-                return math.inf
-            scale = max(abs(analytic), abs(numeric), floor_factor * g_norm)
-            error = abs(analytic - numeric) / scale if scale > 0 else 0.0
-            worst = max(worst, error)
-        return worst
-
-    eps, error, default_error, curve = _pick_eps(error_at, settings)
-    return BackwardCheck(
-        mode="random_directions",
-        passed=error <= settings.rtol,
-        max_rel_error=error,
-        eps=eps,
-        default_eps_error=default_error,
-        directions=settings.directions,
-        seed=settings.seed,
-        atol=settings.atol,
-        rtol=settings.rtol,
-        input_numel=sum(x.numel() for x in inputs),
-        output_numel=sum(o.numel() for o in outputs),
-        error_curve=curve,
-        cotangents=n_cotangents,
-        step_scale="absolute" if absolute else "relative",
-    )
-
-
 def check_backward(
     fn: TensorFn,
     inputs: Sequence[torch.Tensor],
@@ -367,11 +281,23 @@ def check_backward(
     """
     if not inputs:
         raise NotDifferentiable("no floating-point input to differentiate")
-    fn, inputs = _as_real(fn, [x.detach() for x in inputs])
-    with torch.no_grad():
-        base = fn(*inputs)
-    fn, left_out = _finite_part(fn, base)
+    inputs = [x.detach() for x in inputs]
+    if any(x.is_complex() for x in inputs):
+        fn, inputs = _as_real(fn, inputs)
     leaves, outputs, keep = _differentiable_outputs(fn, inputs)
+    if any(o.is_complex() for o in outputs):  # of real inputs (an rfft)
+        fn, inputs = _as_real(fn, inputs)
+        leaves, outputs, keep = _differentiable_outputs(fn, inputs)
+    left_out = 0
+    with torch.no_grad():  # one sum per output: the exact mask only when one is not finite
+        finite = math.isfinite(sum(float(o.sum()) for o in outputs))
+    if not finite:
+        base: list[torch.Tensor | None] = [None] * (max(keep) + 1)
+        for i, out in zip(keep, outputs, strict=True):
+            base[i] = out.detach()
+        fn, left_out = _finite_part(fn, base)
+        if left_out:
+            leaves, outputs, keep = _differentiable_outputs(fn, inputs)
     generator = pool if pool is not None else GaussianPool(settings.seed)  # grows on demand
     first_u = [_gaussian_like(o, generator) for o in outputs]
     raw = torch.autograd.grad(outputs, leaves, first_u, retain_graph=True, allow_unused=True)
@@ -399,11 +325,13 @@ def check_backward(
         if not check.passed:
             check = _better(check, _relative_full_jacobian(fn, inputs, keep, settings))
     else:
-        check = _random_direction_check(
+        from attest.collect.random_directions import random_direction_check  # imports this
+
+        check = random_direction_check(
             fn, inputs, leaves, outputs, keep, settings, generator, (first_u, first_g)
         )
         if not check.passed and any(rms_or_one(x) != 1.0 for x in inputs):
-            retry = _random_direction_check(
+            retry = random_direction_check(
                 fn, inputs, leaves, outputs, keep, settings, generator, (first_u, first_g), True
             )
             check = _better(check, retry)
@@ -443,7 +371,7 @@ def _as_real(fn: TensorFn, inputs: list[torch.Tensor]) -> tuple[TensorFn, list[t
     return real_fn, real_inputs
 
 
-def _finite_part(fn: TensorFn, base: Sequence[torch.Tensor]) -> tuple[TensorFn, int]:
+def _finite_part(fn: TensorFn, base: Sequence[torch.Tensor | None]) -> tuple[TensorFn, int]:
     """``fn`` with its output elements that are NaN or infinite in ``base`` (its outputs at
     the inputs checked) held at 0, and their count.
 

@@ -105,6 +105,7 @@ def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
     finally:
         ctx.extras.pop(gradient_flow.KEEP_GRAPH, None)
         ctx.extras.pop(gradient_flow.GRAPH, None)
+        ctx.release_shared_models()
 
 
 def run(ctx: CollectContext) -> list[CheckResult]:

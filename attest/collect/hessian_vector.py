@@ -50,15 +50,30 @@ def _norm(ts: Sequence[torch.Tensor]) -> float:
     return float(torch.nn.utils.get_total_norm(list(ts), foreach=True)) if ts else 0.0
 
 
-def _rms_scaled_gaussian(
-    t: torch.Tensor, generator: torch.Generator, scale: float = 1.0
-) -> torch.Tensor:
-    # |t|: a complex parameter (an FNO's spectral weights) gets a complex direction of the
-    # same RMS modulus (randn's complex draw has E|z|^2 = 1)
-    rms = float(t.abs().pow(2).mean().sqrt()) if t.numel() else 0.0
-    dtype = torch.complex128 if t.is_complex() else torch.float64
-    noise = torch.randn(t.shape, generator=generator, dtype=dtype).to(t.device)
-    return noise * max(rms, 1e-3) * scale
+def _rms_scaled_gaussians(
+    tensors: list[torch.Tensor], live: list[bool], generator: torch.Generator, scale: float = 1.0
+) -> list[torch.Tensor]:
+    """A Gaussian direction for each live tensor, scaled by its RMS modulus (at least 1e-3)
+    times ``scale``; zeros for the others. A complex tensor (an FNO's spectral weights) gets
+    a complex direction (randn's complex draw has E|z|^2 = 1). The real ones share one draw
+    and every RMS comes from one foreach norm (a few kernels per tensor dominated small
+    models)."""
+    norms = torch.stack(torch._foreach_norm(tensors)).tolist() if tensors else []
+    real = [i for i, t in enumerate(tensors) if live[i] and not t.is_complex()]
+    draw = torch.randn(sum(tensors[i].numel() for i in real), generator=generator)
+    pieces = iter(torch.split(draw, [tensors[i].numel() for i in real]))
+    out: list[torch.Tensor] = []
+    for i, t in enumerate(tensors):
+        if not live[i]:
+            out.append(torch.zeros_like(t))
+            continue
+        if t.is_complex():
+            noise = torch.randn(t.shape, generator=generator, dtype=torch.complex128)
+        else:
+            noise = next(pieces).view(t.shape)
+        rms = norms[i] / math.sqrt(t.numel()) if t.numel() else 0.0
+        out.append(noise.to(t.device) * (max(rms, 1e-3) * scale))
+    return out
 
 
 class _Objective:
@@ -78,9 +93,9 @@ class _Objective:
         return [p.detach().clone() for p in self.params] + ([self.x] if self.with_x else [])
 
     def load(self, values: list[torch.Tensor]) -> torch.Tensor:
-        with torch.no_grad():
-            for p, v in zip(self.params, values, strict=False):
-                p.copy_(v)
+        if self.params:
+            with torch.no_grad():
+                torch._foreach_copy_(list[torch.Tensor](self.params), values[: len(self.params)])
         return values[-1].detach().clone().requires_grad_(True) if self.with_x else self.x
 
     def gradient(
@@ -105,7 +120,7 @@ def _zeros_for_none(
 def _shifted(
     values: list[torch.Tensor], direction: list[torch.Tensor], step: float
 ) -> list[torch.Tensor]:
-    return [v + step * d for v, d in zip(values, direction, strict=True)]
+    return list(torch._foreach_add(values, direction, alpha=step))
 
 
 def _hessian_vector_products(
@@ -223,21 +238,13 @@ def hessian_vector_check(
             graph = objective.gradient(point, create_graph=True)
         live = [g is not None for g in graph[1]]
         generator = torch.Generator().manual_seed(seed)
-        chosen = [
-            [
-                _rms_scaled_gaussian(t, generator) if ok else torch.zeros_like(t)
-                for t, ok in zip(point, live, strict=True)
-            ]
-            for _ in range(directions)
-        ]
+        chosen = [_rms_scaled_gaussians(point, live, generator) for _ in range(directions)]
         outcomes = _compare(objective, point, chosen, rtol, atol, graph)
         del graph
         failing = [k for k, outcome in enumerate(outcomes) if not outcome["passed"]]
         if failing:
-            nearby = [
-                t + _rms_scaled_gaussian(t, generator, NEARBY) if ok else t
-                for t, ok in zip(point, live, strict=True)
-            ]
+            moves = _rms_scaled_gaussians(point, live, generator, NEARBY)
+            nearby = [t + m if ok else t for t, m, ok in zip(point, moves, live, strict=True)]
             retried = _compare(objective, nearby, [chosen[k] for k in failing], rtol, atol)
             for k, second in zip(failing, retried, strict=True):
                 outcomes[k]["nearby"] = {

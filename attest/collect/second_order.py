@@ -322,7 +322,7 @@ def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckIte
                 graph=(shared.wrt, shared.grads),
             )
         return hessian_vector_check(
-            ctx.fresh_model(torch.float64),
+            ctx.shared_model(torch.float64),
             spec,
             x,
             labels,
