@@ -7,10 +7,11 @@ scans, no error figures, no step sweep, no evidence):
 
 - one float64 instance of the model (built as ``attest collect`` builds it);
 - ``gradcheck``: every captured operator with a differentiable floating input, in float64:
-  one forward with grad, one backward per output cotangent (as many as the checks use: K when
-  the output has at most 1,024 elements, else 1) and 2K perturbed forwards; and
-  ``torch.autograd.gradcheck`` in slow mode on one representative slice per distinct
-  pointwise operator (as the checks do);
+  ``torch.autograd.gradcheck`` in slow mode when its inputs are small (at most 64 elements,
+  the full Jacobian), otherwise one forward with grad, one backward per output cotangent (as
+  many as the checks use: K when the output has at most 1,024 elements, else 1) and 2K
+  perturbed forwards; and ``torch.autograd.gradcheck`` in slow mode on one representative
+  slice per distinct pointwise operator (as the checks do);
 - ``gradient_flow`` + ``second_order``: one forward and a backward that builds the gradient's
   graph, a double backward per Hessian-vector direction, and the central differences of the
   gradient along each (two forward+backward passes per direction);
@@ -48,7 +49,8 @@ _Case = tuple[Callable[..., list[torch.Tensor]], list[torch.Tensor], int]
 
 
 def _operator_cases(ctx: CollectContext) -> tuple[list[_Case], list[_Case]]:
-    """(random-direction cases, sliced full-Jacobian cases), prepared outside the timing."""
+    """(random-direction cases, full-Jacobian cases: small operators and the representative
+    slices), prepared outside the timing."""
     settings = ctx.settings
     cases: list[_Case] = []
     slices: list[_Case] = []
@@ -67,9 +69,12 @@ def _operator_cases(ctx: CollectContext) -> tuple[list[_Case], list[_Case]]:
         xs = [call.tensors[i] for i in use]
         with torch.no_grad():
             n_out = sum(o.numel() for o in fn(*xs) if o.is_floating_point())
+        n_in = sum(x.numel() for x in xs)
+        if n_in <= settings.gradcheck_full_jacobian_max_numel and n_out <= 1024:
+            slices.append((fn, xs, 0))  # small: the full Jacobian, by torch's gradcheck
+            continue
         cotangents = settings.gradcheck_directions if n_out <= 1024 else 1
         cases.append((fn, xs, cotangents))
-        n_in = sum(x.numel() for x in xs)
         if n_in > settings.gradcheck_full_jacobian_max_numel and torch.Tag.pointwise in getattr(
             record.func, "tags", ()
         ):

@@ -60,7 +60,9 @@ def _rms_scaled_gaussians(
     models)."""
     norms = torch.stack(torch._foreach_norm(tensors)).tolist() if tensors else []
     real = [i for i, t in enumerate(tensors) if live[i] and not t.is_complex()]
-    draw = torch.randn(sum(tensors[i].numel() for i in real), generator=generator)
+    draw = torch.randn(
+        sum(tensors[i].numel() for i in real), generator=generator, dtype=torch.float64
+    )
     pieces = iter(torch.split(draw, [tensors[i].numel() for i in real]))
     out: list[torch.Tensor] = []
     for i, t in enumerate(tensors):
@@ -179,16 +181,14 @@ def _compare(
         ) -> float:
             _, plus = objective.gradient(_shifted(point, direction, eps), create_graph=False)
             _, minus = objective.gradient(_shifted(point, direction, -eps), create_graph=False)
-            fd = [
-                (a - b) / (2 * eps)
-                for a, b in zip(
-                    _zeros_for_none(plus, wrt), _zeros_for_none(minus, wrt), strict=True
-                )
-            ]
-            diff = _norm([h - f for h, f in zip(hv, fd, strict=True)])
+            # foreach kernels: one per step of the arithmetic, not one per tensor
+            fd = torch._foreach_sub(_zeros_for_none(plus, wrt), _zeros_for_none(minus, wrt))
+            torch._foreach_div_(fd, 2 * eps)
+            norms = [_norm(list(torch._foreach_sub(hv, fd))), _norm(fd)] if fd else [0.0, 0.0]
+            diff, fd_norm = norms
             if not math.isfinite(diff):
                 return math.inf
-            scale = max(hv_norm, _norm(fd), atol * g_norm)
+            scale = max(hv_norm, fd_norm, atol * g_norm)
             return diff / scale if scale > 0 else 0.0
 
         error, eps = error_at(HVP_EPS), HVP_EPS

@@ -33,7 +33,6 @@ from attest.collect.finite_differences import (
     _evaluate,
     _pick_eps,
     _vjp,
-    rms_or_one,
 )
 
 __all__ = ["BATCH_NUMEL", "random_direction_check"]
@@ -63,7 +62,7 @@ def random_direction_check(
     steps of eps itself rather than relative to each input's RMS."""
     # Steps are relative: each input's part of a direction is scaled by that input's RMS, so
     # an input of CT intensities (~1e3) is not probed with steps lost in its rounding.
-    scales = [1.0 if absolute else rms_or_one(x) for x in inputs]
+    scales = [1.0] * len(inputs) if absolute else _rms_each(inputs)
     # One backward per output cotangent, not per direction: direction k pairs input direction
     # v_k with cotangent u_(k mod C), and <J^T u, v_k> for every k comes from that one
     # backward, as in torch's fast gradcheck (one vjp per cotangent). The backward is the
@@ -155,9 +154,10 @@ def _batched(
             norm = chunk[k] if c == 1 else chunk[k + d]
             square[d] += (s * norm) ** 2
     spread = [math.sqrt(v) for v in square]
-    # The perturbed inputs: (K, ...) buffers laid out like each input (strides as captured).
-    plus = [_batch_like(x, k) for x in inputs]
-    minus = [_batch_like(x, k) for x in inputs]
+    # The perturbed inputs: a (2K, ...) buffer per input, +eps rows then -eps rows, each row
+    # laid out like the input (strides as captured).
+    buffers = [_batch_like(x, 2 * k) for x in inputs]
+    halves = [(b[:k], b[k:]) for b in buffers]
     cotangents = [  # per output: u, or the (2K, n) rows u^(d mod C) for +eps then -eps
         us[0][j].reshape(-1)
         if c == 1
@@ -166,12 +166,12 @@ def _batched(
     ]
 
     def numeric_at(eps: float) -> list[float]:
-        for x, z, s, p, m in zip(inputs, zs, scales, plus, minus, strict=True):
+        for x, z, s, (p, m) in zip(inputs, zs, scales, halves, strict=True):
             torch.add(x, z, alpha=eps * s, out=p)
             torch.add(x, z, alpha=-eps * s, out=m)
-        rows = [[t.unbind(0) for t in plus], [t.unbind(0) for t in minus]]
+        rows = [b.unbind(0) for b in buffers]
         with torch.no_grad():
-            outs = [fn(*[r[d] for r in side]) for side in rows for d in range(k)]
+            outs = [fn(*[r[d] for r in rows]) for d in range(2 * k)]
         dots = []  # <u, f(x + eps v_k)> then <u, f(x - eps v_k)>, per output
         for j, u in zip(keep, cotangents, strict=True):
             both = torch.stack([o[j] for o in outs]).reshape(2 * k, -1 if u.numel() else 0)
@@ -185,6 +185,8 @@ def _batched(
 def _batch_like(x: torch.Tensor, k: int) -> torch.Tensor:
     """An uninitialised (K, *x.shape) tensor whose rows have ``x``'s layout (as
     ``torch.empty_like`` gives it: the captured strides for a dense input)."""
+    if x.is_contiguous():
+        return torch.empty((k, *x.shape), dtype=x.dtype, device=x.device)
     like = torch.empty_like(x)
     if like.is_contiguous() or x.numel() == 0:
         return torch.empty((k, *x.shape), dtype=x.dtype, device=x.device)
@@ -228,6 +230,16 @@ def _one_by_one(
         return [(perturbed_dot(d, eps) - perturbed_dot(d, -eps)) / (2 * eps) for d in range(k)]
 
     return analytic, spread, numeric_at
+
+
+def _rms_each(inputs: Sequence[torch.Tensor]) -> list[float]:
+    """:func:`rms_or_one` of every input, from one foreach norm and one sync."""
+    norms = torch.stack(torch._foreach_norm(list(inputs))).tolist()
+    out = []
+    for x, norm in zip(inputs, norms, strict=True):
+        rms = norm / math.sqrt(x.numel()) if x.numel() else 0.0
+        out.append(rms if rms > 0 and math.isfinite(rms) else 1.0)
+    return out
 
 
 def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:

@@ -236,3 +236,25 @@ def test_bound_call_rebuilds_list_and_keyword_arguments() -> None:
     out, _, _ = norm.function([1])(replaced)
     expected = torch.nn.functional.layer_norm(a, [3], weight=replaced, eps=1e-5)
     assert torch.allclose(out, expected)
+
+
+def test_flat_calls_are_bound_without_a_pytree_walk_and_rebuilt_exactly() -> None:
+    from attest.collect.aten_args import BoundCall, to_float64
+
+    a = torch.randn(2, 3)
+    b = torch.randn(4, 3)
+    call = BoundCall.of(torch.ops.aten.cat.default, to_float64(([a, b], 0)), {})
+    assert call._places is not None and call.names == ["tensors", "tensors"]
+    assert all(t.dtype == torch.float64 for t in call.tensors)
+    replaced = torch.ones(4, 3, dtype=torch.float64)
+    (out,) = call.function([1])(replaced)
+    assert torch.equal(out, torch.cat([a.double(), replaced]))
+    # positional arguments of their own take the fast path; keyword ones the general one
+    add = BoundCall.of(torch.ops.aten.add.Tensor, (a.double(), b[:2].double()), {"alpha": 2})
+    (summed,) = add.function([0, 1])(a.double(), a.double())
+    assert torch.equal(summed, a.double() * 3)
+    # a namedtuple argument is not flat: the pytree path binds and rebuilds it
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "x y")
+    assert to_float64(Pair(a, 1)).x.dtype == torch.float64
