@@ -26,6 +26,16 @@ __all__ = [
     "summary_max",
 ]
 
+# ``ig_randomization``: the attributions of the randomized model are compared with the
+# original by signed Spearman rank correlation; a correlation of at least
+# ``ig_randomization_max_spearman`` means they kept their order, so they do not depend on what
+# the model learned. A strongly *negative* one means the randomization reversed their order,
+# which is a change, not its absence: it fails only when the magnitudes keep their order too
+# (absolute-value Spearman at least this), that is, the same map with its signs flipped.
+# (Small untrained networks gave signed -0.7 to -0.84 with absolute 0.5-0.7: a map that did
+# change, which the former |signed| rule failed.)
+SIGN_FLIP_ABS_SPEARMAN = 0.9
+
 
 def finite_or_none(value: float) -> float | None:
     """The value, or None when it is NaN or infinite (evidence is strict JSON)."""
@@ -204,11 +214,16 @@ def randomization(
                 "pass",
                 "attributions of the randomized model are constant (no rank order left)",
             )
-        elif abs(final) >= settings.ig_randomization_max_spearman:
+        elif final >= settings.ig_randomization_max_spearman or (
+            final <= -settings.ig_randomization_max_spearman
+            and (curve[-1]["spearman_abs"][i] or 0.0) >= SIGN_FLIP_ABS_SPEARMAN
+        ):
             status = "fail"
+            flipped = " of the magnitudes, signs flipped" if final < 0 else ""
             message = (
                 f"attributions barely change when all {count} parameterized layers are randomized "
-                f"(Spearman {final:.3f}): they reflect the input, not what the model learned"
+                f"(Spearman {final:.3f}{flipped}): they reflect the input, not what the model "
+                "learned"
             )
         else:
             status, message = (
@@ -237,6 +252,7 @@ def randomization(
             "steps": settings.ig_steps,
             "inputs_used": k,
             "max_spearman": settings.ig_randomization_max_spearman,
+            "sign_flip_abs_spearman": SIGN_FLIP_ABS_SPEARMAN,
             "cascade": [name for name, _ in layers],
             "reinit": "reset_parameters() under torch.manual_seed(seed + layer), else normal with the tensor's std",
         },

@@ -35,6 +35,7 @@ from attest.collect import (
     second_order,
 )
 from attest.collect.context import CollectContext
+from attest.collect.run import mixed_precision_hint
 from attest.errors import AttestError
 from attest.evidence import CheckResult
 
@@ -89,7 +90,8 @@ def run_check(check_id: str, fn: CheckFn, ctx: CollectContext) -> CheckResult:
         result = CheckResult(
             check=check_id,  # type: ignore[arg-type]
             status="error",
-            reason=f"{check_id} raised {type(exc).__name__}: {text}{_where(exc)}",
+            reason=f"{check_id} raised {type(exc).__name__}: {text}{_where(exc)}"
+            + mixed_precision_hint(text),
         )
     result.duration_s = round(time.perf_counter() - started, 6)
     return result

@@ -11,6 +11,7 @@ per forward ATen call, arguments kept as the operator read them).
 from __future__ import annotations
 
 import gc
+import re
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,9 +40,27 @@ __all__ = [
     "ModelFailure",
     "RunOutcome",
     "capture_operators",
+    "mixed_precision_hint",
     "model_output_tensor",
     "run_model",
 ]
+
+MIXED_PRECISION_HINT = (
+    "the model mixes float64 and float32 tensors: a tensor it keeps as a plain attribute (made "
+    "with an explicit dtype, not registered as a parameter or buffer) is not converted by "
+    "Module.to(torch.float64); register it with register_buffer (persistent=False if it is not "
+    "part of the weights) so that every precision the checks run in converts it"
+)
+
+
+def mixed_precision_hint(message: str) -> str:
+    """:data:`MIXED_PRECISION_HINT` prefixed with "; " when ``message`` is a dtype mismatch
+    between float64 and float32 (which the float64 checks meet in a model that hard-codes a
+    float32 tensor, such as MONAI's GlobalNet grid), else ""."""
+    text = message.lower()
+    wide = "double" in text or "float64" in text
+    narrow = "float32" in text or re.search(r"\bfloat\b(?!\d)", text) is not None
+    return f"; {MIXED_PRECISION_HINT}" if wide and narrow else ""
 
 
 @dataclass
@@ -63,7 +82,8 @@ class ModelFailure:
         if self.module is not None:
             where.append(f"module {self.module or '<root>'!r}")
         loc = " in " + ", ".join(where) if where else ""
-        return f"model raised {self.error_type} in {self.phase}{loc}: {self.message}"
+        hint = mixed_precision_hint(self.message)
+        return f"model raised {self.error_type} in {self.phase}{loc}: {self.message}{hint}"
 
     def as_dict(self) -> dict[str, Any]:
         return {

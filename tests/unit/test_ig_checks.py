@@ -357,3 +357,42 @@ def test_baseline_probability_limit_is_class_count_aware() -> None:
     assert target_probability_limit(0.5, 2) > 0.6
     # a baseline read confidently as the target is not
     assert target_probability_limit(0.5, 2) <= 0.9
+
+
+class _Reweighted(nn.Module):
+    """sum(x * w) for two classes: IG with a zero baseline is exactly x * w. Randomizing the
+    layer sets w to ``after`` (``reset_parameters`` is what the cascade calls)."""
+
+    def __init__(self, before: list[float], after: list[float]) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(before))
+        self.after = torch.tensor(after)
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.w.copy_(self.after)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        score = (z * self.w).sum(dim=1, keepdim=True)
+        return torch.cat([score, -score], dim=1)
+
+
+ONES = torch.ones(2, 6)
+
+
+def test_randomization_passes_attributions_whose_order_the_randomization_reversed() -> None:
+    # signed Spearman -1 (the order reversed), magnitudes reordered: the map changed
+    reversed_order = [3.0, 2.0, 0.5, -1.0, -2.5, -4.0]
+    build = lambda: _Reweighted([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], reversed_order)  # noqa: E731
+    randomization = _by_check(run(_context(build, ONES, target=0)))["ig_randomization"]
+    assert _statuses(randomization) == ["pass"] * 2
+    item = randomization.items[0]
+    assert item.metrics["spearman_final"] == pytest.approx(-1.0)
+    assert abs(item.metrics["spearman_abs_final"]) < 0.5  # type: ignore[arg-type]
+
+
+def test_randomization_flags_the_same_map_with_its_signs_flipped() -> None:
+    build = lambda: _Reweighted([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [-2.0, -4, -6, -8, -10, -12])  # noqa: E731
+    randomization = _by_check(run(_context(build, ONES, target=0)))["ig_randomization"]
+    assert _statuses(randomization) == ["fail"] * 2
+    assert "signs flipped" in randomization.items[0].message

@@ -358,3 +358,26 @@ def test_negative_labels_are_a_loss_ignore_marker_not_a_class(tmp_path: Path) ->
     path = make_spec(tmp_path / "label", MLP, target=labels, spec_extra="target: label\n")
     with pytest.raises(InputError, match="negative labels"):
         load_spec(path)
+
+
+def test_a_float32_plain_attribute_gets_a_hint_in_the_float64_checks() -> None:
+    # MONAI's GlobalNet keeps its sampling grid as a plain attribute made with an explicit
+    # dtype: Module.to(float64) leaves it float32, and every float64 check says how to fix it
+    from _grad_models import continuous, make_context
+
+    from attest.collect import gradchecks
+    from attest.collect.run import MIXED_PRECISION_HINT
+
+    class PlainGrid(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.grid = torch.eye(4, dtype=torch.float32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) @ self.grid  # matmul does not promote: a dtype mismatch
+
+    ctx = make_context(PlainGrid, continuous(3, 4))
+    results = {r.check: r for r in gradchecks.run(ctx)}
+    flow = results["gradient_flow"]
+    assert any(MIXED_PRECISION_HINT in i.message for i in flow.items), flow.items
