@@ -47,14 +47,14 @@ def _loss_gradients(
     loss_fn: Any,
     x: torch.Tensor,
     y: torch.Tensor,
-) -> torch.Tensor:
-    """The loss gradient over all trainable parameters, as one flat vector (float64)."""
+) -> list[torch.Tensor]:
+    """The loss gradient of every trainable parameter (zeros where autograd gives none)."""
     with torch.enable_grad():
         loss = loss_fn(model_output_tensor(model(x)), y)
     grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
-    return _flat(
-        [torch.zeros_like(p) if g is None else g for (_, p), g in zip(params, grads, strict=True)]
-    )
+    return [
+        torch.zeros_like(p) if g is None else g for (_, p), g in zip(params, grads, strict=True)
+    ]
 
 
 def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -111,7 +111,7 @@ def run(ctx: CollectContext) -> CheckResult:
                 [torch.zeros_like(p) if shared[n] is None else shared[n] for n, p in params]
             )
         else:
-            full_flat = _loss_gradients(model, params, spec.loss_fn, x, y)
+            full_flat = _flat(_loss_gradients(model, params, spec.loss_fn, x, y))
     except Exception as exc:
         return CheckResult(
             check="accumulation",
@@ -148,13 +148,16 @@ def run(ctx: CollectContext) -> CheckResult:
             )
             continue
         chunks = torch.arange(n, device=x.device).tensor_split(k)
-        mean_acc = torch.zeros_like(full_flat)
-        sum_acc = torch.zeros_like(full_flat)
+        # accumulated per parameter with foreach kernels (two per micro-batch), flattened once
+        means = [torch.zeros_like(p) for _, p in params]
+        sums = [torch.zeros_like(p) for _, p in params]
         try:
             for idx in chunks:
                 grads = _loss_gradients(model, params, spec.loss_fn, x[idx], y[idx])
-                mean_acc.add_(grads, alpha=len(idx) / n)
-                sum_acc.add_(grads)
+                if grads:
+                    torch._foreach_add_(means, grads, alpha=len(idx) / n)
+                    torch._foreach_add_(sums, grads)
+            mean_acc, sum_acc = _flat(means), _flat(sums)
         except Exception as exc:
             items.append(
                 CheckItem(

@@ -63,17 +63,21 @@ def to_float64(value: Any) -> Any:
 def _convert64(v: Any) -> Any:
     # By hand for the plain containers of ATen arguments (lists, tuples, dicts): the gradient
     # checks convert every captured call, and a pytree walk costs more than the operator.
-    if isinstance(v, torch.Tensor):
-        return v.detach().to(torch.float64) if v.is_floating_point() else v
-    if isinstance(v, torch.dtype):
-        return torch.float64 if v.is_floating_point else v
     kind = type(v)
     if kind is list or kind is tuple:
         return kind(_convert64(x) for x in v)
     if kind is dict:
         return {k: _convert64(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, dict)):  # a namedtuple or other registered node
-        return tree_map(_convert64, v)
+    if isinstance(v, (list, tuple, dict)):  # a namedtuple, torch.Size, ...: as pytree sees it
+        return tree_map(_convert_leaf, v)
+    return _convert_leaf(v)
+
+
+def _convert_leaf(v: Any) -> Any:
+    if isinstance(v, torch.Tensor):
+        return v.detach().to(torch.float64) if v.is_floating_point() else v
+    if isinstance(v, torch.dtype):
+        return torch.float64 if v.is_floating_point else v
     return v
 
 

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
+from attest.collect import gradient_flow
 from attest.collect.aten_args import floating
 from attest.collect.capture import _ModuleStack
 from attest.collect.context import CollectContext
@@ -389,14 +390,16 @@ def run(ctx: CollectContext) -> CheckResult:
     # calls are then captured in the deployed precision.
     x = probe_input(ctx)
     x = x.detach().requires_grad_(True) if x.is_floating_point() else x
-    try:
-        x64 = probe_input(ctx, torch.float64)
-        x64 = x64.detach().requires_grad_(True) if x64.is_floating_point() else x64
-        with torch.enable_grad():
-            output = model_output_tensor(ctx.shared_model(torch.float64)(x64))
-    except Exception:  # a model that cannot run in float64: look in the deployed precision
-        with torch.enable_grad():
-            output = model_output_tensor(ctx.fresh_model()(x))
+    output = ctx.extras.pop(gradient_flow.OUTPUT, None)  # its float64 forward, when it ran first
+    if not isinstance(output, torch.Tensor):
+        try:
+            x64 = probe_input(ctx, torch.float64)
+            x64 = x64.detach().requires_grad_(True) if x64.is_floating_point() else x64
+            with torch.enable_grad():
+                output = model_output_tensor(ctx.shared_model(torch.float64)(x64))
+        except Exception:  # a model that cannot run in float64: look in the deployed precision
+            with torch.enable_grad():
+                output = model_output_tensor(ctx.fresh_model()(x))
     classes = discover_custom_functions([output])
     del output
     calls = captured_custom_calls(ctx.fresh_model(), x, classes, max_calls) if classes else []

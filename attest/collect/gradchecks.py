@@ -43,11 +43,13 @@ __all__ = ["CHECKS", "EXECUTION", "run", "run_check", "run_each"]
 
 CheckFn = Callable[[CollectContext], CheckResult]
 
-# The order of the results. Checks run in EXECUTION order, which matters a little: custom_ops
-# shares the custom Function calls it captured with second_order, gradient_flow tells the
-# later checks whether backward raises and hands accumulation its full-batch gradient and
-# second_order its gradient's double-backward graph (so second_order runs right after it,
-# and the graph is not held while accumulation runs).
+# The order of the results. Checks run in EXECUTION order, which matters a little:
+# gradient_flow tells the later checks whether backward raises, hands custom_ops its forward
+# output (the custom Functions forward used are nodes of its graph), accumulation its
+# full-batch gradient and second_order its gradient's double-backward graph; custom_ops
+# shares the custom Function calls it captured with second_order. So custom_ops and
+# second_order run right after gradient_flow, and the graph is not held while accumulation
+# runs.
 CHECKS: list[tuple[str, CheckFn]] = [
     ("gradcheck", gradcheck_ops.run),
     ("custom_ops", custom_ops.run),
@@ -58,9 +60,9 @@ CHECKS: list[tuple[str, CheckFn]] = [
 ]
 EXECUTION: list[tuple[str, CheckFn]] = [
     CHECKS[0],
-    CHECKS[1],
     CHECKS[2],
     CHECKS[3],
+    CHECKS[1],
     CHECKS[5],
     CHECKS[4],
 ]
@@ -107,6 +109,7 @@ def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
     finally:
         ctx.extras.pop(gradient_flow.KEEP_GRAPH, None)
         ctx.extras.pop(gradient_flow.GRAPH, None)
+        ctx.extras.pop(gradient_flow.OUTPUT, None)
         ctx.release_shared_models()
 
 

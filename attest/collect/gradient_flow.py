@@ -41,6 +41,7 @@ from attest.evidence import CheckItem, CheckResult, ItemStatus, Subject
 __all__ = [
     "GRAPH",
     "KEEP_GRAPH",
+    "OUTPUT",
     "GradientGraph",
     "ParameterGradients",
     "parameter_gradients",
@@ -80,6 +81,8 @@ class ParameterGradients:
     # With ``create_graph``: the differentiated tensors (trainable parameters, then the input
     # when floating) and their gradients still attached to the double-backward graph.
     graph: tuple[list[torch.Tensor], list[torch.Tensor | None]] | None = None
+    # With ``create_graph``: the model's output, whose autograd graph is the forward pass
+    output: torch.Tensor | None = None
 
 
 @dataclass
@@ -95,11 +98,13 @@ class GradientGraph:
 
 
 # ``ctx.extras`` keys of that hand-off. ``gradchecks.run`` sets KEEP_GRAPH and runs
-# ``second_order`` right after ``gradient_flow``, which pops GRAPH: the second-order graph
-# lives from one check to the next and no longer. Without KEEP_GRAPH (a check run alone)
-# nothing is kept.
+# ``custom_ops`` then ``second_order`` right after ``gradient_flow``; ``custom_ops`` pops
+# OUTPUT (the forward's output: the custom Functions it uses are nodes of its graph) and
+# ``second_order`` pops GRAPH: the graph lives from one check to the next and no longer.
+# Without KEEP_GRAPH (a check run alone) nothing is kept.
 KEEP_GRAPH = "gradient_flow_keep_graph"
 GRAPH = "gradient_flow_graph"
+OUTPUT = "gradient_flow_output"
 
 
 def parameter_gradients(
@@ -120,7 +125,8 @@ def parameter_gradients(
     x = x.detach().clone().requires_grad_(x.is_floating_point())
     try:
         with torch.enable_grad():
-            objective = probe_objective(spec, model_output_tensor(model(x)), labels)
+            output = model_output_tensor(model(x))
+            objective = probe_objective(spec, output, labels)
     except Exception as exc:
         result.error, result.phase = exc, "forward"
         return result
@@ -133,6 +139,7 @@ def parameter_gradients(
         try:
             grads = torch.autograd.grad(objective, wrt, create_graph=True, allow_unused=True)
             result.graph = (wrt, list(grads))
+            result.output = output
         except Exception:
             grads = None  # the graph is retained: a plain backward below decides
     try:
@@ -171,7 +178,8 @@ def run(ctx: CollectContext) -> CheckResult:
         wrt, graph_grads = measured.graph
         leaf = wrt[-1] if x.is_floating_point() else x
         ctx.extras[GRAPH] = GradientGraph(model, leaf, wrt, graph_grads)
-        measured.graph = None
+        ctx.extras[OUTPUT] = measured.output
+        measured.graph = measured.output = None
     ctx.extras["gradient_flow_error"] = measured.error
     if measured.error is None and parameters["objective"] == "loss":
         # The float64 full-batch loss gradient: the accumulation check's reference.

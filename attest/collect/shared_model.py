@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -42,13 +43,17 @@ class _Tracked:
     snapshot: torch.Tensor
 
 
-def _hook_count(model: nn.Module) -> int:
-    return sum(
-        len(m._forward_hooks)
-        + len(m._forward_pre_hooks)
-        + len(m._backward_hooks)
-        + len(m._backward_pre_hooks)
-        for m in model.modules()
+def _layout(module: nn.Module) -> tuple[int, ...]:
+    """What a module holds, by count: parameters, buffers, submodules and hooks of every kind
+    (a tensor replaced under the same name is caught by identity instead)."""
+    return (
+        len(module._parameters),
+        len(module._buffers),
+        len(module._modules),
+        len(module._forward_hooks),
+        len(module._forward_pre_hooks),
+        len(module._backward_hooks),
+        len(module._backward_pre_hooks),
     )
 
 
@@ -58,52 +63,62 @@ class SharedModel:
     def __init__(self, build: Callable[[], nn.Module]) -> None:
         self._build = build
         self._model: nn.Module | None = None
-        self._tracked: dict[str, _Tracked] = {}
-        self._hooks = 0
+        self._modules: list[tuple[nn.Module, tuple[int, ...]]] = []
+        # every (module's _parameters or _buffers, name, tensor), shared tensors once per owner
+        self._slots: list[tuple[dict[str, Any], str, torch.Tensor]] = []
+        self._tracked: list[_Tracked] = []  # each tensor once, with its snapshot
         self.builds = 0  # instances built (the tests read it)
 
     def get(self) -> nn.Module:
         """The shared instance, as built (restored, or rebuilt, if a check changed it)."""
         model = self._model
-        if model is None or not self._restore(model):
+        if model is None or not self._restore():
             model = self._new()
         return model
 
     def release(self) -> None:
         """Drop the instance and its snapshot."""
         self._model = None
-        self._tracked = {}
+        self._modules = []
+        self._slots = []
+        self._tracked = []
 
     def _new(self) -> nn.Module:
         model = self._build()
         self.builds += 1
         self._model = model
-        self._hooks = _hook_count(model)
-        self._tracked = {
-            name: _Tracked(t, t._version, t.requires_grad, t.detach().clone())
-            for name, t in self._named_tensors(model)
-        }
+        modules = list(model.modules())
+        self._modules = [(m, _layout(m)) for m in modules]
+        self._slots = [
+            (slots, key, t)
+            for m in modules
+            for slots in (m._parameters, m._buffers)
+            for key, t in slots.items()
+            if t is not None
+        ]
+        unique = {id(t): t for _, _, t in self._slots}.values()  # tied weights once
+        self._tracked = [
+            _Tracked(t, t._version, t.requires_grad, t.detach().clone()) for t in unique
+        ]
         return model
 
-    @staticmethod
-    def _named_tensors(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
-        named: list[tuple[str, torch.Tensor]] = [*model.named_parameters(remove_duplicate=False)]
-        named += [(n, b) for n, b in model.named_buffers(remove_duplicate=False) if b is not None]
-        return named
+    def _restore(self) -> bool:
+        """Put the instance back as built; False when it cannot be (a new one is needed).
 
-    def _restore(self, model: nn.Module) -> bool:
-        """Put ``model`` back as built; False when it cannot be (a new one is needed)."""
-        named = self._named_tensors(model)
-        if len(named) != len(self._tracked) or _hook_count(model) != self._hooks:
-            return False
-        for name, t in named:
-            kept = self._tracked.get(name)
-            if kept is None or kept.tensor is not t or t.shape != kept.snapshot.shape:
+        Walks the modules and tensors recorded at build time (their dictionaries and version
+        counters), not ``named_parameters``: this runs each time the instance is handed out."""
+        for module, layout in self._modules:
+            if _layout(module) != layout:
                 return False
-            if t.dtype != kept.snapshot.dtype:
+        for slots, key, tensor in self._slots:
+            if slots.get(key) is not tensor:
                 return False
-        for name, t in named:
-            kept = self._tracked[name]
+        for kept in self._tracked:
+            t = kept.tensor
+            if t.shape != kept.snapshot.shape or t.dtype != kept.snapshot.dtype:
+                return False
+        for kept in self._tracked:
+            t = kept.tensor
             if t._version != kept.version:
                 with torch.no_grad():
                     t.copy_(kept.snapshot)
@@ -112,6 +127,7 @@ class SharedModel:
                 t.requires_grad_(kept.requires_grad)
             if isinstance(t, nn.Parameter):
                 t.grad = None
-        if any(m.training for m in model.modules()):
-            model.eval()
+        if any(module.training for module, _ in self._modules):
+            assert self._model is not None
+            self._model.eval()
         return True

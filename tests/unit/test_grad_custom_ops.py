@@ -158,3 +158,43 @@ def test_no_custom_function_is_a_computed_empty_result() -> None:
     result = custom_ops.run(make_context(lambda: nn.Linear(3, 2), continuous(2, 3)))
     assert result.status == "computed" and result.items == []
     assert result.summary["custom_functions_found"] == 0
+
+
+def test_under_gradchecks_run_discovery_reuses_gradient_flows_forward(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from attest.collect import gradchecks, gradient_flow
+
+    forwards: list[str] = []  # one entry per forward of the model, inside custom_ops.run
+    inside = False
+
+    def hook(module: nn.Module, *_: object) -> None:
+        if inside and isinstance(module, CustomTanhNet):
+            forwards.append("forward")
+
+    def counted(ctx: object) -> object:
+        nonlocal inside
+        inside = True
+        try:
+            return custom_ops.run(ctx)  # type: ignore[arg-type]
+        finally:
+            inside = False
+
+    execution = [(c, counted if c == "custom_ops" else f) for c, f in gradchecks.EXECUTION]
+    monkeypatch.setattr(gradchecks, "EXECUTION", execution)
+    handle = nn.modules.module.register_module_forward_hook(hook)
+    try:
+        ctx = make_context(lambda: CustomTanhNet(TwoPercentOffTanh), continuous(8, 6))
+        results = {r.check: r for r in gradchecks.run(ctx)}
+        together = len(forwards)
+        forwards.clear()
+        counted(make_context(lambda: CustomTanhNet(TwoPercentOffTanh), continuous(8, 6)))
+        alone = len(forwards)
+    finally:
+        handle.remove()
+    (item,) = results["custom_ops"].items
+    assert item.status == "fail" and item.subject.name == "_grad_models.TwoPercentOffTanh"
+    assert gradient_flow.OUTPUT not in ctx.extras
+    # alone: a discovery forward and the capture run; under gradchecks.run the discovery
+    # walks gradient_flow's forward instead
+    assert (together, alone) == (1, 2)

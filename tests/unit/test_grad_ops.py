@@ -258,3 +258,9 @@ def test_flat_calls_are_bound_without_a_pytree_walk_and_rebuilt_exactly() -> Non
 
     Pair = namedtuple("Pair", "x y")
     assert to_float64(Pair(a, 1)).x.dtype == torch.float64
+
+    class Opaque(tuple):  # type: ignore[type-arg]  # no pytree node: a leaf, left as it is
+        pass
+
+    opaque = Opaque((a,))
+    assert to_float64([opaque])[0] is opaque

@@ -177,6 +177,7 @@ def test_gradchecks_run_drops_the_hand_off_and_keeps_the_result_order() -> None:
     results = gradchecks.run(ctx)
     assert [r.check for r in results] == [c for c, _ in gradchecks.CHECKS]
     assert gradient_flow.GRAPH not in ctx.extras and gradient_flow.KEEP_GRAPH not in ctx.extras
+    assert gradient_flow.OUTPUT not in ctx.extras
     # The handed-over graph has no double backward for the fused kernel: the products are
     # redone on the math backend, as when second_order runs alone.
     so = results[-1]

@@ -85,3 +85,29 @@ def test_the_gradient_checks_share_one_build_and_release_it() -> None:
     # gradient_flow, second_order, accumulation and custom_ops' discovery: one float64 build
     assert builds == 1
     assert ctx._shared == {}
+
+
+class _Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+        self.b.weight = self.a.weight  # tied
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x)))
+
+
+def test_tied_weights_are_restored_once_and_a_new_submodule_means_a_new_build() -> None:
+    ctx = make_context(_Tied, continuous(2, 3), capture=False)
+    model = ctx.shared_model(torch.float64)
+    built = _state(model)
+    with torch.no_grad():
+        model.a.weight.mul_(-2.0)  # type: ignore[operator]
+    assert ctx.shared_model(torch.float64) is model
+    assert model.a.weight is model.b.weight
+    assert torch.equal(model.b.weight, built["b.weight"])  # type: ignore[arg-type]
+    shared = ctx._shared[torch.float64]
+    assert len(shared._tracked) == len({id(t) for _, _, t in shared._slots})
+    model.extra = nn.Linear(1, 1)  # type: ignore[assignment]
+    assert ctx.shared_model(torch.float64) is not model and shared.builds == 2
