@@ -229,12 +229,25 @@ def _slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall 
 
 
 def _check_dropping_underivable(
-    call: BoundCall, use: list[int], settings: FiniteDifferenceSettings, pool: GaussianPool | None
+    call: BoundCall,
+    use: list[int],
+    settings: FiniteDifferenceSettings,
+    pool: GaussianPool | None,
+    underivable: set[str] | None = None,
 ) -> tuple[BackwardCheck, list[int], list[str]]:
     """Check with respect to ``use``, minus the inputs autograd refuses or ignores.
 
+    ``underivable``: the argument names this operator is already known to have no derivative
+    formula for (from an earlier call in the run), dropped up front; names found now are
+    added. A missing formula is a property of the operator, not of the values, and finding
+    one costs a forward that raises (two per eval-mode batch norm: its running statistics).
+
     Returns (check, the inputs differentiated, descriptions of those held fixed)."""
     fixed: list[str] = []
+    known = underivable if underivable is not None else set()
+    for i in [i for i in use if call.names[i] in known]:
+        use = [j for j in use if j != i]
+        fixed.append(f"{call.names[i]} (no derivative formula)")
     while use:
         try:
             check = check_backward(
@@ -251,6 +264,7 @@ def _check_dropping_underivable(
                 raise
             use = [i for i in use if i not in drop]
             fixed.append(f"{call.names[drop[0]]} (no derivative formula)")
+            known.add(call.names[drop[0]])
             continue
         held = [use[k] for k in check.held_fixed]
         fixed.extend(f"{call.names[i]} (not differentiated by autograd)" for i in held)
@@ -307,13 +321,16 @@ def check_operator(
     sliced_done: set[str] | None = None,
     pool: GaussianPool | None = None,
     cases: dict[str, tuple[BoundCall, list[int]]] | None = None,
+    underivable: dict[str, set[str]] | None = None,
 ) -> CheckItem:
     """Check one captured operator; never raises (an unusable case is ``not_computed``).
 
     ``sliced_done`` collects the signatures of pointwise operators already given a
     full-Jacobian check on a slice, so each distinct one gets it once per run; ``pool``
     shares the run's Gaussian directions; ``cases`` collects each distinct operator's
-    prepared float64 case."""
+    prepared float64 case; ``underivable`` collects, per operator, the arguments it has no
+    derivative formula for."""
+    known = None if underivable is None else underivable.setdefault(record.op, set())
     subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module)
     func = record.func
     if is_random(record):
@@ -324,7 +341,7 @@ def check_operator(
             raise CaseSkipped("no floating-point tensor input")
         use = list(range(len(call.tensors)))
         nudged = nudge_off_kinks(record, call, use, settings.seed)
-        main, use, fixed = _check_dropping_underivable(call, use, settings, pool)
+        main, use, fixed = _check_dropping_underivable(call, use, settings, pool, known)
         if cases is not None:
             cases.setdefault(record.op, (call, use))  # reused by second_order
         checks: list[tuple[str, BackwardCheck]] = [("captured input", main)]
@@ -358,7 +375,7 @@ def check_operator(
         return _skipped(subject, str(exc))
     except Exception as exc:  # the operator cannot be re-run alone in float64
         why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        return _check_in_captured_precision(record, settings, pool, subject, why)
+        return _check_in_captured_precision(record, settings, pool, subject, why, known)
     return _item(subject, checks, fixed, nudged, sliced_note, [call.names[i] for i in use])
 
 
@@ -374,6 +391,7 @@ def _check_in_captured_precision(
     pool: GaussianPool | None,
     subject: Subject,
     float64_failure: str,
+    underivable: set[str] | None = None,
 ) -> CheckItem:
     """A kernel with no float64 implementation, checked as captured: the operator runs in its
     own precision inside a float64 shell, with tolerances for that precision. The item says
@@ -391,7 +409,7 @@ def _check_in_captured_precision(
         call = BoundCall.of(record.func, to_float64(record.args), to_float64(record.kwargs))
         call.inner_dtype = inner
         use = list(range(len(call.tensors)))
-        main, use, fixed = _check_dropping_underivable(call, use, loose, pool)
+        main, use, fixed = _check_dropping_underivable(call, use, loose, pool, underivable)
     except (CaseSkipped, NotDifferentiable) as exc:
         return _skipped(subject, str(exc))
     except Exception as exc:
@@ -499,7 +517,11 @@ def run(ctx: CollectContext) -> CheckResult:
     sliced_done: set[str] = set()
     pool = GaussianPool(settings.seed)
     cases: dict[str, tuple[BoundCall, list[int]]] = {}
-    items = [check_operator(record, settings, sliced_done, pool, cases) for record in ctx.operators]
+    underivable: dict[str, set[str]] = {}
+    items = [
+        check_operator(record, settings, sliced_done, pool, cases, underivable)
+        for record in ctx.operators
+    ]
     # The float64, kink-nudged case of each distinct operator, for the second_order check.
     ctx.extras["gradcheck_cases"] = cases
     ctx.extras["gradient_pool"] = pool

@@ -102,6 +102,32 @@ def test_batch_norm_running_statistics_are_held_fixed_and_named() -> None:
     assert any("running_mean" in f for f in item.details["fixed_inputs"])
 
 
+def test_underivable_arguments_found_once_are_dropped_up_front(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    x, w, b = _x(4, 3, 5, 5), _x(3, seed=1), _x(3, seed=2)
+    mean, var = _x(3, seed=3), torch.rand(3) + 0.5
+    record = _record(torch.ops.aten.native_batch_norm.default, x, w, b, mean, var, False, 0.1, 1e-5)
+    attempts: list[int] = []
+    real = gradcheck_ops.check_backward
+
+    def counting(fn: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        attempts.append(len(inputs))
+        return real(fn, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(gradcheck_ops, "check_backward", counting)
+    known: dict[str, set[str]] = {}
+    first = gradcheck_ops.check_operator(record, SETTINGS, underivable=known)
+    assert attempts == [5, 4, 3]  # running_mean, then running_var, refused by autograd
+    assert known[record.op] == {"running_mean", "running_var"}
+    attempts.clear()
+    again = gradcheck_ops.check_operator(record, SETTINGS, underivable=known)
+    assert attempts == [3]
+    assert first.status == again.status == "pass", again.message
+    assert again.details["fixed_inputs"] == first.details["fixed_inputs"]
+    assert again.details["differentiated_inputs"] == ["input", "weight", "bias"]
+
+
 def test_relu_and_max_pool_on_exact_kinks_are_nudged_not_failed() -> None:
     x = F.relu(_x(2, 3, 8, 8))  # about half exact zeros, many tied max-pool windows
     pool = gradcheck_ops.check_operator(
