@@ -47,7 +47,7 @@ from attest.collect.finite_differences import (
     finite_or_none,
     rms_or_one,
 )
-from attest.collect.kink_detectors import DETECTORS, KinkScan, scan_kinks
+from attest.collect.kink_detectors import DETECTORS, SEAMS, KinkScan, scan_kinks
 from attest.collect.kink_scan import scan_result
 from attest.evidence import CheckItem, CheckResult, Subject
 
@@ -149,7 +149,7 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
     larger than that reach. Ties are broken by independent random nudges, re-scanned until
     none is left (four rounds at most)."""
     name = op_short_name(record.op)
-    if (name not in DETECTORS and name not in POLES) or not use:
+    if (name not in DETECTORS and name not in SEAMS and name not in POLES) or not use:
         return 0  # no non-differentiable points: nothing to scan
     generator = torch.Generator().manual_seed(seed + 7919)
     moved = 0
@@ -162,7 +162,7 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
         for i in range(len(call.tensors)):  # the scan must see the nudged values
             _replace_bound(bound, call.names[i], call.tensors, i)
         scan = _near_pole(name, bound, reach) if name in POLES else None
-        scan = scan or scan_kinks(name, bound, tolerance=reach)
+        scan = scan or scan_kinks(name, bound, tolerance=reach, seams=True)
         if scan is None or scan.raw_hits == 0:
             return moved
         for i in use:
@@ -475,8 +475,14 @@ def _item(
     if sliced is not None:
         details["slice"] = sliced
     message = "; ".join(f"{name}: {describe(c)}" for name, c in checks)
-    if nudged and op_short_name(subject.op or "") in POLES:
+    short = op_short_name(subject.op or "")
+    if nudged and short in POLES:
         message += f"; {nudged} captured values next to the derivative's pole were nudged off it"
+    elif nudged and short in SEAMS:
+        message += (
+            f"; {nudged} sampling coordinates on or next to the interpolation's seams (whole "
+            "or half pixels) were nudged off them first"
+        )
     elif nudged:
         message += f"; {nudged} captured values on a kink were nudged off it first (see kinks)"
     if sliced is not None:

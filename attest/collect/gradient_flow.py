@@ -257,6 +257,8 @@ def run(ctx: CollectContext) -> CheckResult:
         if name in problems:
             what, zero = problems[name]
             kind, reason = reason_for(name, bits[name], trace, zero)
+            if kind == "zero":
+                reason += _zero_weights_hint(model, name)
             if kind in SEVERING_KINDS or kind == "untracked":
                 severed.append(name)
             status: ItemStatus = "fail"
@@ -324,6 +326,26 @@ def run(ctx: CollectContext) -> CheckResult:
             )
         )
     return _result(parameters, items, measured)
+
+
+def _zero_weights_hint(model: nn.Module, name: str) -> str:
+    """A sentence naming the model's all-zero weight matrices or kernels, if any besides
+    ``name``: a zero-initialized layer (a spatial transformer's localization head, a ViT's
+    classification head) passes no gradient to the layers before it until it is trained."""
+    zero = [
+        n
+        for n, p in model.named_parameters()
+        if n != name and p.dim() >= 2 and p.numel() and not bool(p.detach().any())
+    ]
+    if not zero:
+        return ""
+    listed = ", ".join(repr(n) for n in zero[:3]) + (
+        f" and {len(zero) - 3} more" if len(zero) > 3 else ""
+    )
+    return (
+        f"; the model has all-zero weights ({listed}), and a zero-initialized layer passes no "
+        "gradient to the layers before it until it is trained"
+    )
 
 
 def _gradient_stats(grads: dict[str, torch.Tensor | None]) -> dict[str, tuple[bool, float, int]]:

@@ -2,7 +2,8 @@
 
 A registry of small pure functions, one per family of ATen operators (relu/threshold at 0,
 hardtanh/clamp at their bounds, abs/sign at 0, max/min/maximum/minimum ties, max-pool window
-ties, sort/topk/median ties, floor/round at their jumps...). Each takes the operator's
+ties, sort/topk/median ties, floor/round at their jumps...), and :data:`SEAMS`, which only
+the gradcheck check uses (grid_sample's pixel seams). Each takes the operator's
 arguments by schema name as captured in the deployed precision, and optionally the same
 operator's arguments from a run where the probe inputs and trainable parameters were nudged
 by a tiny random perturbation (float64), and returns a :class:`KinkScan`.
@@ -35,7 +36,7 @@ from attest.collect.kink_scan import floating_arg as _tensor
 from attest.collect.kink_scan import matching as _matching
 from attest.collect.kink_scan import scan_result as _scan
 
-__all__ = ["DETECTORS", "MAX_FIRST_INDICES", "KinkScan", "scan_kinks"]
+__all__ = ["DETECTORS", "MAX_FIRST_INDICES", "SEAMS", "KinkScan", "scan_kinks"]
 
 
 def _point(kind: str, points: Sequence[float]) -> Detector:
@@ -299,6 +300,33 @@ def _zero_norm(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkS
     )
 
 
+def _grid_sample(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
+    """grid_sample's sampling positions on the interpolation's seams, in the ``grid`` argument.
+
+    Bilinear (trilinear) interpolation is piecewise linear in the sampling position, with a
+    kink wherever a coordinate is a whole pixel index; every padding mode's clipping and
+    reflection also fold at whole indices. Nearest interpolation jumps at half indices.
+    Bicubic (Keys' kernel) has a continuous derivative and no first-order kink. The input
+    image enters linearly and has no kink."""
+    x, grid = _tensor(bound, "input"), _tensor(bound, "grid")
+    mode = int(bound.get("interpolation_mode", 0) or 0)
+    if x is None or grid is None or grid.dim() < 2 or mode not in (0, 1):
+        return None
+    dims = grid.shape[-1]
+    if dims < 1 or x.dim() < dims:
+        return None
+    align = bool(bound.get("align_corners", False))
+    # grid's last dimension is (x, y[, z]): it indexes W, H[, D]
+    size = torch.tensor([float(n) for n in reversed(x.shape[-dims:])], dtype=torch.float64)
+    scale = ((size - 1) / 2 if align else size / 2).to(grid.device)  # pixels per grid unit
+    g = grid.detach().double()
+    pixel = (g + 1) * scale if align else (g + 1) * scale - 0.5
+    seam = pixel.round() if mode == 0 else pixel.floor() + 0.5
+    hits = torch.isfinite(pixel) & ((pixel - seam).abs() <= tolerance * scale)
+    kind = "grid_sample at whole pixel positions" if mode == 0 else "grid_sample at half pixels"
+    return _scan(kind, hits, None, "input grid", {"grid": hits})
+
+
 DETECTORS: dict[str, Detector] = {
     "relu": _point("relu at 0", [0.0]),
     "_prelu_kernel": _point("prelu at 0", [0.0]),
@@ -353,16 +381,36 @@ DETECTORS: dict[str, Detector] = {
 }
 
 
+# Seams the gradcheck check steps its captured values off, but the kinks check does not count.
+# A sampling position is computed in the deployed precision from continuous values, and is a
+# whole pixel index by rounding alone with probability about its ulp (2e-6 at index 16 in
+# float32): a registration network's 3D deformation field has millions of positions, so
+# continuous inputs would put some on a seam, which the kinks check must never report. The
+# finite differences still must not straddle one.
+SEAMS: dict[str, Detector] = {
+    "grid_sampler": _grid_sample,
+    "grid_sampler_2d": _grid_sample,
+    "grid_sampler_3d": _grid_sample,
+    "_grid_sampler_2d_cpu_fallback": _grid_sample,
+}
+
+
 def scan_kinks(
-    short_name: str, bound: Bound, perturbed: Bound | None = None, *, tolerance: float = 0.0
+    short_name: str,
+    bound: Bound,
+    perturbed: Bound | None = None,
+    *,
+    tolerance: float = 0.0,
+    seams: bool = False,
 ) -> KinkScan | None:
     """The kink scan of one call, or None when the operator has no non-differentiable points
     (or none this detector understands for these arguments).
 
     ``tolerance`` > 0 also reports values within that distance of a kink (the gradcheck
     check uses it to keep finite-difference steps from crossing one); the kinks check uses
-    exact hits only."""
-    detector = DETECTORS.get(short_name)
+    exact hits only. ``seams`` adds the detectors of :data:`SEAMS` (for the gradcheck
+    check)."""
+    detector = DETECTORS.get(short_name) or (SEAMS.get(short_name) if seams else None)
     if detector is None:
         return None
     if short_name in ("max", "min") and isinstance(bound.get("other"), torch.Tensor):

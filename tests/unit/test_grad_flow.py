@@ -118,6 +118,31 @@ def test_missing_gradient_reasons(model: type[nn.Module], expected: str) -> None
     assert result.summary["without_gradient"] == 2
 
 
+class ZeroInitHead(nn.Module):
+    """A spatial transformer's localization net: its last layer starts at zero weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(6, 4)
+        self.head = nn.Linear(4, 3)
+        nn.init.zeros_(self.head.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.body(x)))
+
+
+def test_zero_gradient_behind_a_zero_initialized_layer_names_that_layer() -> None:
+    params = _by_name(_run(ZeroInitHead))
+    assert params["head.weight"][0] == "pass" and params["head.bias"][0] == "pass"
+    for name in ("body.weight", "body.bias"):
+        status, message = params[name]
+        assert status == "fail" and "identically zero" in message
+        assert "all-zero weights ('head.weight')" in message, message
+    # a zero gradient with no all-zero weight in the model gets no such sentence
+    params = _by_name(_run(RoundedGate))
+    assert "all-zero weights" not in params["side.weight"][1]
+
+
 def test_frozen_parameters_are_listed_not_failed() -> None:
     result = _run(Frozen)
     params = {i.subject.name: i for i in result.items if i.subject.kind == "parameter"}

@@ -272,3 +272,70 @@ def test_max_pool_tie_masks_agree_on_every_window_layout(
     eq = (w >= top) & torch.isfinite(top)
     tied = eq & (eq.sum(dim=(-2, -1)) >= 2)[..., None, None]
     assert torch.equal(scan.masks["self"], kd._window_elements(tied, per_dim, x.shape))
+
+
+def _grid_case(grid: torch.Tensor, mode: int = 0, align: bool = False) -> dict[str, Any]:
+    n, h, w = grid.shape[0], grid.shape[1], grid.shape[2]
+    x = torch.randn(n, 1, h, w, generator=torch.Generator().manual_seed(0))
+    return {
+        "input": x,
+        "grid": grid,
+        "interpolation_mode": mode,
+        "padding_mode": 0,
+        "align_corners": align,
+    }
+
+
+def _identity_grid(size: int, align: bool) -> torch.Tensor:
+    theta = T([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]).expand(2, 2, 3)
+    return F.affine_grid(theta, [2, 1, size, size], align_corners=align)
+
+
+@pytest.mark.parametrize("size, align", [(8, False), (28, False), (8, True), (28, True)])
+def test_an_identity_affine_grid_samples_on_the_bilinear_seams(size: int, align: bool) -> None:
+    # A spatial transformer at its usual initialization samples at the pixel centres, where
+    # bilinear interpolation is not differentiable in the sampling position (28 is not a
+    # power of two: the positions are whole only up to rounding, within the step's reach).
+    grid = _identity_grid(size, align)
+    scan = scan_kinks("grid_sampler_2d", _grid_case(grid, 0, align), tolerance=1e-5, seams=True)
+    assert scan is not None and scan.count == grid.numel()
+    assert scan.index_space == "input grid" and scan.first_indices[0] == [0, 0, 0, 0]
+    assert scan.masks["grid"].shape == grid.shape
+    nearest = scan_kinks("grid_sampler_2d", _grid_case(grid, 1, align), tolerance=1e-5, seams=True)
+    assert nearest is not None and nearest.count == 0  # centres are far from its jumps
+    # The kinks check does not count seams (continuous inputs land on them by rounding).
+    assert scan_kinks("grid_sampler_2d", _grid_case(grid, 0, align)) is None
+
+
+def test_grid_sample_seams_only_where_they_are() -> None:
+    rand = torch.rand(2, 6, 6, 2, generator=torch.Generator().manual_seed(1)) * 2 - 1
+    scan = scan_kinks("grid_sampler_2d", _grid_case(rand), tolerance=1e-5, seams=True)
+    assert scan is not None and scan.count == 0
+    bicubic = scan_kinks("grid_sampler_2d", _grid_case(rand, mode=2), tolerance=1e-5, seams=True)
+    assert bicubic is None  # Keys' cubic kernel has a continuous derivative
+    # nearest jumps half-way between pixels: x = -0.75 is pixel 0.5 on an 8-wide input
+    half = torch.zeros(1, 8, 8, 2)
+    half[..., 0] = -0.75
+    half[..., 1] = 0.1
+    scan = scan_kinks("grid_sampler_2d", _grid_case(half, mode=1), tolerance=1e-5, seams=True)
+    assert scan is not None and scan.count == 64  # the x coordinate of every position
+
+
+def test_kinks_check_is_silent_on_a_spatial_transformer_at_identity() -> None:
+    class STN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.loc = nn.Linear(64, 6)
+            nn.init.zeros_(self.loc.weight)
+            self.loc.bias.data = T([1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+            self.head = nn.Linear(64, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            theta = self.loc(x.flatten(1)).view(-1, 2, 3)
+            grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+            return self.head(F.grid_sample(x, grid, align_corners=False).flatten(1))
+
+    ctx = make_context(STN, continuous(4, 1, 8, 8))
+    result = kinks.run(ctx)
+    assert result.status == "computed"
+    assert all(i.status == "pass" for i in result.items), [i.message for i in result.items]

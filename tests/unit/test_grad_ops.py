@@ -139,6 +139,18 @@ def test_relu_and_max_pool_on_exact_kinks_are_nudged_not_failed() -> None:
     assert relu.status == "pass" and int(relu.metrics["kink_values_nudged"] or 0) > 0
 
 
+def test_grid_sample_on_pixel_centres_is_nudged_not_failed() -> None:
+    # An identity affine grid samples exactly at pixel centres, bilinear's seams: central
+    # differences across a seam average two slopes; the backward returns one of them.
+    theta = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]).expand(2, 2, 3)
+    grid = F.affine_grid(theta, [2, 1, 8, 8], align_corners=False)
+    record = _record(torch.ops.aten.grid_sampler_2d.default, _x(2, 1, 8, 8), grid, 0, 0, False)
+    item = gradcheck_ops.check_operator(record, SETTINGS)
+    assert item.status == "pass", item.message
+    assert int(item.metrics["kink_values_nudged"] or 0) == grid.numel()
+    assert "interpolation's seams" in item.message
+
+
 def test_large_pointwise_operator_gets_a_sliced_full_jacobian_that_says_so() -> None:
     item = gradcheck_ops.check_operator(
         _record(torch.ops.aten.mul.Tensor, _x(8, 50), _x(50, seed=1)), SETTINGS
