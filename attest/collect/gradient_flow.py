@@ -241,6 +241,7 @@ def run(ctx: CollectContext) -> CheckResult:
     if problems:
         trace, bits = trace_parameters(ctx.fresh_model(torch.float64), x, list(problems))
     training_ran: set[str] | None = None  # modules a training-mode forward calls (on demand)
+    zero_weights: list[str] | None = None  # the model's all-zero weights (on demand)
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=owner_of(name))
         if name in measured.frozen:
@@ -258,7 +259,9 @@ def run(ctx: CollectContext) -> CheckResult:
             what, zero = problems[name]
             kind, reason = reason_for(name, bits[name], trace, zero)
             if kind == "zero":
-                reason += _zero_weights_hint(model, name)
+                if zero_weights is None:  # once per run, only when some gradient is zero
+                    zero_weights = _all_zero_weights(model)
+                reason += _zero_weights_hint(zero_weights, name)
             if kind in SEVERING_KINDS or kind == "untracked":
                 severed.append(name)
             status: ItemStatus = "fail"
@@ -328,15 +331,21 @@ def run(ctx: CollectContext) -> CheckResult:
     return _result(parameters, items, measured)
 
 
-def _zero_weights_hint(model: nn.Module, name: str) -> str:
-    """A sentence naming the model's all-zero weight matrices or kernels, if any besides
-    ``name``: a zero-initialized layer (a spatial transformer's localization head, a ViT's
-    classification head) passes no gradient to the layers before it until it is trained."""
-    zero = [
+def _all_zero_weights(model: nn.Module) -> list[str]:
+    """The names of the model's all-zero weight matrices and kernels (biases left out: a zero
+    bias blocks no gradient)."""
+    return [
         n
         for n, p in model.named_parameters()
-        if n != name and p.dim() >= 2 and p.numel() and not bool(p.detach().any())
+        if p.dim() >= 2 and p.numel() and not bool(p.detach().any())
     ]
+
+
+def _zero_weights_hint(zero_weights: list[str], name: str) -> str:
+    """A sentence naming the model's all-zero weights (:func:`_all_zero_weights`), if any
+    besides ``name``: a zero-initialized layer (a spatial transformer's localization head, a
+    ViT's classification head) passes no gradient to the layers before it until it is trained."""
+    zero = [n for n in zero_weights if n != name]
     if not zero:
         return ""
     listed = ", ".join(repr(n) for n in zero[:3]) + (
