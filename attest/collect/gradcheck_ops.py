@@ -245,9 +245,8 @@ def _check_dropping_underivable(
     Returns (check, the inputs differentiated, descriptions of those held fixed)."""
     fixed: list[str] = []
     known = underivable if underivable is not None else set()
-    for i in [i for i in use if call.names[i] in known]:
-        use = [j for j in use if j != i]
-        fixed.append(f"{call.names[i]} (no derivative formula)")
+    fixed.extend(f"{call.names[i]} (no derivative formula)" for i in use if call.names[i] in known)
+    use = [i for i in use if call.names[i] not in known]
     while use:
         try:
             check = check_backward(
