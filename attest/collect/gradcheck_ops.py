@@ -47,8 +47,7 @@ from attest.collect.finite_differences import (
     finite_or_none,
     rms_or_one,
 )
-from attest.collect.kink_detectors import DETECTORS, SEAMS, KinkScan, scan_kinks
-from attest.collect.kink_scan import scan_result
+from attest.collect.kink_detectors import DETECTORS, POLES, SEAMS, scan_kinks
 from attest.evidence import CheckItem, CheckResult, Subject
 
 __all__ = [
@@ -67,12 +66,6 @@ __all__ = [
 # the values.
 KINK_REACH = 1e-5
 KINK_NUDGE = 1e-2
-# Poles: the argument at whose zero the operator's derivative is unbounded. A captured value
-# within the step's reach of one (the divisor that F.normalize clamps to 1e-12 for an all-zero
-# row: padded tokens in Swin V2's cosine attention) has steps that cross the pole, and central
-# differences measure the pole, not the backward. Such values are nudged off like kinks; the
-# function is smooth there, so the kinks check does not count them.
-POLES: dict[str, str] = {"div": "other", "reciprocal": "self"}
 # Elements of the representative slice of a large pointwise operator: the operator acts on
 # each element alone, so a few elements exercise its derivative formula; every element of the
 # captured input is covered by the random directions anyway.
@@ -161,8 +154,7 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
         bound = bind_schema(call.func, call.args, call.kwargs)
         for i in range(len(call.tensors)):  # the scan must see the nudged values
             _replace_bound(bound, call.names[i], call.tensors, i)
-        scan = _near_pole(name, bound, reach) if name in POLES else None
-        scan = scan or scan_kinks(name, bound, tolerance=reach, seams=True)
+        scan = scan_kinks(name, bound, tolerance=reach, step_only=True)
         if scan is None or scan.raw_hits == 0:
             return moved
         for i in use:
@@ -180,16 +172,6 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
             call.tensors[i] = nudged
             moved += n
     return moved
-
-
-def _near_pole(name: str, bound: dict[str, Any], reach: float) -> KinkScan | None:
-    """Values of the operator's pole argument (:data:`POLES`) within ``reach`` of zero."""
-    arg = POLES[name]
-    x = bound.get(arg)
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        return None
-    near = x.abs() <= reach
-    return scan_result("derivative pole at 0", near, None, f"input {arg}", {arg: near})
 
 
 def _replace_bound(bound: dict[str, Any], name: str, tensors: list[torch.Tensor], i: int) -> None:

@@ -297,11 +297,13 @@ def test_an_identity_affine_grid_samples_on_the_bilinear_seams(size: int, align:
     # bilinear interpolation is not differentiable in the sampling position (28 is not a
     # power of two: the positions are whole only up to rounding, within the step's reach).
     grid = _identity_grid(size, align)
-    scan = scan_kinks("grid_sampler_2d", _grid_case(grid, 0, align), tolerance=1e-5, seams=True)
+    scan = scan_kinks("grid_sampler_2d", _grid_case(grid, 0, align), tolerance=1e-5, step_only=True)
     assert scan is not None and scan.count == grid.numel()
     assert scan.index_space == "input grid" and scan.first_indices[0] == [0, 0, 0, 0]
     assert scan.masks["grid"].shape == grid.shape
-    nearest = scan_kinks("grid_sampler_2d", _grid_case(grid, 1, align), tolerance=1e-5, seams=True)
+    nearest = scan_kinks(
+        "grid_sampler_2d", _grid_case(grid, 1, align), tolerance=1e-5, step_only=True
+    )
     assert nearest is not None and nearest.count == 0  # centres are far from its jumps
     # The kinks check does not count seams (continuous inputs land on them by rounding).
     assert scan_kinks("grid_sampler_2d", _grid_case(grid, 0, align)) is None
@@ -309,15 +311,17 @@ def test_an_identity_affine_grid_samples_on_the_bilinear_seams(size: int, align:
 
 def test_grid_sample_seams_only_where_they_are() -> None:
     rand = torch.rand(2, 6, 6, 2, generator=torch.Generator().manual_seed(1)) * 2 - 1
-    scan = scan_kinks("grid_sampler_2d", _grid_case(rand), tolerance=1e-5, seams=True)
+    scan = scan_kinks("grid_sampler_2d", _grid_case(rand), tolerance=1e-5, step_only=True)
     assert scan is not None and scan.count == 0
-    bicubic = scan_kinks("grid_sampler_2d", _grid_case(rand, mode=2), tolerance=1e-5, seams=True)
+    bicubic = scan_kinks(
+        "grid_sampler_2d", _grid_case(rand, mode=2), tolerance=1e-5, step_only=True
+    )
     assert bicubic is None  # Keys' cubic kernel has a continuous derivative
     # nearest jumps half-way between pixels: x = -0.75 is pixel 0.5 on an 8-wide input
     half = torch.zeros(1, 8, 8, 2)
     half[..., 0] = -0.75
     half[..., 1] = 0.1
-    scan = scan_kinks("grid_sampler_2d", _grid_case(half, mode=1), tolerance=1e-5, seams=True)
+    scan = scan_kinks("grid_sampler_2d", _grid_case(half, mode=1), tolerance=1e-5, step_only=True)
     assert scan is not None and scan.count == 64  # the x coordinate of every position
 
 
