@@ -19,6 +19,9 @@ __all__ = [
     "SUBJECT_NAME_PATTERN",
     "TIMESTAMP_PATTERN",
     "VERSION_PATTERN",
+    "TIME_MAX",
+    "TIME_MIN",
+    "bounded_time",
     "compare_versions",
     "format_timestamp",
     "parse_timestamp",
@@ -71,8 +74,32 @@ def parse_timestamp(text: str) -> datetime:
         value = value[:-1] + "+00:00"
     moment = datetime.fromisoformat(value)
     if moment.tzinfo is None:
-        raise ValueError(f"timestamp {text!r} has no time zone (add Z for UTC)")
-    return moment.astimezone(timezone.utc)
+        raise ValueError(f"timestamp {text[:64]!r} has no time zone (add Z for UTC)")
+    return bounded_time(moment)
+
+
+# Every time the tools compare is kept inside this range, so that adding a clock skew or a
+# validity period (at most a few years) to it can never overflow ``datetime`` (years 1-9999).
+TIME_MIN: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+TIME_MAX: Final = datetime(9000, 1, 1, tzinfo=timezone.utc)
+
+
+def bounded_time(moment: datetime) -> datetime:
+    """``moment`` (aware) in UTC, or ``ValueError`` when it lies outside
+    ``TIME_MIN..TIME_MAX`` (1970-01-01 to 9000-01-01), which also covers times whose
+    conversion to UTC would overflow (``0001-01-01T00:30:00+01:00``)."""
+    if moment.tzinfo is None:
+        raise ValueError("timestamp has no time zone (add Z for UTC)")
+    try:
+        utc = moment.astimezone(timezone.utc)
+    except OverflowError:
+        utc = None
+    if utc is None or not TIME_MIN <= utc <= TIME_MAX:
+        raise ValueError(
+            f"{moment.isoformat()} is outside the supported range "
+            f"{format_timestamp(TIME_MIN)} .. {format_timestamp(TIME_MAX)}"
+        )
+    return utc
 
 
 _Key = tuple[tuple[int, ...], int, tuple[tuple[int, int, str], ...]]
