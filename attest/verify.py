@@ -1,6 +1,6 @@
 """The deployment-side verifier: offline, fail-closed, and free of torch and numpy.
 
-:func:`verify` checks a certificate in exactly the order of DESIGN.md section 8:
+:func:`verify` checks a certificate in exactly this order (docs/threat-model.md):
 
 1. size limit (16 MiB) and strict JSON (duplicate keys, NaN/Infinity, depth, non-UTF-8);
 2. envelope shape (``payload``, ``payloadType``, ``signatures``; canonical base64);
@@ -11,39 +11,38 @@
    statement schema (shipped inside the package, checked by code generated from it);
 5. validity window at one reference time (``at``, default now) with a small clock skew;
 6. each artifact given matches a subject by name and sha256 (directories: exactly the
-   subjects recorded under them);
+   subjects recorded under them); an ONNX model's external data files must be subjects too
+   (:mod:`attest._artifact_check`);
 7. the verdict;
 8. rollback: the highest version verified per model name, kept in a state file;
-9. with ``probe``: the behavioural probe (:mod:`attest.deploy.probe`, imported only then);
+9. with ``probe``: the behavioural probe (:mod:`attest.deploy.probe`, imported only then),
+   on the bytes hashed in step 6, never on whatever the paths hold by then;
 10. with ``check_environment``: the local runtime against the deployment envelope.
 
 Steps 1-4 are gates: a failure stops there and nothing after it is looked at. Steps 5-10
 report every problem they find. A rejection is a :class:`VerificationReport` with
 ``verified=False`` and ``(code, message)`` reasons; only problems with the caller's own inputs
 (an unreadable certificate or trust store, no artifacts) raise :class:`AttestError`.
+Nothing is recorded (the rollback state) before the verdict is final.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from attest._artifacts import (
-    ArtifactSpec,
-    artifact_name_and_path,
-    hash_directory,
-    hash_regular_file,
-)
+from attest._artifact_check import ArtifactMatch, is_onnx, match_artifacts, read_external_data
+from attest._artifacts import ArtifactSpec, artifact_name_and_path
 from attest._certificate_format import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
+    bounded_time,
     format_timestamp,
     parse_timestamp,
 )
@@ -56,6 +55,7 @@ from attest._envelope import (
 )
 from attest._io import StrictJSONError, loads_strict
 from attest._rollback import is_rollback, record_verified
+from attest._text import safe_text
 from attest.errors import AttestError, InputError
 from attest.trust import TrustStore, load_trust_store
 
@@ -64,6 +64,7 @@ __all__ = [
     "REASON_CODES",
     "ArtifactSpec",
     "VerificationReport",
+    "record_rollback",
     "verify",
 ]
 
@@ -85,8 +86,8 @@ DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
 MAX_CLOCK_SKEW = timedelta(days=1)
 
 # Extension points, imported lazily and only when asked for (they need numpy/onnxruntime):
-#   attest.deploy.probe.run_probe(onnx_path, probe_path, *, certified_env, onnx_sha256)
-#       -> object with .passed: bool, .message: str (and optionally .to_dict())
+#   attest.deploy.probe.run_probe(onnx_bytes, probe_bytes, *, certified_env, onnx_sha256,
+#       external_data: {location: bytes}) -> object with .passed: bool, .message: str (and optionally .to_dict())
 #   attest.deploy.environment.local_environment(*, threads, execution_provider) -> dict
 #   attest.deploy.environment.compare_environment(certified, local, fatal)
 #       -> list of objects with .fatal: bool, .message: str (and optionally .to_dict())
@@ -219,83 +220,6 @@ def _check_payload(env: Envelope) -> dict[str, Any]:
     return statement
 
 
-# ---------------------------------------------------------------------------- step 6
-
-
-def _match_directory(
-    name: str, root: Path, subjects: dict[str, str]
-) -> tuple[list[str], list[tuple[str, str]]]:
-    expected = {n[len(name) + 1 :]: d for n, d in subjects.items() if n.startswith(name + "/")}
-    if not expected:
-        return [], [("SUBJECT_MISMATCH", f"directory {root} ({name}/) matches no subject")]
-    listing = hash_directory(root, wanted=set(expected))
-    problems = [
-        ("SUBJECT_MISMATCH", f"{name}/{rel} is {why}; refused") for rel, why in listing.refused
-    ]
-    problems += [
-        ("SUBJECT_MISMATCH", f"{name}/{rel} is not a subject of the certificate")
-        for rel in listing.unexpected
-    ]
-    checked = []
-    for rel, digest in sorted(listing.digests.items()):
-        if digest == expected[rel]:
-            checked.append(f"{name}/{rel}")
-        else:
-            problems.append(
-                ("SUBJECT_MISMATCH", f"{name}/{rel}: sha256 differs from the certificate")
-            )
-    problems += [
-        ("ARTIFACT_MISSING", f"{name}/{rel} is in the certificate but not in {root}")
-        for rel in sorted(set(expected) - set(listing.digests))
-    ]
-    return checked, problems
-
-
-def _match_artifacts(
-    specs: list[tuple[str, Path]], subjects: dict[str, str]
-) -> tuple[list[str], list[tuple[str, str]], dict[str, Path]]:
-    """(subjects checked, problems, checked file name -> path)."""
-    checked: list[str] = []
-    problems: list[tuple[str, str]] = []
-    paths: dict[str, Path] = {}
-    for name, path in specs:
-        try:
-            mode = path.stat().st_mode
-            if stat.S_ISDIR(mode):
-                got, bad = _match_directory(name, path, subjects)
-                checked += got
-                problems += bad
-                continue
-            if name not in subjects:
-                problems.append(
-                    ("SUBJECT_MISMATCH", f"artifact {path} ({name}) matches no subject")
-                )
-                continue
-            digest = hash_regular_file(path, follow=True)
-        except FileNotFoundError:
-            problems.append(("ARTIFACT_MISSING", f"artifact {path} does not exist"))
-            continue
-        except OSError as exc:
-            problems.append(("ARTIFACT_MISSING", f"artifact {path} cannot be read: {exc.strerror}"))
-            continue
-        if digest is None:
-            problems.append(("SUBJECT_MISMATCH", f"artifact {path} is not a regular file"))
-        elif digest != subjects[name]:
-            problems.append(
-                (
-                    "SUBJECT_MISMATCH",
-                    f"artifact {path} ({name}): sha256 {digest[:16]}... differs from the certificate's {subjects[name][:16]}...",
-                )
-            )
-        else:
-            checked.append(name)
-            paths[name] = path
-    return checked, problems, paths
-
-
-# ---------------------------------------------------------------------------- step 8
-
-
 # ---------------------------------------------------------------------------- steps 9 and 10
 
 
@@ -309,30 +233,39 @@ def _extension(module_name: str) -> Any | None:
 
 
 def _run_probe(
-    probe: Path,
-    onnx_files: list[tuple[Path, str]],
+    probe_name: str,
+    found: ArtifactMatch,
+    subjects: dict[str, str],
     predicate: dict[str, Any],
     report: VerificationReport,
 ) -> tuple[str, str] | None:
+    """Run the certified ONNX model on the certified probe bundle, both as the bytes hashed in
+    step 6 (never re-read from their paths); external data likewise (re-read once and held
+    against the certificate again)."""
     module = _extension(PROBE_MODULE)
     if module is None:
         return (
             "PROBE_MISMATCH",
             f"this installation has no behavioural probe ({PROBE_MODULE}); --probe cannot pass",
         )
-    if len(onnx_files) != 1:
+    models = sorted(n for n in found.checked if is_onnx(n))
+    if len(models) != 1:
         return (
             "ARTIFACT_MISSING",
             "--probe needs exactly one certified ONNX file among the artifacts "
-            f"(got {len(onnx_files)}); pass it with --artifact",
+            f"(got {len(models)}); pass it with --artifact",
         )
+    model = models[0]
+    external, problem = read_external_data(found, model, subjects)
+    if problem is not None:
+        return problem
     try:
-        onnx_path, onnx_sha256 = onnx_files[0]
         outcome = module.run_probe(
-            onnx_path,
-            probe,
+            found.contents[model],
+            found.contents[probe_name],
             certified_env=dict(predicate["deployment"].get("runtime", {})),
-            onnx_sha256=onnx_sha256,  # hashed and matched above; no second read
+            onnx_sha256=subjects[model],  # the bytes above matched it in step 6
+            external_data=external,
         )
     except AttestError as exc:
         return ("PROBE_MISMATCH", f"the probe could not run: {exc.message}")
@@ -391,6 +324,7 @@ def verify(
     probe: str | Path | None = None,
     check_environment: bool = False,
     require_artifacts: bool = True,
+    record_state: bool = True,
 ) -> VerificationReport:
     """Verify ``cert_path`` offline against ``trust`` and the ``artifacts`` at hand.
 
@@ -402,15 +336,22 @@ def verify(
     ``require_artifacts=False`` (library only, for displaying a certificate's status in a
     report) allows no artifact at all: such a report vouches for the signatures, payload,
     validity, verdict and rollback only, and its ``subjects_checked`` is empty. The command
-    line always requires ``--artifact``.
+    line always requires ``--artifact``. ``record_state=False`` leaves the rollback state
+    untouched even on success: the caller records it with :func:`record_rollback` once it has
+    done what must come first (the command line renders its output first, so that nothing is
+    recorded for a verdict that could not be shown).
 
     Returns a report; raises :class:`AttestError` only for unusable inputs of the caller.
     """
     path = Path(cert_path)
     live = at is None
     now = datetime.now(timezone.utc) if at is None else at
-    if now.tzinfo is None:
-        raise InputError("the verification time has no time zone", hint="e.g. 2026-01-31T12:00:00Z")
+    try:
+        now = bounded_time(now)
+    except ValueError as exc:
+        raise InputError(
+            f"the verification time is unusable: {exc}", hint="e.g. 2026-01-31T12:00:00Z"
+        ) from None
     if not timedelta(0) <= clock_skew <= MAX_CLOCK_SKEW:
         raise InputError(f"clock skew {clock_skew} is outside 0..{MAX_CLOCK_SKEW}")
     specs = [artifact_name_and_path(a) for a in artifacts]
@@ -451,15 +392,19 @@ def verify(
         reasons.append(
             ("EXPIRED", f"expired at {predicate['expires_at']}, before {format_timestamp(now)}")
         )
-    # 6. artifacts
+    # 6. artifacts (the probe bundle's bytes are kept: the probe reads those, not the path)
     subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
-    checked, problems, paths = _match_artifacts(specs, subjects)
-    reasons += problems
-    report.subjects_checked = sorted(set(checked))
-    report.subjects_not_checked = sorted(set(subjects) - set(checked))
+    probe_name = artifact_name_and_path(probe)[0] if probe is not None else None
+    keep = frozenset() if probe_name is None else frozenset({probe_name})
+    found = match_artifacts(specs, subjects, keep=keep)
+    reasons += found.problems
+    report.subjects_checked = sorted(set(found.checked))
+    report.subjects_not_checked = sorted(set(subjects) - set(found.checked))
     # 7. verdict
     if predicate["verdict"] != "pass":
-        reasons.append(("POLICY_FAILED", f"the certificate's verdict is {predicate['verdict']!r}"))
+        reasons.append(
+            ("POLICY_FAILED", f"the certificate's verdict is {safe_text(predicate['verdict'])!r}")
+        )
     # 8. rollback
     if state_file is not None:
         higher = is_rollback(state_file, report.model["name"], report.model["version"])
@@ -473,15 +418,16 @@ def verify(
             )
     else:
         report.notes.append("rollback not checked (no state file)")
-    # 9. behavioural probe: runs the model file, so only once everything above holds
-    if probe is not None:
+    # 9. behavioural probe: runs the model, so only once everything above holds
+    if probe_name is not None:
         if reasons:
             report.notes.append("probe not run: the certificate is already rejected")
+        elif probe_name not in found.contents:
+            reasons.append(("ARTIFACT_MISSING", f"--probe {probe_name} is not a certified file"))
         else:
-            onnx = [(p, subjects[n]) for n, p in paths.items() if n.endswith(".onnx")]
-            found = _run_probe(artifact_name_and_path(probe)[1], onnx, predicate, report)
-            if found is not None:
-                reasons.append(found)
+            problem = _run_probe(probe_name, found, subjects, predicate, report)
+            if problem is not None:
+                reasons.append(problem)
     # 10. environment
     if check_environment:
         reasons += _compare_environment(predicate["deployment"], report)
@@ -489,12 +435,20 @@ def verify(
     report.verified = not reasons
     if report.verified:
         report.statement = statement
-        if state_file is not None and live:
-            record_verified(
-                state_file,
-                report.model["name"],
-                report.model["version"],
-                report.certificate_id,
-                now,
-            )
+        if state_file is not None and live and record_state:
+            record_rollback(report, state_file)
     return report
+
+
+def record_rollback(report: VerificationReport, state_file: str | Path) -> None:
+    """Raise the rollback state to the version of a verified report (a no-op for a rejected
+    one). :func:`verify` calls it itself unless asked not to (``record_state=False``)."""
+    if not report.verified or report.model is None or report.certificate_id is None:
+        return
+    record_verified(
+        state_file,
+        report.model["name"],
+        report.model["version"],
+        report.certificate_id,
+        report.checked_at,
+    )

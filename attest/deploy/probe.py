@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from attest._io import sha256_file
+from attest._io import sha256_bytes
 from attest.deploy.environment import (
     EnvironmentDifference,
     compare_environment,
@@ -228,6 +228,15 @@ def compare_output(
     )
 
 
+def _read_bytes(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist", hint="check the path") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror}") from None
+
+
 def _session_inputs(session: Any, bundle: ProbeBundle) -> str | None:
     names = [i.name for i in session.get_inputs()]
     if names != bundle.input_names:
@@ -241,30 +250,35 @@ def _session_inputs(session: Any, bundle: ProbeBundle) -> str | None:
 
 
 def run_probe(
-    onnx_path: str | Path,
-    probe_path: str | Path,
+    onnx: str | Path | bytes,
+    probe: str | Path | bytes,
     *,
     certified_env: dict[str, Any] | None = None,
     tolerance: float | None = None,
     onnx_sha256: str | None = None,
+    external_data: dict[str, bytes] | None = None,
 ) -> ProbeOutcome:
-    """Run ``onnx_path`` on the probe bundle's inputs and compare with the certified outputs.
+    """Run the ONNX model ``onnx`` on the probe bundle's inputs and compare with the certified
+    outputs.
 
-    ``certified_env`` is the deployment runtime from the (verified) certificate; the
-    environment recorded in the bundle (itself a certificate subject) takes precedence for the
-    keys it records, since that is where the expected outputs were produced. ``tolerance``, if
-    given, replaces every output's certified ``rtol`` (and ``atol`` becomes ``tolerance`` times
-    the largest certified magnitude of that output). ``onnx_sha256`` skips re-hashing a file
-    the caller already hashed.
+    ``onnx`` and ``probe`` are the files' bytes (the verifier passes exactly the bytes it
+    hashed, so nothing is re-read from a path that may have changed since) or paths (read
+    once here). ``external_data`` maps each external-data location the model names to its
+    (hashed) bytes. ``certified_env`` is the deployment runtime from the (verified)
+    certificate; the environment recorded in the bundle (itself a certificate subject) takes
+    precedence for the keys it records, since that is where the expected outputs were
+    produced. ``tolerance``, if given, replaces every output's certified ``rtol`` (and
+    ``atol`` becomes ``tolerance`` times the largest certified magnitude of that output).
+    ``onnx_sha256`` skips hashing bytes the caller already hashed.
 
     A bundle or model that cannot be read raises :class:`InputError`; a mismatch is a
     :class:`ProbeOutcome` with ``passed=False``.
     """
     started = time.perf_counter()
-    bundle = read_probe_bundle(probe_path)
-    digest = onnx_sha256 or sha256_file(onnx_path)
-    # The bundle records the environment its expected outputs were produced in, which decides
-    # whether bit-exactness is to be expected here; the certificate's envelope fills gaps.
+    onnx_name = "the ONNX model" if isinstance(onnx, bytes) else Path(onnx).name
+    model = onnx if isinstance(onnx, bytes) else _read_bytes(Path(onnx), "ONNX model")
+    bundle = read_probe_bundle(probe)
+    digest = onnx_sha256 or sha256_bytes(model)
     certified = {**(certified_env or {}), **bundle.environment}
     runtime = bundle.runtime
     try:
@@ -275,7 +289,7 @@ def run_probe(
             execution_provider=str(runtime.get("execution_provider", "CPUExecutionProvider")),
         )
     except (TypeError, ValueError):
-        raise InputError(f"probe bundle {probe_path}: invalid runtime settings {runtime}") from None
+        raise InputError(f"probe bundle: invalid runtime settings {runtime}") from None
     local = local_environment(threads=threads, execution_provider=settings.execution_provider)
     differences = compare_environment(
         {k: v for k, v in certified.items() if k in BIT_EXACT_KEYS}, local, fatal=()
@@ -289,7 +303,7 @@ def run_probe(
             runtime=settings.to_dict(),
             problem=(
                 f"the probe bundle was produced from an ONNX file with sha256 "
-                f"{bundle.onnx_sha256[:16]}..., not {Path(onnx_path).name} ({digest[:16]}...)"
+                f"{bundle.onnx_sha256[:16]}..., not {onnx_name} ({digest[:16]}...)"
             ),
             wall_s=time.perf_counter() - started,
         )
@@ -299,7 +313,7 @@ def run_probe(
             intra_op_threads=threads,
             graph_optimization_level=settings.graph_optimization_level,
         )
-    session = create_session(onnx_path, settings)
+    session = create_session(model, settings, external_data=external_data)
     problem = _session_inputs(session, bundle)
     if problem is not None:
         return ProbeOutcome(
@@ -314,7 +328,7 @@ def run_probe(
         actual = session.run(None, dict(zip(bundle.input_names, bundle.inputs, strict=True)))
     except Exception as exc:  # onnxruntime's pybind error types share no public base
         raise InputError(
-            f"onnxruntime failed to run {onnx_path} on the probe inputs: "
+            f"onnxruntime failed to run {onnx_name} on the probe inputs: "
             f"{type(exc).__name__}: {str(exc).strip()[:500]}"
         ) from None
     comparisons: list[OutputComparison] = []

@@ -124,11 +124,12 @@ def _tolerances(value: Any, outputs: list[str]) -> dict[str, dict[str, float]] |
     return out
 
 
-def read_probe_bundle(path: str | Path) -> ProbeBundle:
-    """Read a bundle with ``allow_pickle=False``; anything unexpected is an :class:`InputError`."""
-    p = Path(path)
+def read_probe_bundle(source: str | Path | bytes) -> ProbeBundle:
+    """Read a bundle (a path, or the file's bytes) with ``allow_pickle=False``; anything
+    unexpected is an :class:`InputError`."""
+    p = Path("<bytes>") if isinstance(source, bytes) else Path(source)
     try:
-        npz = np.load(p, allow_pickle=False)
+        npz = np.load(io.BytesIO(source) if isinstance(source, bytes) else p, allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"probe bundle {p} does not exist", hint="check the path") from None
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:

@@ -66,11 +66,36 @@ def import_onnxruntime() -> Any:
         ) from None
 
 
-def create_session(model: str | Path | bytes, settings: RuntimeSettings) -> Any:
+def create_session(
+    model: str | Path | bytes,
+    settings: RuntimeSettings,
+    *,
+    external_data: dict[str, bytes] | None = None,
+) -> Any:
     """An ``onnxruntime.InferenceSession`` with the certified, deterministic settings.
 
+    ``model`` is a path or the model's bytes. A model given as bytes whose tensors live in
+    external data files needs those files' bytes in ``external_data`` (location -> bytes):
+    onnxruntime resolves external data against the model file's folder, so the model and its
+    data are written to a fresh private folder (mode 0700, removed afterwards) and loaded
+    from there; the files at the original paths are never read.
     A model onnxruntime cannot load raises :class:`InputError` with onnxruntime's reason.
     """
+    if isinstance(model, bytes) and external_data:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="attest-probe-") as folder:
+            root = Path(folder)
+            for location, data in external_data.items():
+                target = root / location
+                target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                target.write_bytes(data)
+            (root / "model.onnx").write_bytes(model)
+            return _session(root / "model.onnx", settings)
+    return _session(model, settings)
+
+
+def _session(model: str | Path | bytes, settings: RuntimeSettings) -> Any:
     ort = import_onnxruntime()
     options = ort.SessionOptions()
     options.use_deterministic_compute = True

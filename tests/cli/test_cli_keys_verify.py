@@ -36,7 +36,7 @@ def signed(
     code, out, _ = run(capsys, "keygen", "--out", tmp_path / "keys" / "release")
     assert code == 0 and "key id:" in out
     model = tmp_path / "model.onnx"
-    model.write_bytes(b"onnx" * 256)
+    model.write_bytes(b"\x12\x04onnx" * 256)  # well-formed protobuf: an ONNX model is scanned
     from attest._io import sha256_file
 
     statement = json.loads(json.dumps(STATEMENT))

@@ -38,7 +38,7 @@ def world(
     assert run(capsys, "keygen", "--out", keys / "release")[0] == 0
     assert run(capsys, "keygen", "--out", keys / "ledger")[0] == 0
     model = tmp_path / "model.onnx"
-    model.write_bytes(b"onnx" * 64)
+    model.write_bytes(b"\x12\x04onnx" * 64)  # well-formed protobuf: an ONNX model is scanned
     from attest._io import sha256_file
 
     statement = json.loads(json.dumps(STATEMENT))

@@ -31,14 +31,17 @@ NOT_FOR_VERIFY = (
 # The attest modules `attest verify` may load (anything else is a start-up cost to justify).
 VERIFY_MODULES = {
     "attest",
+    "attest._artifact_check",
     "attest._artifacts",
     "attest._certificate_format",
     "attest._cli",
     "attest._cli.verify",
     "attest._envelope",
     "attest._io",
+    "attest._onnx_refs",
     "attest._rollback",
     "attest._statement_validator",
+    "attest._text",
     "attest._version",
     "attest.errors",
     "attest.signing",

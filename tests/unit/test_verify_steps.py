@@ -122,12 +122,17 @@ def _install(monkeypatch: pytest.MonkeyPatch, name: str, **attrs: Any) -> None:
 def test_probe_extension_is_called_with_the_checked_files(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[tuple[Path, Path, dict[str, Any]]] = []
+    calls: list[tuple[bytes, bytes, dict[str, Any]]] = []
 
     def run_probe(
-        onnx: Path, probe: Path, *, certified_env: dict[str, Any], onnx_sha256: str
+        onnx: bytes,
+        probe: bytes,
+        *,
+        certified_env: dict[str, Any],
+        onnx_sha256: str,
+        external_data: dict[str, bytes],
     ) -> _Outcome:
-        assert len(onnx_sha256) == 64
+        assert len(onnx_sha256) == 64 and external_data == {}
         calls.append((onnx, probe, certified_env))
         return _Outcome(passed=len(calls) == 1, message="largest error 0.5 at (0, 3)")
 
@@ -136,7 +141,8 @@ def test_probe_extension_is_called_with_the_checked_files(
     cert = world.write(world.envelope(deployment={"runtime": {"intra_op_threads": 1}}))
     report = world.verify(cert, artifacts=[world.onnx], probe=f"probe.npz={world.probe}")
     assert report.verified, report.reasons
-    assert calls == [(world.onnx, world.probe, {"intra_op_threads": 1})]
+    # the bytes hashed in step 6, not paths to read again
+    assert calls == [(world.onnx.read_bytes(), world.probe.read_bytes(), {"intra_op_threads": 1})]
     assert report.probe == {"passed": True, "message": "largest error 0.5 at (0, 3)"}
     assert world.verify(cert, artifacts=[world.onnx], probe=world.probe).codes == ["PROBE_MISMATCH"]
     # the probe bundle must itself be a subject, and the ONNX file must be given
