@@ -19,6 +19,7 @@ from typing import Any
 
 from attest._certificate_format import format_timestamp
 from attest._io import MAX_JSON_BYTES, StrictJSONError, loads_strict
+from attest._text import safe_text
 from attest.errors import InputError
 from attest.signing import pae, verify_signature
 from attest.trust import TrustedKey, TrustStore
@@ -57,6 +58,8 @@ def read_certificate(path: Path) -> bytes:
         raise InputError(f"certificate {path} is a directory, expected a file") from None
     except OSError as exc:
         raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
+    except ValueError:  # a NUL or unencodable text in the path
+        raise InputError(f"certificate {safe_text(path)} is not a usable file name") from None
     if len(data) > MAX_JSON_BYTES:
         raise Rejected("MALFORMED", f"the certificate is over the {MAX_JSON_BYTES}-byte limit")
     return data
@@ -82,6 +85,14 @@ def _b64(value: Any, what: str) -> bytes:
     return raw
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass
 class Envelope:
     payload: bytes
@@ -105,6 +116,8 @@ def parse_envelope(data: bytes) -> Envelope:
         )
     if not isinstance(doc["payloadType"], str) or not doc["payloadType"]:
         raise Rejected("MALFORMED", "payloadType is not a non-empty string")
+    if not _encodable(doc["payloadType"]):  # PAE needs its UTF-8 bytes
+        raise Rejected("MALFORMED", "payloadType is not valid Unicode (a lone surrogate)")
     payload = _b64(doc["payload"], "payload")
     sigs = doc["signatures"]
     if not isinstance(sigs, list) or not sigs:
@@ -137,9 +150,10 @@ def check_signatures(
         order = sorted(trust.keys, key=lambda k: k.keyid != hint)  # hinted key first
         signer = next((k for k in order if verify_signature(k.public_key, sig, message)), None)
         what = f"signature {index}"
+        shown = safe_text(hint[:16])  # unsigned: escaped before it reaches any output
         if signer is None:
             if trust.is_revoked(hint):
-                problems.append(("KEY_REVOKED", f"{what} names revoked key {hint[:16]}"))
+                problems.append(("KEY_REVOKED", f"{what} names revoked key {shown}"))
             elif trust.key(hint) is not None:
                 label = trust.key(hint).label()  # type: ignore[union-attr]
                 problems.append(("SIGNATURE_INVALID", f"{what} does not verify under {label}"))
@@ -147,7 +161,7 @@ def check_signatures(
                 problems.append(
                     (
                         "UNTRUSTED_KEY",
-                        f"{what} is by key {hint[:16]}, which is not in the trust store",
+                        f"{what} is by key {shown}, which is not in the trust store",
                     )
                 )
             else:

@@ -62,7 +62,8 @@ def safe_text(value: object, limit: int | None = None) -> str:
 
 def _json_escape(match: re.Match[str]) -> str:
     char = match.group()
-    if not _unsafe(char):
+    # json.dumps escapes control characters inside strings, so a newline here is indentation.
+    if char == "\n" or not _unsafe(char):
         return char
     code = ord(char)
     if code <= 0xFFFF:
@@ -74,7 +75,8 @@ def _json_escape(match: re.Match[str]) -> str:
 def printable_json(data: Any, *, indent: int | None = 2) -> str:
     """JSON text of ``data`` that is safe on a terminal and encodes as UTF-8: readable letters
     stay as they are, every character :func:`safe_text` would escape is a ``\\uXXXX`` escape
-    (JSON's structure is ASCII, so such characters can only stand inside strings)."""
+    (json.dumps already escapes control characters inside strings; the rest can only stand
+    inside strings too, since JSON's structure is ASCII)."""
     text = json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
     return _CANDIDATE.sub(_json_escape, text)
 

@@ -185,7 +185,8 @@ def _schema_problem(statement: dict[str, Any]) -> str | None:
 def _check_payload(env: Envelope) -> dict[str, Any]:
     if env.payload_type != PAYLOAD_TYPE:
         raise Rejected(
-            "MALFORMED", f"payloadType is {env.payload_type!r}, expected {PAYLOAD_TYPE!r}"
+            "MALFORMED",
+            f"payloadType is {safe_text(env.payload_type, 100)!r}, expected {PAYLOAD_TYPE!r}",
         )
     try:
         statement = loads_strict(env.payload)
@@ -195,12 +196,13 @@ def _check_payload(env: Envelope) -> dict[str, Any]:
         raise Rejected("MALFORMED", "the signed payload is not a JSON object")
     if statement.get("_type") != STATEMENT_TYPE:
         raise Rejected(
-            "MALFORMED", f"_type is {statement.get('_type')!r}, expected {STATEMENT_TYPE!r}"
+            "MALFORMED",
+            f"_type is {safe_text(statement.get('_type'), 100)!r}, expected {STATEMENT_TYPE!r}",
         )
     if statement.get("predicateType") != PREDICATE_TYPE:
         raise Rejected(
             "MALFORMED",
-            f"predicateType is {statement.get('predicateType')!r}, expected {PREDICATE_TYPE!r}",
+            f"predicateType is {safe_text(statement.get('predicateType'), 100)!r}, expected {PREDICATE_TYPE!r}",
         )
     problem = _schema_problem(statement)
     if problem is not None:

@@ -8,6 +8,7 @@ maps :class:`attest.errors.AttestError` to exit codes; no traceback reaches a us
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 
 import click
 
+from attest._text import safe_text
 from attest.errors import EXIT_BAD_INPUT, AttestError
 
 # command name -> "module:attribute" (module relative to attest._cli)
@@ -85,13 +87,28 @@ def cli() -> None:
     """
 
 
+def _never_fail_on_encoding() -> None:
+    """Text that cannot be encoded for the terminal or pipe (a lone surrogate from a file
+    name that is not UTF-8, say) is written as backslash escapes instead of raising: output
+    must never be the thing that crashes a command. The commands escape untrusted text
+    themselves (:mod:`attest._text`); this is the net below them."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(Exception):
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Entry point of the ``attest`` command; the one place errors become exit codes."""
     debug = os.environ.get("ATTEST_DEBUG") == "1"
+    _never_fail_on_encoding()
     try:
         rv = cli.main(args=argv, prog_name="attest", standalone_mode=False)
     except AttestError as exc:
-        click.echo(f"error: {exc.diagnostics()}", err=True)
+        # Messages quote paths and values from files: printed one line each, escaped.
+        hint = f"\n  hint: {safe_text(exc.hint, 2000)}" if exc.hint else ""
+        click.echo(f"error: {safe_text(exc.message, 4000)}{hint}", err=True)
         if debug:
             raise
         sys.exit(exc.exit_code)
@@ -110,7 +127,7 @@ def main(argv: list[str] | None = None) -> Any:
         if debug:
             raise
         click.echo(
-            f"internal error: {type(exc).__name__}: {exc}\n"
+            f"internal error: {type(exc).__name__}: {safe_text(exc, 2000)}\n"
             "  hint: this is a bug in gradient-attest; rerun with ATTEST_DEBUG=1 and report the traceback",
             err=True,
         )

@@ -6,7 +6,7 @@ itself (:mod:`attest.verify`, torch- and numpy-free) is imported when the comman
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
 from datetime import datetime, timedelta
@@ -15,17 +15,26 @@ from typing import Any
 
 import click
 
-from attest.errors import EXIT_NEGATIVE, InputError
+from attest._text import check_path_text, json_safe, printable_json, safe_text
+from attest.errors import EXIT_NEGATIVE, AttestError, InputError
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h)?")
+_DURATION = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)\s*(s|m|h)?")
+_MAX_SKEW_S = 86_400  # attest.verify.MAX_CLOCK_SKEW, without importing the verifier for --help
 
 
 def _skew(text: str) -> timedelta:
     match = _DURATION.fullmatch(text.strip())
     if not match:
-        raise InputError(f"--clock-skew {text!r} is not a duration", hint="e.g. 60s, 5m, 1h")
-    unit = {"s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
-    return timedelta(seconds=float(match.group(1)) * unit)
+        raise InputError(
+            f"--clock-skew {safe_text(text, 60)!r} is not a duration", hint="e.g. 60s, 5m, 1h"
+        )
+    seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2) or "s"]
+    if seconds > _MAX_SKEW_S:
+        raise InputError(
+            f"--clock-skew {safe_text(text, 60)!r} is over the limit of one day",
+            hint="a larger skew would accept certificates far outside their validity window",
+        )
+    return timedelta(seconds=seconds)
 
 
 def _at(text: str | None) -> datetime | None:
@@ -37,8 +46,20 @@ def _at(text: str | None) -> datetime | None:
         return parse_timestamp(text)
     except ValueError as exc:
         raise InputError(
-            f"--at {text!r} is not a timestamp: {exc}", hint="e.g. 2026-06-30T12:00:00Z"
+            f"--at {safe_text(text, 60)!r} is not a usable time: {safe_text(exc, 200)}",
+            hint="e.g. 2026-06-30T12:00:00Z",
         ) from None
+
+
+def _check_paths(**paths: object) -> None:
+    """Refuse path arguments no file can have (a NUL, text the file system cannot encode)
+    before anything is read, as a usage error."""
+    for option, values in paths.items():
+        for value in values if isinstance(values, tuple | list) else [values]:
+            if value is not None:
+                problem = check_path_text(str(value), option)
+                if problem is not None:
+                    raise InputError(problem, hint="check the argument")
 
 
 def _ledger_recorder(path: Path | None) -> Any:
@@ -61,28 +82,56 @@ def _ledger_recorder(path: Path | None) -> Any:
     return record
 
 
-def _print_report(data: dict[str, Any]) -> None:
+def _render(data: dict[str, Any]) -> str:
+    """The text report; every field is made safe to print (it may hold unsigned text)."""
     model = data.get("model") or {}
     cert = data["certificate"]
+    lines = []
     if data["verified"]:
-        click.echo(
-            f"VERIFIED: {model.get('name')} {model.get('version')} (certificate {cert['id']})"
+        lines.append(
+            f"VERIFIED: {safe_text(model.get('name'), 200)} {safe_text(model.get('version'), 64)}"
+            f" (certificate {safe_text(cert['id'], 200)})"
         )
     else:
-        click.echo(f"REJECTED: {cert['path']}")
-        for reason in data["reasons"]:
-            click.echo(f"  {reason['code']}: {reason['message']}")
+        lines.append(f"REJECTED: {safe_text(cert['path'])}")
+        lines += [
+            f"  {safe_text(r['code'], 64)}: {safe_text(r['message'], 2000)}"
+            for r in data["reasons"]
+        ]
     for signer in data["signers"]:
-        click.echo(f"  signed by: {signer['name']} ({signer['keyid'][:16]})")
+        lines.append(
+            f"  signed by: {safe_text(signer['name'], 200)} ({safe_text(signer['keyid'][:16])})"
+        )
     if data["subjects_checked"]:
-        click.echo(f"  subjects checked: {', '.join(data['subjects_checked'])}")
+        names = ", ".join(safe_text(n, 300) for n in data["subjects_checked"])
+        lines.append(f"  subjects checked: {names}")
     if data["subjects_not_checked"]:
-        click.echo(f"  subjects not given: {', '.join(data['subjects_not_checked'])}")
-    click.echo(f"  checked at: {data['checked_at']}")
+        names = ", ".join(safe_text(n, 300) for n in data["subjects_not_checked"])
+        lines.append(f"  subjects not given: {names}")
+    lines.append(f"  checked at: {data['checked_at']}")
     if data.get("probe"):
-        click.echo(f"  probe ({data['probe']['mode']}): {data['probe']['message']}")
-    for note in data["notes"]:
-        click.echo(f"  note: {note}")
+        probe = data["probe"]
+        lines.append(
+            f"  probe ({safe_text(probe.get('mode'), 32)}): {safe_text(probe.get('message'), 2000)}"
+        )
+    lines += [f"  note: {safe_text(note, 2000)}" for note in data["notes"]]
+    return "\n".join(lines)
+
+
+def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
+    """What the ledger records when verification could not reach a verdict (exit 2 or 3)."""
+    import hashlib
+
+    code = "INPUT_ERROR" if isinstance(exc, AttestError) else "INTERNAL_ERROR"
+    message = exc.message if isinstance(exc, AttestError) else f"{type(exc).__name__}: {exc}"
+    digest = None
+    with contextlib.suppress(OSError, ValueError), certificate.open("rb") as fh:
+        digest = hashlib.sha256(fh.read(16 * 1024 * 1024 + 1)).hexdigest()
+    return {
+        "verified": False,
+        "reasons": [{"code": code, "message": safe_text(message, 2000)}],
+        "certificate": {"path": safe_text(certificate), "sha256": digest},
+    }
 
 
 @click.command("verify")
@@ -158,30 +207,46 @@ def verify(
 
     Exit codes: 0 verified, 1 rejected (with reason codes), 2 usage or unreadable input.
     """
+    from attest.verify import record_rollback
     from attest.verify import verify as run_verify
 
+    _check_paths(
+        CERTIFICATE=certificate,
+        **{"--trust": trust_path, "--artifact": artifacts, "--state-file": state_file},
+        **{"--probe": probe, "--ledger": ledger},
+    )
     record = _ledger_recorder(ledger)
     if no_state:
         state_file = None
     elif state_file is None:
         state_file = _default_state_file()
-    report = run_verify(
-        certificate,
-        trust=trust_path,
-        artifacts=list(artifacts),
-        at=_at(at_text),
-        clock_skew=_skew(clock_skew),
-        state_file=state_file,
-        probe=probe,
-        check_environment=check_environment,
-    )
-    data = report.to_dict()
+    # Order of effects: verify, render, then record (rollback state, ledger entry), then
+    # print. Nothing is recorded for a verdict that could not be rendered; a verification
+    # that could not reach a verdict is recorded in the ledger as a rejection all the same.
+    try:
+        report = run_verify(
+            certificate,
+            trust=trust_path,
+            artifacts=list(artifacts),
+            at=_at(at_text),
+            clock_skew=_skew(clock_skew),
+            state_file=state_file,
+            probe=probe,
+            check_environment=check_environment,
+            record_state=False,
+        )
+        data = json_safe(report.to_dict())
+        text = printable_json(data) if as_json else _render(data)
+        if state_file is not None and at_text is None:
+            record_rollback(report, state_file)
+    except Exception as exc:
+        if record is not None:
+            with contextlib.suppress(Exception):  # the original error is the one to show
+                record(ledger, _failure_entry(certificate, exc))
+        raise
     if record is not None:
         record(ledger, data)
-    if as_json:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
-    else:
-        _print_report(data)
+    click.echo(text)
     if not report.verified:
         ctx.exit(EXIT_NEGATIVE)
 
@@ -193,47 +258,65 @@ def inspect(certificate: Path, as_json: bool) -> None:
     """Print what a certificate says, WITHOUT verifying it."""
     from attest._envelope import Rejected, parse_envelope, read_certificate
 
+    _check_paths(CERTIFICATE=certificate)
+    shown = safe_text(certificate)
     try:
         envelope = parse_envelope(read_certificate(certificate))
         from attest._io import loads_strict
 
         statement = loads_strict(envelope.payload)
     except Rejected as exc:
-        raise InputError(f"certificate {certificate} cannot be read: {exc.message}") from None
+        raise InputError(f"certificate {shown} cannot be read: {safe_text(exc.message)}") from None
     except ValueError as exc:
-        raise InputError(f"certificate {certificate}: the payload is not JSON: {exc}") from None
+        raise InputError(f"certificate {shown}: the payload is not JSON: {exc}") from None
     if as_json:
         data = {
             "verified": False,
             "note": "NOT VERIFIED: run attest verify",
             "statement": statement,
         }
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        click.echo(printable_json(json_safe(data)))
         return
-    click.echo("NOT VERIFIED: this is what the certificate claims; `attest verify` checks it.")
-    predicate = statement.get("predicate") if isinstance(statement, dict) else None
-    if not isinstance(predicate, dict):
-        click.echo(json.dumps(statement, indent=2, ensure_ascii=False))
-        return
-    model = predicate.get("model") or {}
-    policy = predicate.get("policy") or {}
-    click.echo(f"  model:       {model.get('name')} {model.get('version')}")
-    click.echo(f"  certificate: {predicate.get('certificate_id')}")
-    click.echo(f"  verdict:     {predicate.get('verdict')}")
-    click.echo(f"  policy:      {policy.get('id')} {policy.get('version')}")
-    click.echo(
-        f"  issued:      {predicate.get('issued_at')}  expires: {predicate.get('expires_at')}"
-    )
-    click.echo(
-        f"  signatures:  {', '.join(h[:16] or '(no key id)' for h, _ in envelope.signatures)}"
-    )
-    for subject in statement.get("subject") or []:
+    click.echo(_render_claims(statement, [hint for hint, _ in envelope.signatures]))
+
+
+def _field(data: object, *keys: str) -> Any:
+    """``data[k1][k2]...`` where each level is a mapping, else None (unsigned input may have
+    any shape)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _render_claims(statement: Any, hints: list[str]) -> str:
+    """What an unverified certificate claims, every value made safe to print: a claim must
+    never be able to overwrite the NOT VERIFIED line above it."""
+
+    def show(*keys: str, limit: int = 200) -> str:
+        return safe_text(_field(statement, "predicate", *keys), limit)
+
+    lines = ["NOT VERIFIED: this is what the certificate claims; `attest verify` checks it."]
+    if not isinstance(_field(statement, "predicate"), dict):
+        lines.append(printable_json(json_safe(statement)))
+        return "\n".join(lines)
+    signatures = ", ".join(safe_text(h[:16]) or "(no key id)" for h in hints)
+    lines += [
+        f"  model:       {show('model', 'name')} {show('model', 'version', limit=64)}",
+        f"  certificate: {show('certificate_id')}",
+        f"  verdict:     {show('verdict', limit=32)}",
+        f"  policy:      {show('policy', 'id')} {show('policy', 'version', limit=64)}",
+        f"  issued:      {show('issued_at', limit=40)}  expires: {show('expires_at', limit=40)}",
+        f"  signatures:  {signatures}",
+    ]
+    subjects = _field(statement, "subject")
+    for subject in subjects if isinstance(subjects, list) else []:
         if isinstance(subject, dict):
-            digest = (subject.get("digest") or {}).get("sha256", "?")
-            click.echo(f"  subject:     {subject.get('name')}  sha256:{digest}")
-    findings = predicate.get("findings") or []
+            digest = safe_text(_field(subject, "digest", "sha256") or "?", 80)
+            lines.append(f"  subject:     {safe_text(subject.get('name'), 300)}  sha256:{digest}")
+    findings = _field(statement, "predicate", "findings")
     if isinstance(findings, list) and findings:
-        click.echo(f"  findings:    {len(findings)}")
+        lines.append(f"  findings:    {len(findings)}")
+    return "\n".join(lines)
 
 
 def _default_state_file() -> Path | None:
