@@ -26,7 +26,7 @@ from attest.signing import (
     verify_signature,
 )
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"  # vendored, see tests/vectors/README.md
 
 
 def test_pae_matches_the_dsse_vector() -> None:
