@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,14 +105,38 @@ def test_screenshot_without_chromium_says_what_to_install(
     assert "install Debian packages chromium" in exc.value.diagnostics()
 
 
-@pytest.mark.chromium
-@pytest.mark.skipif(
-    find_chromium() is None, reason="headless Chromium not installed (apt-get install -y chromium)"
+def _require_chromium() -> None:
+    """Skip without Chromium on a developer's machine; in CI (CI=true) a missing browser fails."""
+    if find_chromium() is not None:
+        return
+    reason = "headless Chromium not installed (apt-get install -y --no-install-recommends chromium)"
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"{reason}; .ci/run installs it, so CI must have it", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.mark.parametrize(
+    ("ci", "outcome"),
+    [("true", pytest.fail.Exception), ("", pytest.skip.Exception), (None, pytest.skip.Exception)],
 )
+def test_missing_chromium_fails_in_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch, ci: str | None, outcome: type[BaseException]
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "find_chromium", lambda: None)
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="apt-get install"):
+        _require_chromium()
+
+
+@pytest.mark.chromium
 def test_report_screenshot_in_headless_chromium(
     tmp_path: Path, evidence_pair: tuple[Path, Path, Path]
 ) -> None:
     """What `make report-screenshot` does: render the report, then screenshot it to PNG."""
+    _require_chromium()
     _, new, findings = evidence_pair
     html, png = tmp_path / "report.html", tmp_path / "report.png"
     from attest.report.html import write_report
