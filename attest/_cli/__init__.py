@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from attest._text import safe_text
+from attest._text import check_path_text, safe_text
 from attest.errors import EXIT_BAD_INPUT, AttestError
 
 # command name -> "module:attribute" (module relative to attest._cli)
@@ -103,6 +103,11 @@ def main(argv: list[str] | None = None) -> Any:
     """Entry point of the ``attest`` command; the one place errors become exit codes."""
     debug = os.environ.get("ATTEST_DEBUG") == "1"
     _never_fail_on_encoding()
+    for arg in sys.argv[1:] if argv is None else argv:
+        problem = check_path_text(str(arg), "argument")
+        if problem is not None:  # click's path checks would raise on it (os.stat)
+            click.echo(f"error: {problem}\n  hint: check the command line", err=True)
+            sys.exit(EXIT_BAD_INPUT)
     try:
         rv = cli.main(args=argv, prog_name="attest", standalone_mode=False)
     except AttestError as exc:

@@ -18,7 +18,7 @@ import click
 from attest._text import check_path_text, json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, AttestError, InputError
 
-_DURATION = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)\s*(s|m|h)?")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h)?")
 _MAX_SKEW_S = 86_400  # attest.verify.MAX_CLOCK_SKEW, without importing the verifier for --help
 
 
@@ -131,6 +131,7 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
         "verified": False,
         "reasons": [{"code": code, "message": safe_text(message, 2000)}],
         "certificate": {"path": safe_text(certificate), "sha256": digest},
+        "certificate_checked": False,
     }
 
 

@@ -357,7 +357,8 @@ def entry_for_verification(
             subjects=subjects,
             result="pass" if verified else "fail",
             reason_codes=[c for c in codes if is_reason_code(c)][:32],
-            certificate_checked=True,
+            # False only when verification stopped before a verdict (an unusable input)
+            certificate_checked=report.get("certificate_checked", True) is not False,
             actor=_clip(actor) or who_actor,
             host=host,
         )

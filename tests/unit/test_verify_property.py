@@ -90,3 +90,109 @@ def test_raw_file_mutations_raise_nothing_but_our_error(
         # the signed parts must be exactly the original ones.
         doc = json.loads(mutated)
         assert decode(doc) == (payload, ptype, [sigs[0]])
+
+
+# ------------------------------------------------------------------ any text, anywhere
+
+# Random Unicode with the characters that broke the verifier before mixed in often: lone
+# surrogates, NUL, terminal escapes, carriage return, newline, bidi overrides, a BOM, C1.
+_NASTY = st.sampled_from(
+    [
+        *("\ud800", "\udcff", "\x00", "\x1b", "\x1b[2K", "\r", "\n", "\u202e", "\u2066"),
+        *("\ufeff", "\x9b", "\x7f", "=", "/", "..", "é", "\U0001f600"),
+        *("9999-12-31T23:59:00Z", "9" * 30),
+    ]
+)
+any_text = st.lists(st.one_of(_NASTY, st.characters(exclude_categories=[])), max_size=12).map(
+    "".join
+)
+
+_CLI_ARGS = ("CERTIFICATE", "--trust", "--artifact", "--at", "--clock-skew", "--state-file")
+_CLI_ARGS += ("--probe", "--ledger")
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from attest._cli import main
+
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def _assert_safe(code: int, shown: str, allowed: tuple[int, ...] = (0, 1, 2)) -> None:
+    assert code in allowed, shown[-2000:]
+    assert "internal error" not in shown and "Traceback" not in shown
+    assert not any(0xD800 <= ord(c) <= 0xDFFF for c in shown)  # encodes as UTF-8
+    assert "\x1b" not in shown and "\r" not in shown and "\u202e" not in shown
+
+
+@SETTINGS
+@given(keyid=any_text, ptype=any_text, extra=st.booleans())
+def test_any_text_in_unsigned_fields_gives_a_reason_code(
+    world: World,
+    original: tuple[bytes, str, list[bytes]],
+    keyid: str,
+    ptype: str,
+    extra: bool,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    payload, good_type, sigs = original
+    env = encode(payload, good_type if extra else ptype, [(world.key.keyid, sigs[0])])
+    if extra:  # an unsigned extra signature beside the valid one
+        env["signatures"].append({"keyid": keyid, "sig": "A" * 86 + "=="})
+    else:
+        env["signatures"][0]["keyid"] = keyid
+    cert = world.write(json.dumps(env, ensure_ascii=True).encode(), "unsigned.json")
+    report = world.verify(cert)
+    assert report.verified is (extra or ptype == good_type), report.reasons
+    from attest.trust import save_trust_store
+
+    trust = save_trust_store(world.trust, world.root / "trust.yaml")
+    for as_json in (False, True):
+        args = ["verify", str(cert), "--trust", str(trust), "--artifact", str(world.onnx)]
+        args += ["--no-state", "--at", "2026-06-01T12:00:00Z"] + (["--json"] if as_json else [])
+        code, shown = _cli(args, capsys)
+        _assert_safe(code, shown, (0, 1))
+        if as_json:
+            json.loads(shown)
+    code, shown = _cli(["inspect", str(cert)], capsys)
+    _assert_safe(code, shown, (0, 2))  # 2: not even an envelope (an empty payloadType)
+
+
+@SETTINGS
+@given(which=st.sampled_from(_CLI_ARGS), text=any_text)
+def test_any_text_in_any_cli_argument_is_exit_0_1_or_2(
+    world: World,
+    original: tuple[bytes, str, list[bytes]],
+    which: str,
+    text: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from attest.trust import save_trust_store
+
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))  # random relative paths land here
+    values = {
+        "CERTIFICATE": str(world.write(world.envelope(), "cli.json")),
+        "--trust": str(save_trust_store(world.trust, world.root / "trust.yaml")),
+        "--artifact": str(world.onnx),
+        "--at": "2026-06-01T12:00:00Z",
+        "--clock-skew": "60s",
+        "--state-file": str(world.root / "cli-state.json"),
+        "--probe": None,
+        "--ledger": None,
+    }
+    values[which] = text
+    args = ["verify", str(values.pop("CERTIFICATE"))]
+    for option, value in values.items():
+        if value is not None:
+            args += [option, value]
+    code, shown = _cli(args, capsys)
+    _assert_safe(code, shown)
+    code, shown = _cli(["inspect", text], capsys)
+    _assert_safe(code, shown, (2,) if which == "CERTIFICATE" else (0, 2))
