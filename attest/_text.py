@@ -19,7 +19,7 @@ import re
 import unicodedata
 from typing import Any
 
-__all__ = ["check_path_text", "json_safe", "printable_json", "safe_text"]
+__all__ = ["check_path_text", "json_safe", "printable_json", "safe_lines", "safe_text"]
 
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Anything outside printable ASCII is a candidate; unicodedata decides (fast path for ASCII).
@@ -58,6 +58,12 @@ def safe_text(value: object, limit: int | None = None) -> str:
         text = text[:limit]
     text = _CANDIDATE.sub(_escape, text)
     return text + "...(cut)" if cut else text
+
+
+def safe_lines(text: str) -> str:
+    """Multi-line text with each line made safe by :func:`safe_text` (the newlines that
+    separate lines are kept; everything else that could steer a terminal is escaped)."""
+    return "\n".join(safe_text(line) for line in text.split("\n"))
 
 
 def _json_escape(match: re.Match[str]) -> str:

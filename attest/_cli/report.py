@@ -109,12 +109,14 @@ def diff(
     Exit 0 when nothing regressed beyond tolerance, 1 when something did (a release gate),
     2 on bad input.
     """
+    from attest._text import safe_lines
     from attest.report.diff import diff_files, dumps
 
     result = diff_files(
         old, new, policy=policy, old_findings=old_findings, new_findings=new_findings
     )
-    click.echo(dumps(result) if as_json else result.to_text(), nl=not as_json)
+    # Certificates compared may be unverified: their text is escaped line by line.
+    click.echo(dumps(result) if as_json else safe_lines(result.to_text()), nl=not as_json)
     if result.regressions:
         ctx.exit(1)
 
@@ -143,10 +145,11 @@ def diff(
 def metrics(source: Path, fmt: str, ledger: Path | None, out: Path | None) -> None:
     """Print a certificate's key figures in OpenMetrics text format (ends with # EOF)."""
     from attest._io import atomic_write_text
+    from attest._text import safe_lines
     from attest.report.metrics import openmetrics_text
 
     text = openmetrics_text(source, ledger=ledger)
     if out is not None:
         atomic_write_text(out, text)
     else:
-        click.echo(text, nl=False)
+        click.echo(safe_lines(text), nl=False)
