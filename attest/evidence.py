@@ -4,11 +4,11 @@ This module is the contract between the collect side (which fills it, with torch
 policy, certificate, report and diff stages (which read it, without torch). It imports
 neither torch nor numpy.
 
-Every check of DESIGN.md section 5 reports one :class:`CheckResult` under its check id in
-:attr:`Evidence.checks`. A check lists one :class:`CheckItem` per thing it looked at (an
-operator, a parameter, an input...), each with named numeric ``metrics`` that policies
-hold against thresholds. A check that could not run says so with ``status`` and
-``reason``; it never reports a pass it did not measure.
+Every check reports one :class:`CheckResult` under its check id (:data:`CHECK_IDS`, each
+described in docs/metrics.md, "Check ids") in :attr:`Evidence.checks`. A check lists one
+:class:`CheckItem` per thing it looked at (an operator, a parameter, an input...), each with
+named numeric ``metrics`` that policies hold against thresholds. A check that could not run
+says so with ``status`` and ``reason``; it never reports a pass it did not measure.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class _RowMapping(_Strict):
 
 
 class OperatorRow(_RowMapping):
-    """One operator (one ATen call of the forward pass) with its measurements (DESIGN.md s.4).
+    """One operator (one ATen call of the forward pass) with its measurements (docs/metrics.md).
 
     A figure that could not be measured is None, with the reason in :attr:`not_computed`.
     ``per_target`` holds each hardware target's figures once evidence from several targets

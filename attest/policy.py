@@ -11,7 +11,7 @@ Where a rule reads its numbers (``source``):
   ``item.metrics[metric]``; one finding per item. Without a ``metric`` the rule takes each
   item's own status (the check's reading at the tolerances it records in its parameters).
 - ``summary``: ``evidence.checks[check].summary[metric]``; one finding about the model.
-- ``operators``: each per-operator row of ``evidence.operators`` (DESIGN.md section 4),
+- ``operators``: each per-operator row of ``evidence.operators`` (docs/metrics.md),
   field ``metric``; one finding per operator.
 - ``model``: ``evidence.model_metrics[metric]``; one finding about the model.
 - ``check``: the check itself: it passes when the check was computed (no metric); for a check

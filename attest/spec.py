@@ -71,7 +71,7 @@ class InputsSection(_Strict):
 
 
 class SpecFile(_Strict):
-    """The ``attest.yaml`` file, as written by a user (DESIGN.md section 3)."""
+    """The ``attest.yaml`` file, as written by a user (every field in docs/spec.md)."""
 
     model: ModelSection
     inputs: InputsSection

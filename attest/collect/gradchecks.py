@@ -1,4 +1,4 @@
-"""The gradient correctness checks of DESIGN.md section 5, run as one collect runner.
+"""The gradient correctness checks (docs/gradient-checks.md), run as one collect runner.
 
 ``run(ctx)`` returns, in this order, the results of ``gradcheck`` (every ATen operator's
 backward vs finite differences), ``custom_ops`` (every ``torch.autograd.Function``),

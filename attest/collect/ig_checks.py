@@ -1,4 +1,4 @@
-"""The integrated-gradients sanity checks (DESIGN.md section 5, ``ig_*``); see docs/ig.md.
+"""The integrated-gradients sanity checks (``ig_*``); see docs/ig.md.
 
 ``run(ctx)`` computes IG once on the probe inputs (adaptive steps, the spec's baseline and
 target, the deployed precision, the spec's thread count) and reads six checks off it and

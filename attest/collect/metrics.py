@@ -1,4 +1,4 @@
-"""The per-operator figures of DESIGN.md section 4 as small pure functions (docs/metrics.md).
+"""The per-operator figures of docs/metrics.md ("Per operator") as small pure functions.
 
 Each figure has exactly one definition here; the profiler and the checks call these and
 nothing else computes them.
@@ -39,7 +39,7 @@ _JUST_BELOW_100 = math.nextafter(100.0, 0.0)
 
 
 def stability_score(max_relative_deviation: float, *, bit_exact: bool, precision: str) -> float:
-    """Stability score in [0, 100] (DESIGN.md section 4).
+    """Stability score in [0, 100] (docs/metrics.md, ``stability_score``).
 
     ``100`` if and only if every run was bit-exact. Otherwise, with ``d`` the largest relative
     deviation between runs and ``u`` the unit roundoff of the deployed precision::

@@ -1,6 +1,6 @@
 """Evidence assembly: per-operator rows, the per-module roll-up, model metrics, artifacts.
 
-Plain data out of the profiler's measurements (DESIGN.md section 4); every figure comes from
+Plain data out of the profiler's measurements (docs/metrics.md); every figure comes from
 ``metrics.py`` through ``checks.py``, so a row and the check items agree by construction.
 """
 
@@ -196,7 +196,7 @@ def _annotation_for(module: str, notes: dict[str, str]) -> str | None:
 
 
 def model_metrics(profile: Profile, checks: dict[str, CheckResult]) -> dict[str, Metric]:
-    """Model-level figures (DESIGN.md section 4)."""
+    """Model-level figures (docs/metrics.md, ``model_metrics``)."""
     det = checks.get("determinism")
     fid = checks.get("fidelity")
     ratios = [

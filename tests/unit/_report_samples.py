@@ -30,7 +30,7 @@ CNN_OPS: list[tuple[str, str]] = [
 def operator_rows(
     ops: list[tuple[str, str]] | None = None, *, drop: dict[int, float] | None = None
 ) -> list[dict[str, Any]]:
-    """Operator rows per DESIGN.md section 4; ``drop`` sets fidelity_pct of some ids."""
+    """Operator rows as docs/metrics.md defines them; ``drop`` sets fidelity_pct of some ids."""
     rows = []
     for i, (module, op) in enumerate(ops or CNN_OPS):
         fidelity = 100.0 - 1e-5 * (1 + i % 3)
