@@ -109,7 +109,12 @@ def read_json_file(
         raise InputError(f"{what} {p} is not valid JSON: {exc}") from None
 
 
-def _default_mode(path: Path) -> int:
+def default_file_mode(path: str | Path) -> int:
+    """The mode a plain ``open(path, "w")`` gives: the file's own if it exists, else 0666 less the umask.
+
+    For public outputs written through a temporary file (``mkstemp`` creates it 0600).
+    """
+    path = Path(path)
     try:
         return path.stat().st_mode & 0o7777
     except OSError:
@@ -141,7 +146,7 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int | None = None
             os.fsync(fh.fileno())
         # mkstemp creates the file 0600; give it the mode asked for, else the replaced file's
         # mode, else what a plain open() would give under the current umask.
-        os.chmod(tmp, mode if mode is not None else _default_mode(p))
+        os.chmod(tmp, mode if mode is not None else default_file_mode(p))
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):

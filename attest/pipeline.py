@@ -112,7 +112,7 @@ def _deployment_files(evidence: Evidence, out_dir: Path) -> dict[str, Path]:
         if not source.is_file():
             raise InputError(f"the exported {name} ({source}) is gone; rerun attest certify")
         if source.resolve() != target.resolve():
-            atomic_write_bytes(target, source.read_bytes(), mode=0o644)
+            atomic_write_bytes(target, source.read_bytes())
         if sha256_file(target) != digest:
             raise InputError(
                 f"{target} does not have the digest the export check recorded; rerun attest certify"
@@ -261,10 +261,10 @@ def certify(
     say = progress or (lambda _message: None)
     say(f"collecting evidence for {spec}")
     evidence = _collect(spec, loaded_policy, progress, out_path.parent)
-    atomic_write_text(evidence_path, dumps_pretty(evidence.model_dump(mode="json")), mode=0o644)
+    atomic_write_text(evidence_path, dumps_pretty(evidence.model_dump(mode="json")))
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)
-    atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")), mode=0o644)
+    atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
 
     statement: Statement | None = None
     certificate_path: Path | None = None

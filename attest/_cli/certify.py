@@ -118,7 +118,7 @@ def evaluate(
     loaded = load_evidence(evidence)
     findings = evaluate_evidence(loaded, policy, at=parse_at(at_text))
     if output is not None:
-        atomic_write_text(output, dumps_pretty(findings.model_dump(mode="json")), mode=0o644)
+        atomic_write_text(output, dumps_pretty(findings.model_dump(mode="json")))
     if as_json:
         click.echo(
             json.dumps(

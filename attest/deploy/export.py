@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
-from attest._io import sha256_file
+from attest._io import default_file_mode, sha256_file
 from attest.collect.context import CollectContext, OpRecord
 from attest.deploy.node_mapping import (
     CertifiedOperator,
@@ -356,6 +356,8 @@ def export_onnx(
             os.close(fd)
             try:
                 onnx_program.save(tmp_name, external_data=False)
+                # mkstemp made it 0600; model.onnx is a public output like the certificate
+                os.chmod(tmp_name, default_file_mode(out))
                 os.replace(tmp_name, out)
             finally:
                 if os.path.exists(tmp_name):

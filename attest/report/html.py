@@ -338,9 +338,7 @@ def write_report(
             hint="add --trust trust.yaml, or leave out --artifact",
         )
     ver = verify_source(src, trust, artifacts)
-    path = atomic_write_text(
-        out, render_report(src, ver, evidence_digest=evidence_digest), mode=0o644
-    )
+    path = atomic_write_text(out, render_report(src, ver, evidence_digest=evidence_digest))
     certified = _certified(src) and ver.status in ("verified", "not_checked")
     return ReportResult(
         path=path, certified=certified, verification=ver, operators=len(src.operators)
