@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attest._progress import print_stages
 from attest.errors import AttestError
 from attest.signing import generate_keypair
 from attest.trust import add_key, empty_trust_store, save_trust_store
@@ -58,14 +59,6 @@ def _optional(module: str, name: str) -> Any:
         return None
 
 
-def _progress(message: str) -> None:
-    # one line per stage: of "determinism run k/N" only the last is shown
-    run, _, of = message.rpartition(" run ")
-    if run and "/" in of and of.split("/")[0] != of.split("/")[1]:
-        return
-    print(f"  {message}", flush=True)
-
-
 def run_demo(out: Path) -> int:
     """Run the demo into ``out`` (recreated); 0 when every step behaved as expected."""
     from attest.pipeline import certify
@@ -86,7 +79,7 @@ def run_demo(out: Path) -> int:
         key=key_path,
         out=release / "gradient_certificate.json",
         report=out / "report.html" if report_writer is not None else None,
-        progress=_progress,
+        progress=print_stages(sys.stdout),
     )
     counts = result.findings.counts
     print(

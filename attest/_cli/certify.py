@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -141,23 +140,6 @@ def evaluate(
         ctx.exit(EXIT_NEGATIVE)
 
 
-def _stderr_progress() -> Any:
-    """A progress callback printing stages to stderr on a terminal; None otherwise (quiet)."""
-    if not sys.stderr.isatty():
-        return None
-
-    def progress(message: str) -> None:
-        # "determinism run k/N" lines overwrite each other until the last one
-        _, sep, count = message.rpartition(" run ")
-        done, _, total = count.partition("/")
-        if sep and total and done != total:
-            click.echo(f"\r  {message}\033[K", nl=False, err=True)
-        else:
-            click.echo(f"\r  {message}\033[K", err=True)
-
-    return progress
-
-
 @click.command("certify")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -213,6 +195,9 @@ def _stderr_progress() -> Any:
     help="Reference time for waiver expiry and issued_at (default: now).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of text.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress display on stderr (shown on a terminal only)."
+)
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -226,27 +211,31 @@ def certify(
     expires_in: str,
     at_text: str | None,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
     On a failed policy no certificate is written; the evidence and findings are, and the
     failing rules are listed. Exit 0 pass, 1 policy failed, 2 bad input.
     """
+    from attest._progress import terminal_progress
     from attest.pipeline import certify as run_certify
+    from attest.signing import load_private_key
 
-    progress = None if as_json else _stderr_progress()
-    result = run_certify(
-        spec,
-        policy=policy_path,
-        key=key_path,
-        out=output,
-        evidence_out=evidence_out,
-        findings_out=findings_out,
-        report=report,
-        expires_in=expires_in,
-        progress=progress,
-        at=parse_at(at_text),
-    )
+    signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
+    with terminal_progress(quiet=quiet, as_json=as_json) as progress:
+        result = run_certify(
+            spec,
+            policy=policy_path,
+            key=signing_key,
+            out=output,
+            evidence_out=evidence_out,
+            findings_out=findings_out,
+            report=report,
+            expires_in=expires_in,
+            progress=progress,
+            at=parse_at(at_text),
+        )
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,
         "evidence": str(result.evidence_path),

@@ -4,13 +4,12 @@
     attest collect --merge cpu.json cuda.json -o all.json [--json]
 
 Exit codes: 0 when evidence was written (whatever it shows), 2 on bad input. Progress goes
-to stderr on a terminal only. torch is imported only when the command runs.
+to stderr on a terminal only (attest._progress), never with --json or --quiet. torch is imported only when the command runs.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +80,10 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
     "--merge", is_flag=True, help="Merge the evidence files given (one model, several targets)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
-def collect(paths: tuple[Path, ...], out: Path, merge: bool, as_json: bool) -> None:
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress display on stderr (shown on a terminal only)."
+)
+def collect(paths: tuple[Path, ...], out: Path, merge: bool, as_json: bool, quiet: bool) -> None:
     """Profile the model of SPEC (attest.yaml) and run every check; write evidence.
 
     With --merge, PATHS are evidence files of the same model from different hardware
@@ -105,15 +107,11 @@ def collect(paths: tuple[Path, ...], out: Path, merge: bool, as_json: bool) -> N
                 f"attest collect takes one spec file, got {len(paths)}",
                 hint="attest collect attest.yaml -o evidence.json (or --merge a.json b.json -o all.json)",
             )
+        from attest._progress import terminal_progress
         from attest.collect import collect as run_collect
 
-        progress = None
-        if sys.stderr.isatty():
-
-            def progress(message: str) -> None:
-                click.echo(f"  {message}", err=True)
-
-        evidence = run_collect(paths[0], out=out, progress=progress)
+        with terminal_progress(quiet=quiet, as_json=as_json) as progress:
+            evidence = run_collect(paths[0], out=out, progress=progress)
     if as_json:
         click.echo(json.dumps(_json_summary(evidence, out), indent=2))
     else:

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from attest._progress import step_message
 from attest._version import __version__
 from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
 from attest.errors import AttestError
@@ -110,8 +111,10 @@ def _run_checks(
     for runner in runners:
         name = _runner_name(runner)
         expected = RUNNER_CHECKS.get(name, ())
-        if progress is not None:
-            progress(f"checks: {name.rpartition('.')[2]}")
+        if progress is not None:  # steps: the check ids finished so far, of all of them
+            done = sum(1 for check_id in CHECK_IDS if check_id in results)
+            short = name.rpartition(".")[2].partition(":")[0]
+            progress(step_message(done, len(CHECK_IDS), f"checks: {short}"))
         started = time.perf_counter()
         try:
             func = _resolve(runner)
@@ -180,7 +183,8 @@ def collect(
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
     ``spec`` is a path to ``attest.yaml`` or an already loaded spec. ``progress`` receives
-    short stage descriptions (the command line shows them on a terminal). ``runners``
+    short stage descriptions, some with step counts (:mod:`attest._progress` writes and reads
+    them; the command line shows them on a terminal). ``runners``
     replaces :data:`CHECK_RUNNERS` (tests use it to run a subset). A model that raises gives
     evidence saying where (``Evidence.model_failure`` and ``error`` results), not an
     exception; a spec that cannot be loaded raises :class:`~attest.errors.AttestError`.
@@ -198,9 +202,11 @@ def collect(
         ctx = CollectContext(spec=loaded, settings=settings)
         if progress is not None:
             ctx.extras[PROGRESS_KEY] = progress
-            progress("capturing operators")
+            progress(step_message(0, len(CHECK_IDS), "capturing operators"))
         capture_reference(ctx)
         checks = _run_checks(ctx, list(CHECK_RUNNERS if runners is None else runners), progress)
+        if progress is not None:
+            progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
         profile = ctx.extras.get(PROFILE_KEY)
         assert isinstance(profile, Profile)
         evidence = Evidence(
