@@ -35,6 +35,7 @@ from torch import nn
 from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 from attest._io import default_file_mode, sha256_file
+from attest._onnx_refs import external_references
 from attest.collect.context import CollectContext, OpRecord
 from attest.deploy.node_mapping import (
     CertifiedOperator,
@@ -369,6 +370,21 @@ def export_onnx(
     except Exception as exc:  # onnx.checker.ValidationError and shape-inference errors
         return done(ok=False, onnx_path=out, failure=_failure("onnx.checker", exc, None))
     deployed = onnx.load(str(out), load_external_data=False)
+    if external_references(out.read_bytes()):  # the verifier's own reading of the file
+        # The exporter saves with external_data=False, so this never happens today; if it
+        # ever did, the certificate would bind the graph without its weights (the verifier
+        # refuses such a model unless every data file is a subject): refuse here instead.
+        return done(
+            ok=False,
+            onnx_path=out,
+            failure=ExportFailure(
+                "save",
+                "ExternalData",
+                "the exported model keeps tensors in external data files, which certify "
+                "does not bind; export a model under the 2 GiB protobuf limit",
+                None,
+            ),
+        )
     graph = deployed.graph
     deployed_boundary = {i.name for i in graph.input} | {i.name for i in graph.initializer}
     mapping = map_nodes(

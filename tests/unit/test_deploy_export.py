@@ -258,6 +258,22 @@ def test_operator_without_onnx_translation_names_the_module(tmp_path: Path) -> N
     assert "attest_test.opaque" in result.failure.reason
 
 
+def test_an_export_with_external_data_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The exporter never writes external data; if it ever did, the certificate would bind
+    # the graph without its weights, so export refuses (the guard, seen through a stand-in).
+    from attest._onnx_refs import ExternalReference
+
+    monkeypatch.setattr(
+        "attest.deploy.export.external_references",
+        lambda data: [ExternalReference("fc.weight", "m.onnx.data")],
+    )
+    result = export_onnx(nn.Linear(4, 3).eval(), torch.randn(2, 4), tmp_path / "m.onnx")
+    assert not result.ok and result.failure is not None
+    assert result.failure.stage == "save" and "external data" in result.failure.reason
+
+
 def test_model_raising_in_forward_is_a_failure_not_a_crash(tmp_path: Path) -> None:
     result = export_onnx(Raises().eval(), torch.randn(2, 4), tmp_path / "m.onnx")
     assert not result.ok and result.failure is not None
