@@ -359,6 +359,7 @@ def verify(
         )
         if report.ok:
             click.echo(f"tree size {report.tree_size}, root {report.root.hex()}")
+        click.echo(_signed_coverage(report.tree_size, report.signed_size, report.signed_by))
         if not keys and report.checkpoints_checked:
             click.echo("note: checkpoint signatures not checked (pass --key LEDGER.pub)")
         for problem in report.problems:
@@ -370,6 +371,29 @@ def verify(
         ctx.exit(EXIT_NEGATIVE)
 
 
+def _signed_coverage(size: int, signed_size: int | None, signed_by: str | None) -> str:
+    """The line of ``ledger verify`` saying which signed checkpoint the tree was checked against."""
+    sign = "sign one: attest ledger checkpoint --key KEY"
+    if signed_size is None:
+        return (
+            "no signed checkpoint: deleted entries at the end and a rewrite of the whole log "
+            f"cannot be detected; {sign}"
+        )
+    if signed_size > size:
+        return (
+            f"verified against {signed_by}: signed size {signed_size}, but only {size} entries "
+            "are stored"
+        )
+    if signed_size == size:
+        return (
+            f"verified against {signed_by}: signed size {signed_size}, every stored entry covered"
+        )
+    return (
+        f"verified against {signed_by}: signed size {signed_size}; entries {signed_size}.."
+        f"{size - 1} are covered by no signature yet (deleting them may go unnoticed); {sign}"
+    )
+
+
 @ledger.command("verify-proof")
 @click.argument("proof", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -377,7 +401,9 @@ def verify(
     "checkpoints",
     multiple=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Signed checkpoint from a source you trust (default: the one in the proof file).",
+    help="Signed checkpoint from a source you trust, always used: for an inclusion proof it "
+    "replaces the one in the proof file; for a consistency proof it is the earlier tree head the "
+    "proof must start from (same size and root). Once.",
 )
 @click.option(
     "--key",
@@ -401,7 +427,7 @@ def verify_proof(
 ) -> None:
     """Check an inclusion or consistency proof offline, without the database.
 
-    Exit 0 when the proof holds, 1 when it does not (with reason codes).
+    Exit 0 when the proof holds, 1 when it does not (with reason codes), 2 for unusable input.
     """
     from attest.errors import InputError
     from attest.ledger.checkpoint import load_checkpoint_key
@@ -426,9 +452,10 @@ def verify_proof(
                 f"entries signed by {verdict.details.get('origin')}"
             )
         else:
+            given = " (your checkpoint)" if verdict.details.get("checkpoint") == "given" else ""
             click.echo(
                 f"VERIFIED: the tree of {verdict.details['new_size']} entries extends the tree of "
-                f"{verdict.details['old_size']}"
+                f"{verdict.details['old_size']}{given}, signed by {verdict.details.get('origin')}"
             )
     else:
         click.echo("REJECTED:")

@@ -11,7 +11,15 @@ the entry index it concerns:
 - **reordered or inserted** rows, or an edit whose leaf hash was recomputed too: the stored
   hash of the smallest subtree over them no longer matches (entries ``[a, b)``, usually two);
 - a rewrite of the whole database with every hash recomputed: only a signed checkpoint catches
-  it (its root no longer matches), which is why checkpoints should be kept outside the database.
+  it (its root no longer matches), which is why checkpoints should be kept outside the database;
+- **truncation**: fewer entries stored than a signed checkpoint covers, found from the
+  checkpoint rows and from the copy of the last signed note kept in meta, which stays when the
+  checkpoint rows are deleted too; deleted checkpoint rows themselves (a gap in their ids, a
+  meta note missing from the table, an origin fixed in meta with no checkpoint left).
+
+The report says which signed checkpoint the tree was verified against (``signed_size``):
+entries after it are covered by no signature, and deleting them leaves a trace only when they
+completed a stored subtree hash (see docs/ledger.md, *What the ledger can and cannot detect*).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from attest.ledger.entries import entry_from_leaf_data
 from attest.ledger.merkle import EMPTY_ROOT, frontier_push, frontier_root, leaf_hash
-from attest.ledger.storage import LedgerStorage, StoredCheckpoint
+from attest.ledger.storage import LAST_CHECKPOINT_META, LedgerStorage, StoredCheckpoint
 from attest.signing import PublicKey
 
 __all__ = ["AuditReport", "Problem", "audit_ledger"]
@@ -54,6 +62,8 @@ class AuditReport:
     nodes_checked: int = 0
     checkpoints_checked: int = 0
     signatures_checked: int = 0
+    signed_size: int | None = None
+    signed_by: str | None = None
     problems: list[Problem] = field(default_factory=list)
     problems_total: int = 0
     seconds: float = 0.0
@@ -73,6 +83,8 @@ class AuditReport:
             "nodes_checked": self.nodes_checked,
             "checkpoints_checked": self.checkpoints_checked,
             "signatures_checked": self.signatures_checked,
+            "signed_size": self.signed_size,
+            "signed_by": self.signed_by,
             "problems_total": self.problems_total,
             "problems": [p.to_json() for p in self.problems],
             "seconds": round(self.seconds, 3),
@@ -90,55 +102,203 @@ class _Collector:
             self.report.problems.append(Problem(index, kind, message))
 
 
+RECORDED_LABEL = "the last signed checkpoint (its copy in the meta table)"
+
+
+def _label(cp: StoredCheckpoint) -> str:
+    """How a checkpoint is named in messages; id 0 is the meta copy of the last note."""
+    return f"checkpoint {cp.id}" if cp.id else RECORDED_LABEL
+
+
 def _range_text(level: int, index: int) -> str:
     lo, hi = index << level, (index + 1) << level
     return f"entry {lo}" if hi - lo == 1 else f"entries {lo}..{hi - 1}"
 
 
-def _check_checkpoint_rows(
-    stored: Sequence[StoredCheckpoint],
+def _check_note(
+    cp: StoredCheckpoint,
+    public_keys: Sequence[tuple[PublicKey, str | None]],
+    out: _Collector,
+) -> Checkpoint | None:
+    """One checkpoint's note against its row, and its signature when keys are given. Returns
+    the note's checkpoint, or None when the note is malformed."""
+    label = _label(cp)
+    out.report.checkpoints_checked += 1
+    text, _, _ = cp.note.rpartition("\n\n")
+    try:
+        body = Checkpoint.parse_body(text + "\n")
+    except CheckpointError as exc:
+        out.add(None, "checkpoint", f"{label}: its note is malformed: {exc.message}")
+        return None
+    if (body.size, body.root, body.origin) != (cp.size, cp.root, cp.origin):
+        out.add(None, "checkpoint", f"{label}: the stored row disagrees with its signed note")
+    if public_keys:
+        verdicts = []
+        for key, name in public_keys:
+            try:
+                open_checkpoint(cp.note, key, key_name=name)
+                verdicts.append("ok")
+            except CheckpointError as exc:
+                verdicts.append(exc.code)
+        if "ok" in verdicts:
+            out.report.signatures_checked += 1
+        elif "SIGNATURE_INVALID" in verdicts or "MALFORMED" in verdicts:
+            out.add(None, "checkpoint", f"{label}: its signature does not verify (note altered)")
+        else:
+            out.add(None, "checkpoint", f"{label}: not signed by any of the given keys")
+    return body
+
+
+def _check_checkpoints(
+    storage: LedgerStorage,
     public_keys: Sequence[tuple[PublicKey, str | None]],
     out: _Collector,
 ) -> dict[int, list[StoredCheckpoint]]:
-    """Each note against its own row, and its signature when keys are given. Returns the
-    checkpoints by tree size, for the root comparison during the pass."""
+    """Every stored checkpoint (:func:`_check_note`), deleted checkpoint rows (a gap in their
+    ids, the meta copy of the last note missing from the table, an origin fixed with no
+    checkpoint left) and the meta copy itself. Returns the checkpoints by tree size, the meta
+    copy included when its row is gone (as id 0), for the root and truncation checks."""
+    try:
+        stored = storage.checkpoints()
+    except LedgerError as exc:
+        out.add(None, "checkpoint", exc.message)
+        stored = []
     by_size: dict[int, list[StoredCheckpoint]] = {}
     for cp in stored:
-        out.report.checkpoints_checked += 1
-        text, _, _ = cp.note.rpartition("\n\n")
-        try:
-            body = Checkpoint.parse_body(text + "\n")
-        except CheckpointError as exc:
-            out.add(None, "checkpoint", f"checkpoint {cp.id}: its note is malformed: {exc.message}")
-            continue
-        if (body.size, body.root, body.origin) != (cp.size, cp.root, cp.origin):
+        body = _check_note(cp, public_keys, out)
+        if body is not None:
+            by_size.setdefault(body.size, []).append(cp)
+    ids = {cp.id for cp in stored}
+    gaps = [i for i in range(1, max(ids, default=0)) if i not in ids]
+    if gaps:
+        shown = ", ".join(map(str, gaps[:10])) + (" ..." if len(gaps) > 10 else "")
+        out.add(None, "checkpoint", f"checkpoint {shown} missing: checkpoint rows were deleted")
+    note = storage.get_meta(LAST_CHECKPOINT_META)
+    if note is None:
+        if not stored and storage.get_meta("origin") is not None:
             out.add(
                 None,
                 "checkpoint",
-                f"checkpoint {cp.id}: the stored row disagrees with its signed note",
+                "a checkpoint was signed (the meta table fixes its origin) but none is stored: "
+                "checkpoint rows were deleted",
             )
-        if public_keys:
-            verdicts = []
-            for key, name in public_keys:
-                try:
-                    open_checkpoint(cp.note, key, key_name=name)
-                    verdicts.append("ok")
-                except CheckpointError as exc:
-                    verdicts.append(exc.code)
-            if "ok" in verdicts:
-                out.report.signatures_checked += 1
-            elif "SIGNATURE_INVALID" in verdicts or "MALFORMED" in verdicts:
+        return by_size
+    if any(cp.note == note for cp in stored):
+        if stored[-1].note != note:
+            out.add(
+                None,
+                "checkpoint",
+                f"checkpoint {stored[-1].id} was stored after {RECORDED_LABEL}: a row was "
+                "inserted or the meta table rolled back",
+            )
+        return by_size
+    try:
+        body = Checkpoint.parse_body(note.rpartition("\n\n")[0] + "\n")
+    except CheckpointError as exc:
+        out.add(None, "checkpoint", f"{RECORDED_LABEL}: its note is malformed: {exc.message}")
+        return by_size
+    recorded = StoredCheckpoint(0, body.size, body.root, body.origin, note, "")
+    _check_note(recorded, public_keys, out)
+    out.add(
+        None,
+        "checkpoint",
+        f"{RECORDED_LABEL}, of size {body.size}, is not among the stored checkpoints: "
+        "checkpoint rows were deleted",
+    )
+    by_size.setdefault(body.size, []).append(recorded)
+    return by_size
+
+
+def _signed_head(by_size: dict[int, list[StoredCheckpoint]]) -> tuple[int | None, str | None]:
+    """The largest signed size and the checkpoint that says so (a row before the meta copy)."""
+    if not by_size:
+        return None, None
+    size = max(by_size)
+    return size, _label(max(by_size[size], key=lambda cp: cp.id))
+
+
+def _replay(
+    storage: LedgerStorage,
+    by_size: dict[int, list[StoredCheckpoint]],
+    check_entries: bool,
+    out: _Collector,
+) -> tuple[int, list[bytes], bool]:
+    """The pass over every entry: returns the size reached, the frontier and whether a gap
+    made the tree impossible to rebuild."""
+    report = out.report
+    nodes: Iterator[tuple[int, int, bytes]] = storage.iter_nodes()
+    pending = next(nodes, None)
+    frontier: list[bytes] = []
+    expected = 0
+    broken = False  # after a gap the tree cannot be rebuilt; rows are still checked one by one
+    for leaf in storage.iter_leaves():
+        index = leaf.index
+        if index != expected:
+            missing = (
+                f"entry {expected}" if index == expected + 1 else f"entries {expected}..{index - 1}"
+            )
+            out.add(expected, "deleted", f"{missing} missing: rows were deleted")
+            broken = True
+        computed = leaf_hash(leaf.data)
+        if computed != leaf.leaf_hash:
+            out.add(
+                index,
+                "edited",
+                f"entry {index}: its data does not match its stored leaf hash (edited)",
+            )
+        if check_entries:
+            try:
+                entry_from_leaf_data(leaf.data)
+            except LedgerError as exc:
+                out.add(index, "malformed", f"entry {index}: {exc.message}")
+        report.entries_checked += 1
+        expected = index + 1
+        if broken:
+            continue
+        for level, h in frontier_push(frontier, index, computed)[1:]:
+            node_index = (expected >> level) - 1
+            want = (expected, level)
+            while pending is not None and ((pending[1] + 1) << pending[0], pending[0]) < want:
+                out.add(
+                    pending[1] << pending[0],
+                    "inserted",
+                    f"stored hash over {_range_text(pending[0], pending[1])} was not made by an append (inserted row)",
+                )
+                pending = next(nodes, None)
+            if pending is None or ((pending[1] + 1) << pending[0], pending[0]) != want:
+                out.add(
+                    node_index << level,
+                    "missing-node",
+                    f"the stored hash over {_range_text(level, node_index)} is missing",
+                )
+                continue
+            report.nodes_checked += 1
+            if pending[2] != h:
+                out.add(
+                    node_index << level,
+                    "altered",
+                    f"the stored hash over {_range_text(level, node_index)} does not match them: "
+                    "rows under it were edited, reordered or inserted",
+                )
+            pending = next(nodes, None)
+        for cp in by_size.get(expected, []):
+            if frontier_root(frontier) != cp.root:
                 out.add(
                     None,
                     "checkpoint",
-                    f"checkpoint {cp.id}: its signature does not verify (note altered)",
+                    f"{_label(cp)} (size {cp.size}) does not match the tree recomputed from the "
+                    f"entries: some entry below {cp.size} was altered",
                 )
-            else:
-                out.add(
-                    None, "checkpoint", f"checkpoint {cp.id}: not signed by any of the given keys"
-                )
-        by_size.setdefault(body.size, []).append(cp)
-    return by_size
+    while pending is not None:  # hashes made by appends whose entries are gone
+        if not broken:
+            out.add(
+                pending[1] << pending[0],
+                "deleted",
+                f"the stored hash over {_range_text(pending[0], pending[1])} is beyond the "
+                f"last stored entry ({expected - 1}): entries at the end were deleted",
+            )
+        pending = next(nodes, None)
+    return expected, frontier, broken
 
 
 def audit_ledger(
@@ -155,102 +315,26 @@ def audit_ledger(
     report = AuditReport()
     out = _Collector(report, max_problems)
     with storage.snapshot():
-        try:
-            stored_checkpoints = storage.checkpoints()
-        except LedgerError as exc:
-            out.add(None, "checkpoint", exc.message)
-            stored_checkpoints = []
-        by_size = _check_checkpoint_rows(stored_checkpoints, public_keys, out)
+        by_size = _check_checkpoints(storage, public_keys, out)
         for cp in by_size.get(0, []):
             if cp.root != EMPTY_ROOT:
                 out.add(
                     None,
                     "checkpoint",
-                    f"checkpoint {cp.id} (size 0) does not have the empty tree's root",
+                    f"{_label(cp)} (size 0) does not have the empty tree's root",
                 )
-        nodes: Iterator[tuple[int, int, bytes]] = storage.iter_nodes()
-        pending = next(nodes, None)
-        frontier: list[bytes] = []
-        expected = 0
-        broken = False  # after a gap the tree cannot be rebuilt; rows are still checked one by one
-        for leaf in storage.iter_leaves():
-            index = leaf.index
-            if index != expected:
-                missing = (
-                    f"entry {expected}"
-                    if index == expected + 1
-                    else f"entries {expected}..{index - 1}"
-                )
-                out.add(expected, "deleted", f"{missing} missing: rows were deleted")
-                broken = True
-            computed = leaf_hash(leaf.data)
-            if computed != leaf.leaf_hash:
-                out.add(
-                    index,
-                    "edited",
-                    f"entry {index}: its data does not match its stored leaf hash (edited)",
-                )
-            if check_entries:
-                try:
-                    entry_from_leaf_data(leaf.data)
-                except LedgerError as exc:
-                    out.add(index, "malformed", f"entry {index}: {exc.message}")
-            report.entries_checked += 1
-            expected = index + 1
-            if broken:
-                continue
-            for level, h in frontier_push(frontier, index, computed)[1:]:
-                node_index = (expected >> level) - 1
-                want = (expected, level)
-                while pending is not None and ((pending[1] + 1) << pending[0], pending[0]) < want:
-                    out.add(
-                        pending[1] << pending[0],
-                        "inserted",
-                        f"stored hash over {_range_text(pending[0], pending[1])} was not made by an append (inserted row)",
-                    )
-                    pending = next(nodes, None)
-                if pending is None or ((pending[1] + 1) << pending[0], pending[0]) != want:
-                    out.add(
-                        node_index << level,
-                        "missing-node",
-                        f"the stored hash over {_range_text(level, node_index)} is missing",
-                    )
-                    continue
-                report.nodes_checked += 1
-                if pending[2] != h:
-                    out.add(
-                        node_index << level,
-                        "altered",
-                        f"the stored hash over {_range_text(level, node_index)} does not match them: "
-                        "rows under it were edited, reordered or inserted",
-                    )
-                pending = next(nodes, None)
-            for cp in by_size.get(expected, []):
-                if frontier_root(frontier) != cp.root:
-                    out.add(
-                        None,
-                        "checkpoint",
-                        f"checkpoint {cp.id} (size {cp.size}) does not match the tree recomputed from the "
-                        f"entries: some entry below {cp.size} was altered",
-                    )
-        while pending is not None:  # hashes made by appends whose entries are gone
-            if not broken:
-                out.add(
-                    pending[1] << pending[0],
-                    "deleted",
-                    f"the stored hash over {_range_text(pending[0], pending[1])} is beyond the "
-                    f"last stored entry ({expected - 1}): entries at the end were deleted",
-                )
-            pending = next(nodes, None)
+        expected, frontier, broken = _replay(storage, by_size, check_entries, out)
         report.tree_size = expected
         report.root = frontier_root(frontier) if not broken else EMPTY_ROOT
-        for size, cps in by_size.items():
+        report.signed_size, report.signed_by = _signed_head(by_size)
+        for size, cps in sorted(by_size.items()):
             if size > expected:
                 for cp in cps:
                     out.add(
                         None,
-                        "checkpoint",
-                        f"checkpoint {cp.id} covers {size} entries but only {expected} are stored (truncated)",
+                        "truncated",
+                        f"{_label(cp)} covers {size} entries but only {expected} are stored "
+                        "(truncated)",
                     )
     report.seconds = time.perf_counter() - started
     return report

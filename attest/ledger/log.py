@@ -38,6 +38,7 @@ from attest.ledger.merkle import (
 )
 from attest.ledger.sqlite import SQLiteStorage, Synchronous
 from attest.ledger.storage import (
+    LAST_CHECKPOINT_META,
     AppendResult,
     LedgerStorage,
     StoredCheckpoint,
@@ -123,7 +124,9 @@ class Ledger:
     # -- entries ----------------------------------------------------------------------------
 
     def append(self, entry: LedgerEntry) -> AppendResult:
-        """Append one entry (one transaction); returns its index and the new tree head."""
+        """Append one entry (one transaction); returns its index and the new tree head.
+        Refuses (:class:`LedgerError`) when fewer entries are stored than a signed checkpoint
+        covers: the index would be reused."""
         return self.storage.append(entry.leaf_data)
 
     def tree_head(self) -> TreeHead:
@@ -290,6 +293,8 @@ class Ledger:
             note = sign_checkpoint(Checkpoint(origin=name, size=size, root=root), key)
             signed_at = utc_now()
             new_id = self.storage.add_checkpoint(size, root, name, note, signed_at)
+            # the same transaction: a signed record of the size that outlives the row's deletion
+            self.storage.set_meta(LAST_CHECKPOINT_META, note)
             if self.storage.get_meta("origin") is None:
                 self.storage.set_meta("origin", name)
         return StoredCheckpoint(new_id, size, root, name, note, signed_at)
@@ -304,7 +309,9 @@ class Ledger:
             ) from None
 
     def _checkpoints_signed_by(self, key: PrivateKey, name: str) -> list[tuple[int, bytes, str]]:
-        """``(size, root, label)`` of the latest stored checkpoint this key signed, if any.
+        """``(size, root, label)`` of the latest stored checkpoint this key signed, if any, and
+        of the copy of the last signed note kept in meta when it says otherwise (it survives
+        the deletion of checkpoint rows).
 
         A stored note with this key's name and key ID whose signature fails, or whose note
         disagrees with its row, means the database was altered: signing is refused.
@@ -312,15 +319,9 @@ class Ledger:
         latest: tuple[int, bytes, str] | None = None
         for stored in self.storage.checkpoints():
             label = f"checkpoint {stored.id}"
-            try:
-                checkpoint = open_checkpoint(stored.note, key.public_key, key_name=name)
-            except CheckpointError as exc:
-                if exc.code == "UNKNOWN_KEY":
-                    continue  # signed by another key (rotation) or under another name
-                raise LedgerError(
-                    f"refusing to sign: stored {label} is corrupt: {exc.message}",
-                    hint="the database was altered; run attest ledger verify",
-                ) from None
+            checkpoint = self._open_stored(stored.note, key, name, label)
+            if checkpoint is None:
+                continue  # signed by another key (rotation) or under another name
             if (checkpoint.size, checkpoint.root) != (stored.size, stored.root):
                 raise LedgerError(
                     f"refusing to sign: stored {label} disagrees with its own signed note",
@@ -328,7 +329,29 @@ class Ledger:
                 )
             if latest is None or checkpoint.size >= latest[0]:
                 latest = (checkpoint.size, checkpoint.root, label)
-        return [] if latest is None else [latest]
+        priors = [] if latest is None else [latest]
+        recorded_note = self.storage.get_meta(LAST_CHECKPOINT_META)
+        if recorded_note is not None:
+            label = "the last signed checkpoint (its copy in the meta table)"
+            recorded = self._open_stored(recorded_note, key, name, label)
+            if recorded is not None and (
+                latest is None or latest[:2] != (recorded.size, recorded.root)
+            ):
+                priors.append((recorded.size, recorded.root, label))
+        return priors
+
+    @staticmethod
+    def _open_stored(note: str, key: PrivateKey, name: str, label: str) -> Checkpoint | None:
+        """The checkpoint of a stored note signed by ``key``; None when another key signed it."""
+        try:
+            return open_checkpoint(note, key.public_key, key_name=name)
+        except CheckpointError as exc:
+            if exc.code == "UNKNOWN_KEY":
+                return None
+            raise LedgerError(
+                f"refusing to sign: stored {label} is corrupt: {exc.message}",
+                hint="the database was altered; run attest ledger verify",
+            ) from None
 
 
 def roots_at(storage: LedgerStorage, sizes: Sequence[int]) -> dict[int, bytes]:

@@ -7,6 +7,11 @@ decoded for readers, the RFC 9162 audit path and the signed checkpoint it is rel
 verifier trusts none of it: it recomputes the leaf hash from the leaf data, checks that the
 decoded entry is that data, checks the checkpoint's signature with the key it is given, and
 checks the path against the checkpoint's root.
+
+A checkpoint the auditor supplies (``--checkpoint``) is always used, never passed over: for an
+inclusion proof it replaces the embedded one; for a consistency proof it is the earlier tree
+head the proof must start from (same origin, same size, same root), so a proof of a forked or
+rewritten log is rejected even when it carries checkpoints of its own that verify.
 """
 
 from __future__ import annotations
@@ -147,11 +152,14 @@ def _verify_inclusion_file(
         ok=False, kind="inclusion", details={"index": proof.index, "tree_size": proof.tree_size}
     )
     try:
-        checkpoint = _open(checkpoint_note or proof.checkpoint, key, key_name, "checkpoint")
+        note = proof.checkpoint if checkpoint_note is None else checkpoint_note
+        label = "the checkpoint" if checkpoint_note is None else _GIVEN
+        checkpoint = _open(note, key, key_name, label)
     except CheckpointError as exc:
         verdict.reasons.append((f"CHECKPOINT_{exc.code}", exc.message))
         return verdict
     verdict.details["origin"] = checkpoint.origin
+    verdict.details["checkpoint"] = "embedded" if checkpoint_note is None else "given"
     if checkpoint.size != proof.tree_size:
         verdict.reasons.append(
             (
@@ -190,43 +198,97 @@ def _verify_inclusion_file(
     return verdict
 
 
+_GIVEN = "the given checkpoint"
+
+
+def _check_trusted_old(
+    proof: ConsistencyProofFile, trusted: Checkpoint, old_root: bytes
+) -> tuple[str, str] | None:
+    """Why the auditor's checkpoint is not the proof's old tree head, or None when it is."""
+    if trusted.size != proof.old_size:
+        if trusted.size <= proof.new_size:
+            todo = (
+                "ask for a proof from it: attest ledger consistency "
+                f"{trusted.size} {proof.new_size} -o PROOF"
+            )
+        else:
+            todo = "it is later than the proof's new tree; ask for a proof up to a later tree"
+        return (
+            "SIZE_MISMATCH",
+            f"the given checkpoint is for a tree of {trusted.size} entries, but the proof starts "
+            f"from a tree of {proof.old_size}; {todo}",
+        )
+    if trusted.root != old_root:
+        return (
+            "ROOT_MISMATCH",
+            f"the given checkpoint of size {trusted.size} has another root than the proof's old "
+            "tree head: the log was forked or rewritten since that checkpoint was signed",
+        )
+    return None
+
+
 def _verify_consistency_file(
-    proof: ConsistencyProofFile, key: PublicKey, key_name: str | None, notes: Sequence[str]
+    proof: ConsistencyProofFile, key: PublicKey, key_name: str | None, trusted_note: str | None
 ) -> ProofVerdict:
     verdict = ProofVerdict(
         ok=False,
         kind="consistency",
-        details={"old_size": proof.old_size, "new_size": proof.new_size},
+        details={
+            "old_size": proof.old_size,
+            "new_size": proof.new_size,
+            "checkpoint": "embedded" if trusted_note is None else "given",
+        },
     )
-    heads = {
-        proof.old_size: _decode(proof.old_root, "old_root"),
-        proof.new_size: _decode(proof.new_root, "new_root"),
-    }
-    candidates = [n for n in (*notes, proof.old_checkpoint, proof.new_checkpoint) if n]
-    signed = 0
-    for note in candidates:
+    old_root = _decode(proof.old_root, "old_root")
+    new_root = _decode(proof.new_root, "new_root")
+    # (note, which head it must vouch for, its name in messages)
+    vouchers: list[tuple[str, int, bytes, str]] = []
+    if trusted_note is not None:
+        vouchers.append((trusted_note, proof.old_size, old_root, _GIVEN))
+    if proof.old_checkpoint is not None:
+        vouchers.append((proof.old_checkpoint, proof.old_size, old_root, "old_checkpoint"))
+    if proof.new_checkpoint is not None:
+        vouchers.append((proof.new_checkpoint, proof.new_size, new_root, "new_checkpoint"))
+    if not vouchers:
+        verdict.reasons.append(("UNSIGNED", "no signed checkpoint vouches for either tree head"))
+        return verdict
+    origins: set[str] = set()
+    for note, size, root, label in vouchers:
         try:
-            checkpoint = _open(note, key, key_name, "checkpoint")
+            checkpoint = _open(note, key, key_name, label)
         except CheckpointError as exc:
             verdict.reasons.append((f"CHECKPOINT_{exc.code}", exc.message))
             return verdict
-        if checkpoint.size in heads:
-            if heads[checkpoint.size] != checkpoint.root:
-                verdict.reasons.append(
-                    (
-                        "ROOT_MISMATCH",
-                        f"the signed checkpoint of size {checkpoint.size} has another root",
-                    )
-                )
+        origins.add(checkpoint.origin)
+        if label == _GIVEN:
+            problem = _check_trusted_old(proof, checkpoint, old_root)
+            if problem is not None:
+                verdict.reasons.append(problem)
                 return verdict
-            signed += 1
-    if signed == 0:
-        verdict.reasons.append(("UNSIGNED", "no signed checkpoint vouches for either tree head"))
+        elif checkpoint.size != size:
+            verdict.reasons.append(
+                ("SIZE_MISMATCH", f"{label} is for {checkpoint.size} entries, not {size}")
+            )
+            return verdict
+        elif checkpoint.root != root:
+            verdict.reasons.append(
+                (
+                    "ROOT_MISMATCH",
+                    f"the signed checkpoint of size {checkpoint.size} has another root",
+                )
+            )
+            return verdict
+    if len(origins) > 1:
+        verdict.reasons.append(
+            (
+                "ORIGIN_MISMATCH",
+                f"the checkpoints name different logs ({', '.join(sorted(origins))})",
+            )
+        )
         return verdict
+    verdict.details["origin"] = origins.pop()
     path = [_decode(h, "a consistency_proof hash") for h in proof.consistency_proof]
-    if not verify_consistency(
-        proof.old_size, proof.new_size, heads[proof.old_size], heads[proof.new_size], path
-    ):
+    if not verify_consistency(proof.old_size, proof.new_size, old_root, new_root, path):
         verdict.reasons.append(
             ("PROOF_INVALID", "the consistency proof does not join the two tree heads")
         )
@@ -244,10 +306,19 @@ def verify_proof_document(
 ) -> ProofVerdict:
     """Check a proof file offline (no database) against a public key.
 
-    For an inclusion proof, ``checkpoint_notes`` (at most one) replaces the embedded checkpoint,
-    so the auditor can use one from a trusted source. For a consistency proof they are added to
-    the embedded ones; at least one tree head must be vouched for by a signed checkpoint.
+    ``checkpoint_notes`` (at most one: :class:`InputError` otherwise) is a checkpoint from a
+    source the auditor trusts, and it is always used. For an inclusion proof it replaces the
+    embedded checkpoint. For a consistency proof it must be the old tree head (same size and
+    root, else ``SIZE_MISMATCH`` / ``ROOT_MISMATCH``), and the embedded checkpoints must agree
+    with the heads and its origin. Without it, at least one tree head must be vouched for by an
+    embedded signed checkpoint.
     """
+    if len(checkpoint_notes) > 1:
+        raise InputError(
+            f"{len(checkpoint_notes)} checkpoints given; a proof is checked against one you trust",
+            hint="pass --checkpoint once: for an inclusion proof the checkpoint it is relative "
+            "to, for a consistency proof the earlier one the proof starts from",
+        )
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -258,19 +329,15 @@ def verify_proof_document(
     except StrictJSONError as exc:
         return ProofVerdict(False, "unknown", [("MALFORMED", f"{p} is not valid JSON: {exc}")])
     kind = document.get("format") if isinstance(document, dict) else None
+    note = checkpoint_notes[0] if checkpoint_notes else None
     try:
         if kind == INCLUSION_FORMAT:
-            if len(checkpoint_notes) > 1:
-                raise InputError(
-                    "an inclusion proof is checked against one checkpoint; pass --checkpoint once"
-                )
-            note = checkpoint_notes[0] if checkpoint_notes else None
             return _verify_inclusion_file(
                 InclusionProofFile.model_validate(document), public_key, key_name, note
             )
         if kind == CONSISTENCY_FORMAT:
             parsed = ConsistencyProofFile.model_validate(document)
-            return _verify_consistency_file(parsed, public_key, key_name, checkpoint_notes)
+            return _verify_consistency_file(parsed, public_key, key_name, note)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3]

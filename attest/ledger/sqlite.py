@@ -15,6 +15,8 @@
   is never corrupted, but a power loss or OS crash may lose the last appends; ``full`` also
   survives power loss, at one fsync per append. Storing a checkpoint is always done with
   ``full``, so a signed checkpoint never outlives the entries it covers.
+- An append refuses when fewer entries are stored than a signed checkpoint covers (contract
+  point 6); the signed size is re-read only when another connection committed since.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from attest.errors import InputError, LedgerError
+from attest.ledger.checkpoint import Checkpoint, CheckpointError
 from attest.ledger.merkle import (
     NodeKey,
     frontier_push,
@@ -36,7 +39,13 @@ from attest.ledger.merkle import (
     leaf_hash,
     perfect_subtrees,
 )
-from attest.ledger.storage import AppendResult, StoredCheckpoint, StoredLeaf, TreeHead
+from attest.ledger.storage import (
+    LAST_CHECKPOINT_META,
+    AppendResult,
+    StoredCheckpoint,
+    StoredLeaf,
+    TreeHead,
+)
 
 __all__ = ["SYNCHRONOUS_ENV", "SQLiteStorage", "Synchronous"]
 
@@ -106,6 +115,8 @@ class SQLiteStorage:
         self._in_exclusive = False
         self._lock_fd: int | None = None
         self._cached_frontier: tuple[int, list[bytes]] | None = None
+        # ((size, data_version) it was read at, largest signed size, the record that signed it)
+        self._cached_floor: tuple[tuple[int, int], int, str] | None = None
         if not self.path.exists():
             if not create:
                 raise LedgerError(
@@ -274,6 +285,38 @@ class SQLiteStorage:
             self._cached_frontier = (size, hashes)
         return size, list(self._cached_frontier[1])
 
+    def _check_floor(self, size: int) -> None:
+        """Refuse to append at ``size`` below the largest signed size (cached per data_version)."""
+        key = (size, self._db.execute("PRAGMA data_version").fetchone()[0])
+        if self._cached_floor is None or self._cached_floor[0] != key:
+            row = self._db.execute(
+                "SELECT id, size FROM checkpoints ORDER BY size DESC, id DESC LIMIT 1"
+            ).fetchone() or (0, 0)
+            floor, label = _integer(row[1], "checkpoint size"), f"checkpoint {row[0]}"
+            note = self.get_meta(LAST_CHECKPOINT_META)
+            try:
+                recorded = (
+                    Checkpoint.parse_body(note.rpartition("\n\n")[0] + "\n") if note else None
+                )
+            except CheckpointError as exc:
+                raise LedgerError(
+                    f"ledger {self.path}: the meta copy of the last signed checkpoint is "
+                    f"malformed ({exc.message}): the database was altered",
+                    hint="run attest ledger verify; restore the ledger from a backup",
+                ) from None
+            if recorded is not None and recorded.size > floor:
+                floor = recorded.size
+                label = "the last signed checkpoint (its copy in the meta table)"
+            self._cached_floor = (key, floor, label)
+        _, floor, label = self._cached_floor
+        if size < floor:
+            raise LedgerError(
+                f"refusing to append to ledger {self.path}: {label} covers {floor} entries but "
+                f"only {size} are stored, so entries were deleted; appending would give index "
+                f"{size}, which that signed checkpoint covers, to another entry",
+                hint="run attest ledger verify; restore the ledger and its -wal from a backup",
+            )
+
     def append(self, data: bytes) -> AppendResult:
         """See :class:`LedgerStorage`."""
         return self.append_many([data])
@@ -285,6 +328,7 @@ class SQLiteStorage:
         try:
             with self._transaction():
                 size, frontier = self._frontier()
+                self._check_floor(size)
                 leaf_rows: list[tuple[int, bytes, bytes]] = []
                 node_rows: list[tuple[int, bytes]] = []
                 for data in datas:
@@ -301,17 +345,18 @@ class SQLiteStorage:
                 if node_rows:
                     self._db.executemany("INSERT INTO nodes (key, hash) VALUES (?, ?)", node_rows)
                 self._cached_frontier = (size, frontier)
-        except sqlite3.IntegrityError as exc:
-            self._cached_frontier = None
-            raise LedgerError(
-                f"ledger {self.path}: a stored hash is in the way of entry {size - 1} ({exc})",
-                hint="the database was altered; run attest ledger verify",
-            ) from None
-        except BaseException:
-            self._cached_frontier = None
+                if self._cached_floor is not None:  # our own commit leaves data_version alone
+                    self._cached_floor = ((size, self._cached_floor[0][1]), *self._cached_floor[1:])
+        except BaseException as exc:
+            self._cached_frontier = self._cached_floor = None
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise LedgerError(
+                    f"ledger {self.path}: a stored hash is in the way of entry {size - 1} ({exc})",
+                    hint="the database was altered; run attest ledger verify",
+                ) from None
+            if isinstance(exc, sqlite3.OperationalError):
+                raise self._busy_error(exc) from None
             raise
-        except sqlite3.OperationalError as exc:
-            raise self._busy_error(exc) from None
         return AppendResult(size - 1, leaf_rows[-1][2], size, root)
 
     def add_checkpoint(self, size: int, root: bytes, origin: str, note: str, signed_at: str) -> int:
@@ -329,6 +374,7 @@ class SQLiteStorage:
             "INSERT INTO checkpoints (size, root, origin, note, signed_at) VALUES (?, ?, ?, ?, ?)",
             (size, root, origin, note, signed_at),
         )
+        self._cached_floor = None
         new_id = cursor.lastrowid
         if new_id is None:  # pragma: no cover - sqlite always sets it for an INSERT
             raise LedgerError("SQLite did not return the new checkpoint's id")

@@ -18,6 +18,11 @@ shared database serving a fleet, must guarantee. The embedded default is
    store a checkpoint; checkpoint signing uses it so that checking consistency with the last
    signed checkpoint, signing and storing are one step. ``durable=True`` makes its commit
    survive power loss whatever the backend's default.
+6. **No reuse of signed indexes.** An append refuses (:class:`~attest.errors.LedgerError`)
+   when the stored size is below the largest size a stored checkpoint covers, counting both
+   the checkpoint rows and the copy of the last signed note kept under the meta key
+   :data:`LAST_CHECKPOINT_META` (written in the same transaction as its row): entries a
+   signature covers were deleted, and appending would give their indexes to other entries.
 """
 
 from __future__ import annotations
@@ -29,7 +34,18 @@ from typing import Protocol
 
 from attest.ledger.merkle import NodeKey
 
-__all__ = ["AppendResult", "LedgerStorage", "StoredCheckpoint", "StoredLeaf", "TreeHead"]
+__all__ = [
+    "LAST_CHECKPOINT_META",
+    "AppendResult",
+    "LedgerStorage",
+    "StoredCheckpoint",
+    "StoredLeaf",
+    "TreeHead",
+]
+
+LAST_CHECKPOINT_META = "last_checkpoint"
+"""Meta key holding the signed note of the latest checkpoint, stored with its row: deleting
+checkpoint rows (with the entries they cover) leaves this signed record of the size behind."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +91,8 @@ class LedgerStorage(Protocol):
     """The storage contract of the module docstring (points 1-5)."""
 
     def append(self, data: bytes) -> AppendResult:
-        """Append one entry's leaf data in one transaction; returns what was committed."""
+        """Append one entry's leaf data in one transaction; returns what was committed.
+        Refuses when fewer entries are stored than a checkpoint covers (point 6)."""
         ...
 
     def append_many(self, datas: Sequence[bytes]) -> AppendResult:
@@ -112,7 +129,7 @@ class LedgerStorage(Protocol):
         ...
 
     def get_meta(self, key: str) -> str | None:
-        """A ledger-wide setting (``log_id``, ``origin``)."""
+        """A ledger-wide setting (``log_id``, ``origin``, :data:`LAST_CHECKPOINT_META`)."""
         ...
 
     def set_meta(self, key: str, value: str) -> None:
