@@ -3,13 +3,13 @@ checkpoint, verify, verify-proof). Click only: parse, call :mod:`attest.ledger`,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from attest._text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,7 +36,7 @@ def _json_option(f: F) -> F:
 
 
 def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(printable_json(json_safe(data)))  # entries quote certificates' own text
 
 
 @click.group("ledger")
@@ -147,7 +147,7 @@ def show(index: int | None, ledger_path: Path | None, as_json: bool) -> None:
         _print_json(data)
         return
     click.echo(f"entry {leaf.index} of {size}  leaf hash {leaf.leaf_hash.hex()}")
-    click.echo(json.dumps(data["entry"], indent=2, ensure_ascii=False))
+    click.echo(printable_json(json_safe(data["entry"])))
 
 
 @ledger.command("prove")
@@ -364,7 +364,7 @@ def verify(
             click.echo("note: checkpoint signatures not checked (pass --key LEDGER.pub)")
         for problem in report.problems:
             where = f"entry {problem.index}" if problem.index is not None else "ledger"
-            click.echo(f"  [{problem.kind}] {where}: {problem.message}")
+            click.echo(f"  [{problem.kind}] {where}: {safe_text(problem.message, 2000)}")
         if report.problems_total > len(report.problems):
             click.echo(f"  ... and {report.problems_total - len(report.problems)} more")
     if not report.ok:
@@ -460,6 +460,6 @@ def verify_proof(
     else:
         click.echo("REJECTED:")
         for code, message in verdict.reasons:
-            click.echo(f"  {code}: {message}")
+            click.echo(f"  {code}: {safe_text(message, 2000)}")
     if not verdict.ok:
         ctx.exit(EXIT_NEGATIVE)
