@@ -3,6 +3,9 @@
 - Keys: Ed25519 (default) or ECDSA P-256, via ``cryptography``. Private keys are stored as
   encrypted PKCS#8 PEM (mode 0600); the passphrase comes from ``ATTEST_KEY_PASSPHRASE`` or a
   prompt, never from a command-line flag value.
+- Weak keys are refused wherever a public key is read (:func:`check_public_key`): Ed25519
+  points of small order, non-canonical encodings and points off the curve; cryptography itself
+  refuses ECDSA points off P-256 or at infinity. :func:`verify_signature` refuses them again.
 - Key id: sha256 of the DER SubjectPublicKeyInfo, hex.
 - Canonical JSON: RFC 8785 via the ``rfc8785`` package.
 - DSSE: signatures over ``PAE(payloadType, payload)`` with byte lengths
@@ -15,6 +18,7 @@ import base64
 import binascii
 import hashlib
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +32,16 @@ from attest._io import atomic_write_bytes
 from attest.errors import InputError, KeyError_, SigningError
 
 __all__ = [
+    "ED25519_SMALL_ORDER",
     "PASSPHRASE_ENV",
     "Algorithm",
     "PrivateKey",
     "PublicKey",
     "b64decode_strict",
     "canonical_json",
+    "check_public_key",
     "dsse_envelope",
+    "ed25519_point_problem",
     "generate_keypair",
     "key_id",
     "load_private_key",
@@ -133,27 +140,116 @@ def sign_bytes(key: PrivateKeyObj, data: bytes) -> bytes:
     return key.sign(data, ec.ECDSA(hashes.SHA256()))
 
 
+# --- weak keys ---------------------------------------------------------------------------------
+# cryptography (OpenSSL) loads any 32 bytes as an Ed25519 public key: it checks neither that the
+# point has large order nor that its encoding is canonical, and with the identity as key the
+# signature ``identity || 0^32`` verifies every message (cofactorless verification: [0]B = R +
+# [k]A). RFC 8032 leaves such keys to the application and cryptography has no check for them,
+# so the few lines below do it by hand. ECDSA P-256 needs none: cryptography refuses points off
+# the curve, the point at infinity and coordinates >= p when it loads SubjectPublicKeyInfo or
+# SEC1 bytes, and P-256 has cofactor 1, so every other point has the full prime order
+# (tests/unit/test_weak_keys.py checks that cryptography still refuses them).
+
+_ED25519_P = 2**255 - 19
+_ED25519_D = -121665 * pow(121666, -1, _ED25519_P) % _ED25519_P
+# The 32-byte encodings of the 8 points of small order (the torsion subgroup) and their
+# non-canonical twins, as in libsodium's blocklist: each y below with the sign bit of x clear
+# and set. y = 1 and y = p - 1 have x = 0, so their sign-bit-set forms are non-canonical; y = p
+# and y = p + 1 are the non-canonical encodings of y = 0 and y = 1.
+_ED25519_SMALL_ORDER_Y = (
+    "0000000000000000000000000000000000000000000000000000000000000000",  # y = 0: order 4
+    "0100000000000000000000000000000000000000000000000000000000000000",  # identity
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # y = p - 1: order 2
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",  # order 8
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",  # order 8
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # y = p (0)
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # y = p + 1 (1)
+)
+ED25519_SMALL_ORDER = frozenset(
+    bytes.fromhex(y[:62] + f"{int(y[62:], 16) | sign:02x}")
+    for y in _ED25519_SMALL_ORDER_Y
+    for sign in (0x00, 0x80)
+)
+
+
+def ed25519_point_problem(encoded: bytes) -> str | None:
+    """Why the 32 bytes ``encoded`` are not a usable Ed25519 point (a public key or the R half
+    of a signature): small order, non-canonical, not on the curve; ``None`` when usable."""
+    if len(encoded) != 32:
+        return f"is {len(encoded)} bytes, not 32"
+    if encoded in ED25519_SMALL_ORDER:
+        return "is a point of small order, under which anyone can forge signatures"
+    y = int.from_bytes(encoded, "little") & ((1 << 255) - 1)
+    if y >= _ED25519_P:
+        return "is not canonically encoded (y >= 2^255 - 19)"
+    # x^2 = (y^2 - 1) / (d y^2 + 1) must be a square (Euler's criterion). x = 0 only for
+    # y = 1 and y = p - 1, both of small order and refused above with either sign bit.
+    x2 = (y * y - 1) * pow(_ED25519_D * y * y + 1, -1, _ED25519_P) % _ED25519_P
+    if x2 and pow(x2, (_ED25519_P - 1) // 2, _ED25519_P) != 1:
+        return "is not a point on the Ed25519 curve"
+    return None
+
+
+def _raw(public_key: ed25519.Ed25519PublicKey) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
 def verify_signature(public_key: PublicKey, signature: bytes, data: bytes) -> bool:
-    """True if ``signature`` is valid for ``data`` under ``public_key``; never raises."""
+    """True if ``signature`` is valid for ``data`` under ``public_key``; never raises.
+
+    False, too, for an Ed25519 key or signature R that is of small order or not canonically
+    encoded, even if such a key got past :func:`check_public_key` (defence in depth)."""
     try:
         if isinstance(public_key, ed25519.Ed25519PublicKey):
+            if ed25519_point_problem(_raw(public_key)) is not None:
+                return False
+            if len(signature) != 64 or ed25519_point_problem(signature[:32]) is not None:
+                return False
             public_key.verify(signature, data)
-        else:
+        elif isinstance(public_key, ec.EllipticCurvePublicKey) and isinstance(
+            public_key.curve, ec.SECP256R1
+        ):
             public_key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+        else:
+            return False
     except (InvalidSignature, ValueError, TypeError):
         return False
     return True
 
 
-def _check_supported_public(key: object, source: str) -> PublicKey:
+def check_public_key(key: object, source: str) -> PublicKey:
+    """``key`` if it is a usable Ed25519 or ECDSA P-256 public key, else :class:`KeyError_`
+    saying what is wrong (unsupported type, small order, non-canonical, off the curve)."""
     if isinstance(key, ed25519.Ed25519PublicKey):
+        problem = ed25519_point_problem(_raw(key))
+        if problem is not None:
+            raise KeyError_(
+                f"{source}: the Ed25519 public key {problem}; refusing this weak key",
+                hint="attest keygen never makes such a key: get the .pub file attest keygen "
+                "wrote from the key's owner, and do not trust a key whose origin you cannot check",
+            )
         return key
     if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
-        return key
+        return key  # cryptography refused points off the curve and at infinity when loading
     raise KeyError_(
         f"{source}: unsupported key type {type(key).__name__}",
         hint="use an Ed25519 or ECDSA P-256 key (attest keygen makes one)",
     )
+
+
+_EC_PUBLIC_KEY_OID = bytes.fromhex("06072a8648ce3d0201")  # DER of id-ecPublicKey
+
+
+def _is_ec_spki(pem: bytes) -> bool:
+    """Whether PEM text holds an EC SubjectPublicKeyInfo (to explain why loading failed)."""
+    match = re.search(rb"-----BEGIN PUBLIC KEY-----(.{0,4096}?)-----END", pem, re.DOTALL)
+    if match is None:
+        return False
+    try:
+        der = base64.b64decode(b"".join(match.group(1).split()), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return _EC_PUBLIC_KEY_OID in der[:32]
 
 
 def load_public_key_pem(pem: str | bytes, *, source: str = "public key") -> PublicKey:
@@ -161,11 +257,17 @@ def load_public_key_pem(pem: str | bytes, *, source: str = "public key") -> Publ
     data = pem.encode("ascii", "replace") if isinstance(pem, str) else pem
     try:
         key = serialization.load_pem_public_key(data)
-    except (ValueError, UnsupportedAlgorithm, TypeError):
+    except (ValueError, UnsupportedAlgorithm, TypeError) as exc:
+        if _is_ec_spki(data):  # an EC key whose point cryptography refused
+            raise KeyError_(
+                f"{source}: the ECDSA public key is not a usable P-256 point (off the curve, "
+                f"the point at infinity or badly encoded: {str(exc)[:120]})",
+                hint="get the .pub file attest keygen wrote from the key's owner",
+            ) from None
         raise KeyError_(
             f"{source} is not a PEM public key", hint="pass the .pub file written by attest keygen"
         ) from None
-    return _check_supported_public(key, source)
+    return check_public_key(key, source)
 
 
 def load_public_key(path: str | Path) -> PublicKey:
@@ -222,7 +324,8 @@ def load_private_key(path: str | Path, *, prompt: bool = True) -> PrivateKey:
     if isinstance(key, ed25519.Ed25519PrivateKey) or (
         isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)
     ):
-        return PrivateKey(key=key, keyid=key_id(key.public_key()))
+        public = check_public_key(key.public_key(), f"private key {p}")
+        return PrivateKey(key=key, keyid=key_id(public))
     raise KeyError_(
         f"private key {p}: unsupported key type", hint="use an Ed25519 or ECDSA P-256 key"
     )

@@ -27,11 +27,13 @@ def _time_option(value: str | None, flag: str) -> datetime | None:
 
     if value is None:
         return None
-    try:
+    try:  # parse_timestamp keeps times inside 1970..9000 (ValueError otherwise)
         return parse_timestamp(value)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
+        shown = value if len(value) <= 80 else value[:80] + "...(cut)"
         raise InputError(
-            f"{flag} {value!r} is not a timestamp: {exc}", hint="e.g. 2027-01-31T00:00:00Z"
+            f"{flag} {shown!r} is not a timestamp: {str(exc)[:200]}",
+            hint="RFC 3339 between 1970 and 9000, e.g. 2027-01-31T00:00:00Z",
         ) from None
 
 

@@ -29,7 +29,13 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from attest.errors import KeyError_, LedgerError
 from attest.ledger.merkle import HASH_SIZE
-from attest.signing import PrivateKey, PublicKey, load_public_key_pem, verify_signature
+from attest.signing import (
+    PrivateKey,
+    PublicKey,
+    check_public_key,
+    load_public_key_pem,
+    verify_signature,
+)
 
 __all__ = [
     "SIGNATURE_TYPE_ED25519",
@@ -227,7 +233,8 @@ def parse_verifier_key(text: str) -> tuple[PublicKey, str]:
         raw = b""
     if not name or len(raw) != 33 or raw[:1] != SIGNATURE_TYPE_ED25519:
         raise KeyError_("not an Ed25519 note verifier key (name+keyid+base64)")
-    key = ed25519.Ed25519PublicKey.from_public_bytes(raw[1:])
+    # cryptography takes any 32 bytes as a key: refuse small-order and non-canonical points.
+    key = check_public_key(ed25519.Ed25519PublicKey.from_public_bytes(raw[1:]), "note verifier key")
     if note_key_id(name, key).hex() != hex_id.lower():
         raise KeyError_("note verifier key: the key ID does not match the name and key")
     return key, name
@@ -250,6 +257,8 @@ def load_checkpoint_key(path: str | Path) -> tuple[PublicKey, str | None]:
             raise KeyError_(
                 f"verifier key in {p}: the key ID does not match the name and key"
             ) from None
+        if exc.message.startswith("note verifier key:"):  # a weak key, not a format error
+            raise KeyError_(f"{p}: {exc.message}", hint=exc.hint) from None
     else:
         return key, name
     raise KeyError_(
