@@ -87,8 +87,7 @@ def _certified_directory(w: World, name: str) -> tuple[Path, Path]:
     (folder / "a.txt").write_text("a")
     statement = w.statement()
     statement["subject"] += [
-        {"name": n, "digest": {"sha256": d}}
-        for n, d in subjects_from_paths({name: folder}).items()
+        {"name": n, "digest": {"sha256": d}} for n, d in subjects_from_paths({name: folder}).items()
     ]
     return w.write(sign_raw(statement, [w.key])), folder
 
