@@ -41,7 +41,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 schemas: $(STAMP)
-	$(BIN)/python -m attest._schemas write
+	$(BIN)/python -m attest.certificate.schemas write
 
 report-screenshot: demo
 	$(BIN)/python -m attest.report._screenshot $(DEMO)/report.html $(DEMO)/report.png

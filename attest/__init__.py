@@ -29,12 +29,12 @@ from attest.errors import AttestError
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from attest.annotations import unstable_grad
-    from attest.collect import collect
-    from attest.collect.custom_ops import register_custom_op
-    from attest.collect.ig import integrated_gradients
+    from attest.collection import collect
+    from attest.collection.gradients.custom_ops import register_custom_op
+    from attest.collection.ig.attribution import integrated_gradients
     from attest.pipeline import certify
-    from attest.policy import evaluate
-    from attest.verify import verify
+    from attest.policy.engine import evaluate
+    from attest.verification.verifier import verify
 
 __all__ = [
     "AttestError",
@@ -50,11 +50,11 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "certify": "attest.pipeline",
-    "collect": "attest.collect",
-    "evaluate": "attest.policy",
-    "verify": "attest.verify",
-    "integrated_gradients": "attest.collect.ig",
-    "register_custom_op": "attest.collect.custom_ops",
+    "collect": "attest.collection",
+    "evaluate": "attest.policy.engine",
+    "verify": "attest.verification.verifier",
+    "integrated_gradients": "attest.collection.ig.attribution",
+    "register_custom_op": "attest.collection.gradients.custom_ops",
     "unstable_grad": "attest.annotations",
 }
 

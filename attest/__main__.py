@@ -1,5 +1,5 @@
 """``python -m attest`` runs the command line."""
 
-from attest._cli import main
+from attest.cli import main
 
 main()

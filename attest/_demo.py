@@ -26,11 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attest._progress import print_stages
+from attest.certificate.signing import generate_keypair
+from attest.core.progress import print_stages
 from attest.errors import AttestError
-from attest.signing import generate_keypair
-from attest.trust import add_key, empty_trust_store, save_trust_store
-from attest.verify import VerificationReport, verify
+from attest.verification.trust import add_key, empty_trust_store, save_trust_store
+from attest.verification.verifier import VerificationReport, verify
 
 __all__ = ["run_demo"]
 

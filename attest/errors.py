@@ -2,7 +2,7 @@
 
 Each error carries a message saying what went wrong and what to do about it, and an exit
 code. The command line catches :class:`AttestError` in exactly one place
-(``attest._cli.main``) and prints :meth:`AttestError.diagnostics`; nothing else reaches a user.
+(``attest.cli.main``) and prints :meth:`AttestError.diagnostics`; nothing else reaches a user.
 
 Exit codes: 0 success, 1 a negative verdict (policy failed, certificate rejected),
 2 bad input or usage.

@@ -1,8 +1,8 @@
 """The certify pipeline: collect evidence, evaluate it against a policy, sign on pass.
 
 :func:`certify` is what ``attest certify`` runs. It loads the policy and the signing key
-first (so a typo costs nothing), collects the evidence (:func:`attest.collect.collect`),
-writes ``evidence.json``, evaluates it (:func:`attest.policy.evaluate`), writes
+first (so a typo costs nothing), collects the evidence (:func:`attest.collection.collect`),
+writes ``evidence.json``, evaluates it (:func:`attest.policy.engine.evaluate`), writes
 ``findings.json`` and, only when the policy passes, builds the in-toto statement whose
 subjects are the weights, the spec, the probe bundle (and the ONNX file when the spec exports
 one) and signs it into ``gradient_certificate.json``. On a failed policy there is no
@@ -26,8 +26,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from attest._io import atomic_write_bytes, atomic_write_text, dumps_pretty, sha256_file
-from attest.certificate import (
+from attest.certificate.signing import PrivateKey, load_private_key
+from attest.certificate.statement import (
     DeploymentEnvelope,
     PolicyRef,
     Statement,
@@ -36,10 +36,12 @@ from attest.certificate import (
     subjects_from_paths,
     write_certificate,
 )
+from attest.core.io import atomic_write_bytes, atomic_write_text, dumps_pretty, sha256_file
+from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
-from attest.evidence import Evidence
-from attest.policy import Findings, Policy, evaluate, load_policy
-from attest.signing import PrivateKey, load_private_key
+from attest.evidence.model import Evidence
+from attest.policy.engine import evaluate
+from attest.policy.model import Findings, Policy, load_policy
 from attest.spec import parse_spec_file
 
 __all__ = [
@@ -78,9 +80,13 @@ def parse_expiry(value: str | timedelta) -> timedelta:
         if value <= timedelta(0):
             raise InputError(f"expiry {value} is not positive", hint="e.g. 365d")
         return value
-    from attest._cli.certify import parse_duration
-
-    return parse_duration(value)
+    return parse_duration(
+        value,
+        option="--expires-in",
+        minimum=timedelta(seconds=1),
+        whole=True,
+        example="e.g. 365d, 26w, 1y",
+    )
 
 
 def _recorded_digest(evidence: Evidence, role: str) -> str | None:
@@ -182,10 +188,10 @@ def _onnx_mapping(evidence: Evidence) -> dict[str, Any]:
 
 
 def check_settings(policy: Policy) -> Any:
-    """The :class:`~attest.collect.context.CheckSettings` a policy asks to collect with."""
+    """The :class:`~attest.collection.context.CheckSettings` a policy asks to collect with."""
     import dataclasses
 
-    from attest.collect.context import CheckSettings
+    from attest.collection.context import CheckSettings
 
     known = {f.name: f for f in dataclasses.fields(CheckSettings) if f.name != "extra"}
     unknown = sorted(set(policy.settings) - set(known))
@@ -215,7 +221,7 @@ def check_settings(policy: Policy) -> Any:
 def _collect(
     spec: str | Path, policy: Policy, progress: Progress | None, out_dir: Path
 ) -> Evidence:
-    from attest.collect import collect
+    from attest.collection import collect
 
     settings = check_settings(policy)
     # The export check writes model.onnx and probe.npz here, next to the certificate that

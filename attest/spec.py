@@ -419,13 +419,13 @@ def _read_probe(path: Path, spec_path: Path) -> tuple[Any, Any]:
 def load_spec(path: str | Path) -> Any:
     """Load ``attest.yaml``: validate it, build the model with its trained weights, read the probe.
 
-    Returns an :class:`attest.collect.context.LoadedSpec`. The factory is called once here to
+    Returns an :class:`attest.collection.context.LoadedSpec`. The factory is called once here to
     check that the weights fit; :attr:`LoadedSpec.build_model` builds a fresh copy on each call.
     """
     import torch
     from torch import nn
 
-    from attest.collect.context import LoadedSpec
+    from attest.collection.context import LoadedSpec
 
     spec_path = Path(path).resolve()
     spec = parse_spec_file(spec_path)

@@ -47,7 +47,7 @@ from torch.utils._pytree import tree_flatten
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attest.collect.spill import in_spill_file  # noqa: E402
+from attest.collection.capture.spill import in_spill_file  # noqa: E402
 
 EXAMPLES = ("digits", "phantom-seg", "volume3d")
 
@@ -110,7 +110,7 @@ def load(spec_path: Path) -> Any:
 
 def bare_pass(spec: Any, dtype: torch.dtype) -> None:
     """One forward+backward of a fresh model, as a user would write it."""
-    from attest.collect.context import target_scalar
+    from attest.collection.context import target_scalar
 
     model = spec.build_model().to(dtype).eval()
     x = spec.inputs.to(dtype).requires_grad_(True)
@@ -121,7 +121,7 @@ def bare_pass(spec: Any, dtype: torch.dtype) -> None:
 
 def bare_work(spec: Any) -> None:
     """R deployed fwd+bwd + 1 float64 fwd+bwd + 1 deployed fwd+bwd (the local re-runs)."""
-    from attest.collect.context import precision_dtype
+    from attest.collection.context import precision_dtype
 
     low = precision_dtype(spec.precision)
     for _ in range(spec.repeats + 1):
@@ -141,7 +141,7 @@ class DoNothingMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
 def floor_work(spec: Any) -> None:
     """``bare_work`` with its R deployed passes seen by a do-nothing dispatch mode: what the
     repeats cost at the least if every operator of every run is to be seen at all."""
-    from attest.collect.context import precision_dtype
+    from attest.collection.context import precision_dtype
 
     low = precision_dtype(spec.precision)
     bare_pass(spec, low)
@@ -153,8 +153,12 @@ def floor_work(spec: Any) -> None:
 
 def profiler_work(spec: Any) -> int:
     """The profiler's phases the target covers; returns the operator count."""
-    from attest.collect.context import CheckSettings, CollectContext
-    from attest.collect.profiler import capture_reference, measure_fidelity, measure_repeats
+    from attest.collection.context import CheckSettings, CollectContext
+    from attest.collection.profile.profiler import (
+        capture_reference,
+        measure_fidelity,
+        measure_repeats,
+    )
 
     ctx = CollectContext(spec=spec, settings=CheckSettings())
     profile = capture_reference(ctx)
@@ -165,8 +169,8 @@ def profiler_work(spec: Any) -> int:
 
 def collect_work(spec: Any) -> int:
     """``collect`` with the profiler's checks; returns the bytes written to spill files."""
-    from attest.collect import collect
-    from attest.collect.profiler import PROFILE_KEY
+    from attest.collection import collect
+    from attest.collection.profile.profiler import PROFILE_KEY
 
     seen: dict[str, Any] = {}
 
@@ -176,7 +180,11 @@ def collect_work(spec: Any) -> int:
 
     collect(
         spec,
-        runners=["attest.collect.topology:run", "attest.collect.profiler:run", keep_profile],
+        runners=[
+            "attest.collection.profile.topology:run",
+            "attest.collection.profile.profiler:run",
+            keep_profile,
+        ],
     )
     return int(seen["profile"].spill_bytes)
 
@@ -196,8 +204,8 @@ def timed(fn: Callable[[], object]) -> tuple[float, float]:
 
 
 def overhead(name: str, spec: Any, trials: int) -> float:
-    from attest.collect import environment
-    from attest.collect.context import CheckSettings
+    from attest.collection import runtime_info as environment
+    from attest.collection.context import CheckSettings
 
     with environment.runtime(spec, CheckSettings()):
         n_ops = profiler_work(spec)  # warm-up: kernels, allocator, lazy imports
@@ -288,7 +296,7 @@ def peak_bytes(fn: Callable[[], object]) -> StoragePeak:
 
 
 def memory(name: str, spec: Any) -> float:
-    from attest.collect.context import precision_dtype
+    from attest.collection.context import precision_dtype
 
     bare = peak_bytes(lambda: bare_pass(spec, precision_dtype(spec.precision))).peak
     spilled: list[int] = []
@@ -351,8 +359,8 @@ def main() -> None:
             for name, path in models.items():
                 overhead(name, load(path), args.trials)
         if args.only in (None, "scaling"):
-            from attest.collect import environment
-            from attest.collect.context import CheckSettings
+            from attest.collection import runtime_info as environment
+            from attest.collection.context import CheckSettings
 
             # The sizes take turns within each trial, so a slow spell of this shared machine
             # lands on all of them rather than on whichever size was being timed.

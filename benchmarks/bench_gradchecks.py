@@ -2,7 +2,7 @@
 
 For each model and probe batch: the median time of one float64 forward+backward of the probe
 objective (the alternative a user would run anyway) and of each check of
-``attest.collect.gradchecks`` at the default settings (K = 4 directions, 2 Hessian-vector
+``attest.collection.gradients.runner`` at the default settings (K = 4 directions, 2 Hessian-vector
 directions, micro-batches 2 and 4), over rounds that alternate the two in one process (see
 :func:`measure`). Reports the ratio (target: at most 30x), each check's share, and how the
 ratio grows with the operator count (depth series) and the input size (resolution series);
@@ -35,10 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attest.collect import gradchecks
-from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
-from attest.collect.gradient_flow import probe_objective
-from attest.collect.run import capture_operators, model_output_tensor
+from attest.collection.capture.run import capture_operators, model_output_tensor
+from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collection.gradients import runner as gradchecks
+from attest.collection.gradients.flow import probe_objective
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gradcheck_floor import prepare_floor  # this folder's helper, on the path above

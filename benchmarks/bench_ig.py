@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from attest.collect.ig import ADAPTIVE, METHODS, integrated_gradients  # noqa: E402
+from attest.collection.ig.attribution import ADAPTIVE, METHODS, integrated_gradients  # noqa: E402
 
 STEPS = 50
 TOLERANCE = 1e-3

@@ -27,10 +27,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from attest.certificate.signing import generate_keypair, load_private_key
 from attest.ledger import audit_ledger, merkle, open_ledger
 from attest.ledger.entries import LedgerEntry
 from attest.ledger.sqlite import SQLiteStorage, Synchronous
-from attest.signing import generate_keypair, load_private_key
 
 SHA = "5" * 64
 

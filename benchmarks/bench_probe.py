@@ -51,13 +51,13 @@ def _prepare(example: str, work: Path) -> dict[str, Path]:
     """Export, probe and certify one example (not timed)."""
     import torch
 
-    from attest._io import sha256_file
-    from attest.certificate import build_statement, sign_statement, write_certificate
-    from attest.collect.context import CollectContext
-    from attest.deploy import export_check
-    from attest.signing import generate_keypair, load_private_key
+    from attest.certificate.signing import generate_keypair, load_private_key
+    from attest.certificate.statement import build_statement, sign_statement, write_certificate
+    from attest.collection.context import CollectContext
+    from attest.collection.export import check as export_check
+    from attest.core.io import sha256_file
     from attest.spec import load_spec
-    from attest.trust import add_key, empty_trust_store, save_trust_store
+    from attest.verification.trust import add_key, empty_trust_store, save_trust_store
 
     torch.set_num_threads(2)
     out = work / example
@@ -111,7 +111,7 @@ def _in_process(files: dict[str, Path], repeats: int) -> tuple[float, float]:
     import numpy as np
     import onnxruntime as ort
 
-    from attest.verify import verify
+    from attest.verification.verifier import verify
 
     x = np.load(files["probe"])["input_0"]
     verify_times, bare_times = [], []

@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from attest.certificate import (
+from attest.certificate.signing import generate_keypair, load_private_key
+from attest.certificate.statement import (
     DigestSet,
     PolicyRef,
     build_statement,
@@ -31,8 +32,7 @@ from attest.certificate import (
     subjects_from_paths,
     write_certificate,
 )
-from attest.signing import generate_keypair, load_private_key
-from attest.trust import add_key, empty_trust_store, save_trust_store
+from attest.verification.trust import add_key, empty_trust_store, save_trust_store
 
 
 def _attest_command() -> list[str]:

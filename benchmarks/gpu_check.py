@@ -1,6 +1,6 @@
 """GPU check of the collect side's CUDA paths (run by the lead on a CUDA host; CPU tests never need it).
 
-Builds a small CNN spec with ``device: cuda``, runs ``attest.collect.collect`` (topology and
+Builds a small CNN spec with ``device: cuda``, runs ``attest.collection.collect`` (topology and
 profiler runners) and prints what the CUDA paths produced: the deterministic flags and
 ``CUBLAS_WORKSPACE_CONFIG`` in the envelope, the ``cuda:sm_XX`` affinity tag, CUDA-event
 timings, allocator deltas per operator, peak memory and fragmentation, determinism over the
@@ -36,14 +36,14 @@ def main() -> int:
         return 2
     from bench_collect import write_spec
 
-    from attest.collect import collect
-    from attest.collect.merge import merge_evidence
+    from attest.collection import collect
+    from attest.collection.merge import merge_evidence
 
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="attest-gpu-"))
     spec = write_spec(out_dir / "spec", blocks=8, batch=16, size=32, repeats=args.repeats)
     text = spec.read_text()
     spec.write_text(text + "device: cuda\n")
-    runners = ["attest.collect.topology:run", "attest.collect.profiler:run"]
+    runners = ["attest.collection.profile.topology:run", "attest.collection.profile.profiler:run"]
     started = time.perf_counter()
     gpu = collect(spec, runners=runners, out=out_dir / "evidence-cuda.json")
     gpu_s = time.perf_counter() - started

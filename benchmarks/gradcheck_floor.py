@@ -30,9 +30,11 @@ from typing import Any
 
 import torch
 
-from attest.collect.aten_args import BoundCall, to_float64
-from attest.collect.context import CollectContext
-from attest.collect.gradcheck_ops import (
+from attest.collection.capture.aten_args import BoundCall, to_float64
+from attest.collection.capture.run import model_output_tensor
+from attest.collection.context import CollectContext
+from attest.collection.gradients.flow import probe_input, probe_objective
+from attest.collection.gradients.gradcheck import (
     SLICE_NUMEL,
     CaseSkipped,
     _signature,
@@ -40,8 +42,6 @@ from attest.collect.gradcheck_ops import (
     is_random,
     prepare_case,
 )
-from attest.collect.gradient_flow import probe_input, probe_objective
-from attest.collect.run import model_output_tensor
 
 __all__ = ["prepare_floor"]
 

@@ -29,12 +29,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from attest.certificate.signing import PublicKey
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from attest.ledger.entries import entry_from_leaf_data
 from attest.ledger.merkle import EMPTY_ROOT, frontier_push, frontier_root, leaf_hash
 from attest.ledger.storage import LAST_CHECKPOINT_META, LedgerStorage, StoredCheckpoint
-from attest.signing import PublicKey
 
 __all__ = ["AuditReport", "Problem", "audit_ledger"]
 

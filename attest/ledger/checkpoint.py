@@ -27,15 +27,15 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from attest.errors import KeyError_, LedgerError
-from attest.ledger.merkle import HASH_SIZE
-from attest.signing import (
+from attest.certificate.signing import (
     PrivateKey,
     PublicKey,
     check_public_key,
     load_public_key_pem,
     verify_signature,
 )
+from attest.errors import KeyError_, LedgerError
+from attest.ledger.merkle import HASH_SIZE
 
 __all__ = [
     "SIGNATURE_TYPE_ED25519",

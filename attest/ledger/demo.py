@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attest._io import atomic_write_json, atomic_write_text
+from attest.certificate.signing import generate_keypair, load_private_key
+from attest.core.io import atomic_write_json, atomic_write_text
 from attest.ledger import append_certificate, audit_ledger, open_ledger, record_verification
 from attest.ledger.proofs import inclusion_proof_file, verify_proof_document
-from attest.signing import generate_keypair, load_private_key
 
 __all__ = ["ledger_demo"]
 
@@ -46,7 +46,7 @@ def ledger_demo(out: Path, certificate: Path, reports: Sequence[Mapping[str, Any
     print(f"inclusion proof of entry {result.index} ({result.entry.event}) -> {proof_path}:")
     for number, h in enumerate(result.proof):
         print(f"    [{number}] {base64.b64encode(h).decode('ascii')}")
-    from attest.signing import load_public_key
+    from attest.certificate.signing import load_public_key
 
     verdict = verify_proof_document(proof_path, load_public_key(pub_path))
     print(

@@ -27,10 +27,10 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from attest._io import StrictJSONError, loads_strict, sha256_bytes
 from attest._version import __version__
+from attest.certificate.signing import canonical_json
+from attest.core.io import StrictJSONError, loads_strict, sha256_bytes
 from attest.errors import AttestError, InputError, LedgerError
-from attest.signing import canonical_json
 
 __all__ = [
     "ENTRY_FORMAT",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from attest.certificate.signing import PrivateKey
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import (
     Checkpoint,
@@ -45,7 +46,6 @@ from attest.ledger.storage import (
     StoredLeaf,
     TreeHead,
 )
-from attest.signing import PrivateKey
 
 __all__ = [
     "LEDGER_ENV",

@@ -25,13 +25,13 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from attest._io import StrictJSONError, loads_strict
+from attest.certificate.signing import PublicKey
+from attest.core.io import StrictJSONError, loads_strict
 from attest.errors import InputError, LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from attest.ledger.entries import entry_from_leaf_data
 from attest.ledger.log import ConsistencyResult, InclusionResult
 from attest.ledger.merkle import leaf_hash, verify_consistency, verify_inclusion
-from attest.signing import PublicKey
 
 __all__ = [
     "CONSISTENCY_FORMAT",

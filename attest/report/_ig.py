@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from attest.errors import AttestError
-from attest.evidence import CheckResult
+from attest.evidence.model import CheckResult
 from attest.report import plots
 from attest.report._rows import numeric_metric
 from attest.report._source import ReportSource
@@ -21,10 +21,10 @@ _TARGET_KEYS = ("targets", "target", "labels")
 
 
 def _decoder() -> Callable[[dict[str, Any]], dict[str, Any]] | str:
-    """``decode_attributions`` (:mod:`attest._attributions`, numpy only, no torch), or why it
+    """``decode_attributions`` (:mod:`attest.evidence.attributions`, numpy only, no torch), or why it
     is not available."""
     try:
-        from attest._attributions import decode_attributions
+        from attest.evidence.attributions import decode_attributions
     except ImportError as exc:
         return f"the evidence holds attributions, but they cannot be decoded here ({exc})"
     return decode_attributions

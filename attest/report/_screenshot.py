@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from attest._io import atomic_write_bytes
+from attest.core.io import atomic_write_bytes
 from attest.errors import AttestError, InputError
 
 __all__ = ["find_chromium", "screenshot"]

@@ -5,7 +5,7 @@ a bare Statement, or an evidence file (with an optional findings file). Each is 
 into a :class:`ReportSource`; a section that the input lacks is simply empty, so the report
 says "not available in this evidence" instead of failing.
 
-Nothing here trusts a certificate: :func:`verify_source` asks :mod:`attest.verify` (the one
+Nothing here trusts a certificate: :func:`verify_source` asks :mod:`attest.verification.verifier` (the one
 verifier) and records which numbers are covered by a checked signature.
 """
 
@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from attest._io import StrictJSONError, loads_strict, read_json_file, sha256_bytes, sha256_file
+from attest.certificate.signing import b64decode_strict
+from attest.core.io import StrictJSONError, loads_strict, read_json_file, sha256_bytes, sha256_file
 from attest.errors import AttestError, EvidenceError, InputError
-from attest.evidence import CheckResult, Evidence
-from attest.signing import b64decode_strict
+from attest.evidence.model import CheckResult, Evidence
 
 __all__ = [
     "ReportSource",
@@ -346,7 +346,7 @@ def evidence_bound(source: ReportSource, evidence_digest: str) -> bool:
 def verify_source(
     source: ReportSource, trust: str | Path | None, artifacts: list[str | Path] | None = None
 ) -> Verification:
-    """Verify a certificate's signature with :mod:`attest.verify`; never raises for a bad one.
+    """Verify a certificate's signature with :mod:`attest.verification.verifier`; never raises for a bad one.
 
     ``artifacts`` (optional) are also matched against the certificate's subjects.
     """
@@ -360,7 +360,7 @@ def verify_source(
             "the signature was not checked (no --trust given): every number here is unverified",
         )
     try:
-        from attest.verify import verify
+        from attest.verification.verifier import verify
     except ImportError as exc:  # the verifier is part of the package; fail closed if missing
         return Verification("failed", f"the verifier cannot be loaded ({exc})", str(trust))
     try:

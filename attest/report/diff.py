@@ -127,7 +127,7 @@ def load_tolerances(policy: str | Path | None) -> DiffTolerances:
     """Defaults, or the ``diff:`` mapping of a policy file (validated as a whole policy)."""
     if policy is None:
         return DiffTolerances()
-    from attest.policy import load_policy
+    from attest.policy.model import load_policy
 
     section = load_policy(policy).diff
     if not section:

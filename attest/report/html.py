@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest._io import atomic_write_text, sha256_file
 from attest._version import __version__
+from attest.core.io import atomic_write_text, sha256_file
 from attest.errors import InputError
 from attest.report._page import (
     NA,
@@ -320,7 +320,7 @@ def write_report(
 ) -> ReportResult:
     """Read a certificate or evidence file (plus optional findings/evidence) and write the report.
 
-    With ``trust``, a certificate's signature is checked by :mod:`attest.verify` (and any
+    With ``trust``, a certificate's signature is checked by :mod:`attest.verification.verifier` (and any
     ``artifacts`` against its subjects); otherwise the report marks every number as unverified.
     """
     src = load_source(source)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attest._certificate_format import parse_timestamp
+from attest.core.times import parse_timestamp
 from attest.errors import AttestError, InputError
 from attest.report._rows import numeric_metric
 from attest.report._source import ReportSource, load_source

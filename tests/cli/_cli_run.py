@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from attest._cli import main
+from attest.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, str]:

@@ -17,8 +17,8 @@ import torch
 import yaml
 from safetensors.torch import save_file
 
-from attest._cli import main
-from attest.signing import generate_keypair
+from attest.certificate.signing import generate_keypair
+from attest.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 

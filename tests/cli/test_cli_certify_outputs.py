@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_cli_certify import MINI_POLICY, run, write_policy, write_tiny
 
-from attest.signing import generate_keypair
+from attest.certificate.signing import generate_keypair
 
 UMASK = 0o027  # not the usual 022, so a hard-coded 0644 would show
 

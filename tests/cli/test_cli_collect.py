@@ -13,7 +13,7 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from _collect_models import LINEAR_RELU, make_spec
 
-from attest._cli import main
+from attest.cli import main
 
 
 def invoke(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -119,7 +119,7 @@ def test_usage_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]
 
 
 def test_help_lists_collect() -> None:
-    from attest._cli import cli
+    from attest.cli import cli
 
     result = CliRunner().invoke(cli, ["collect", "--help"])
     assert result.exit_code == 0 and "--merge" in result.output

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from attest._cli import cli
+from attest.cli import cli
 
 EVIDENCE: dict[str, Any] = {
     "tool_version": "0.1.0",
@@ -139,7 +139,7 @@ def test_evaluate_bad_input_exits_2(
         evidence.write_text(evidence_text)
     pol = tmp_path / "policy.yaml"
     pol.write_text(yaml.safe_dump(policy))
-    from attest._cli import main
+    from attest.cli import main
 
     with pytest.raises(SystemExit) as info:
         main(["evaluate", str(evidence), "--policy", str(pol)])
@@ -150,7 +150,7 @@ def test_evaluate_bad_input_exits_2(
 
 
 def test_evaluate_bad_input_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from attest._cli import main
+    from attest.cli import main
 
     pol = tmp_path / "policy.yaml"
     pol.write_text(yaml.safe_dump({"id": "p", "version": "1", "rules": [{**RULE, "treshold": 1}]}))

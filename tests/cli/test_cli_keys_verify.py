@@ -37,7 +37,7 @@ def signed(
     assert code == 0 and "key id:" in out
     model = tmp_path / "model.onnx"
     model.write_bytes(b"\x12\x04onnx" * 256)  # well-formed protobuf: an ONNX model is scanned
-    from attest._io import sha256_file
+    from attest.core.io import sha256_file
 
     statement = json.loads(json.dumps(STATEMENT))
     statement["subject"] = [{"name": "model.onnx", "digest": {"sha256": sha256_file(model)}}]

@@ -39,7 +39,7 @@ def world(
     assert run(capsys, "keygen", "--out", keys / "ledger")[0] == 0
     model = tmp_path / "model.onnx"
     model.write_bytes(b"\x12\x04onnx" * 64)  # well-formed protobuf: an ONNX model is scanned
-    from attest._io import sha256_file
+    from attest.core.io import sha256_file
 
     statement = json.loads(json.dumps(STATEMENT))
     statement["subject"] = [{"name": "model.onnx", "digest": {"sha256": sha256_file(model)}}]
@@ -287,6 +287,6 @@ def test_leaf_data_in_the_proof_is_the_canonical_entry(
     run(capsys, "ledger", "checkpoint", "--key", world["keys"] / "ledger.key", "--ledger", ledger)
     run(capsys, "ledger", "prove", "0", "-o", tmp_path / "p.json", "--ledger", ledger)
     document = json.loads((tmp_path / "p.json").read_text())
-    from attest.signing import canonical_json
+    from attest.certificate.signing import canonical_json
 
     assert base64.b64decode(document["leaf_data"]) == canonical_json(document["entry"])

@@ -16,10 +16,10 @@ import pytest
 from _cli_run import run
 from onnx import TensorProto, helper, numpy_helper
 
-from attest._io import sha256_file
-from attest.deploy.environment import deployment_envelope, local_environment
-from attest.deploy.probe_bundle import ProbeBundle, read_probe_bundle, write_probe_bundle
-from attest.deploy.runtime import RuntimeSettings, create_session
+from attest.core.io import sha256_file
+from attest.deployment.environment import deployment_envelope, local_environment
+from attest.deployment.probe_bundle import ProbeBundle, read_probe_bundle, write_probe_bundle
+from attest.deployment.runtime import RuntimeSettings, create_session
 
 
 def _model(path: Path) -> Path:

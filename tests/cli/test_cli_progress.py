@@ -1,7 +1,7 @@
 """The progress display of ``attest collect`` and ``attest certify`` on stderr.
 
 Shown on a terminal only; nothing with a pipe or file for stderr, with ``--json`` or with
-``--quiet``. The display itself is tested in tests/unit/test_progress.py; here the commands.
+``--quiet``. The display itself is tested in tests/unit/core/test_progress.py; here the commands.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from _collect_models import LINEAR_RELU, make_spec
 from test_cli_certify import MINI_POLICY, write_policy, write_tiny
 
-from attest._cli import main
-from attest.signing import generate_keypair
+from attest.certificate.signing import generate_keypair
+from attest.cli import main
 
 
 class FakeTerminal(io.StringIO):

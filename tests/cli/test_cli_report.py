@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from _report_samples import findings_for, make_evidence, write_evidence
 
-from attest._cli import main
+from attest.cli import main
 from attest.report._screenshot import find_chromium
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from attest._cli import main
-from attest.signing import generate_keypair
-from attest.verify import verify
+from attest.certificate.signing import generate_keypair
+from attest.cli import main
+from attest.verification.verifier import verify
 
 REPO = Path(__file__).resolve().parents[2]
 STRICT = REPO / "policies" / "clinical-strict.yaml"
@@ -76,7 +76,7 @@ def test_example_passes_clinical_strict_and_verifies(
     assert code == 0, failed
     assert summary["counts"]["fail"] == 0
     cert = Path(summary["outputs"]["certificate"])
-    from attest.trust import add_key, empty_trust_store
+    from attest.verification.trust import add_key, empty_trust_store
 
     store, _ = add_key(empty_trust_store("trust.yaml"), keys[1].read_bytes(), name="release")
     weights = verify(cert, trust=store, artifacts=[spec.parent / "weights.safetensors"])

@@ -19,9 +19,10 @@ import yaml
 torch = pytest.importorskip("torch")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
-from attest.collect import collect  # noqa: E402
+from attest.collection import collect  # noqa: E402
 from attest.pipeline import check_settings  # noqa: E402
-from attest.policy import evaluate, load_policy  # noqa: E402
+from attest.policy.engine import evaluate  # noqa: E402
+from attest.policy.model import load_policy  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -142,7 +143,7 @@ ARCHITECTURES: dict[str, tuple[str, dict[str, Any], tuple[int, ...], int | str]]
     "mingpt": ("published_models:tiny_gpt", {}, (6, 4), "argmax"),
     # torchvision, untrained. Deep in MobileNetV3 the activations shrink to ~1e-12, and its
     # squeeze-and-excitation hardsigmoid gates got finite-difference steps lost in rounding
-    # (gradcheck false alarms; tests/unit/test_grad_step_scale.py has the mechanism). MNASNet
+    # (gradcheck false alarms; tests/unit/collection/gradients/test_grad_step_scale.py has the mechanism). MNASNet
     # needs the state-dict version metadata that its .pt weights carry.
     "tv-mobilenet-v3-small": (
         "torchvision.models:mobilenet_v3_small",

@@ -15,11 +15,18 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from attest._certificate_format import PAYLOAD_TYPE, format_timestamp
-from attest.certificate import build_statement, subjects_from_paths
-from attest.signing import PrivateKey, canonical_json, dsse_envelope, key_id, public_key_pem
-from attest.trust import TrustStore, add_key, empty_trust_store
-from attest.verify import VerificationReport, verify
+from attest.certificate.format import PAYLOAD_TYPE
+from attest.certificate.signing import (
+    PrivateKey,
+    canonical_json,
+    dsse_envelope,
+    key_id,
+    public_key_pem,
+)
+from attest.certificate.statement import build_statement, subjects_from_paths
+from attest.core.times import format_timestamp
+from attest.verification.trust import TrustStore, add_key, empty_trust_store
+from attest.verification.verifier import VerificationReport, verify
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
 

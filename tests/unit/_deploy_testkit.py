@@ -10,13 +10,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from attest._io import sha256_file
-from attest.certificate import build_statement, sign_statement, write_certificate
-from attest.deploy.environment import deployment_envelope, local_environment
-from attest.deploy.probe_bundle import ProbeBundle, write_probe_bundle
-from attest.deploy.runtime import RuntimeSettings, create_session
-from attest.signing import PrivateKey, generate_keypair, load_private_key
-from attest.trust import add_key, empty_trust_store, save_trust_store
+from attest.certificate.signing import PrivateKey, generate_keypair, load_private_key
+from attest.certificate.statement import build_statement, sign_statement, write_certificate
+from attest.core.io import sha256_file
+from attest.deployment.environment import deployment_envelope, local_environment
+from attest.deployment.probe_bundle import ProbeBundle, write_probe_bundle
+from attest.deployment.runtime import RuntimeSettings, create_session
+from attest.verification.trust import add_key, empty_trust_store, save_trust_store
 
 RNG_SEED = 7
 

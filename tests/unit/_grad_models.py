@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attest.collect.context import CheckSettings, CollectContext, LoadedSpec
-from attest.collect.run import capture_operators
+from attest.collection.capture.run import capture_operators
+from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
 
 
 class ScaledTanh(torch.autograd.Function):

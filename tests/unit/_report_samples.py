@@ -1,5 +1,5 @@
 """Synthetic evidence for the report, diff and metrics tests, built to the evidence contract
-(attest.evidence) with values worked out here, so each test knows the answer it expects."""
+(attest.evidence.model) with values worked out here, so each test knows the answer it expects."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from attest.evidence import CheckItem, CheckResult, Evidence, Subject
+from attest.evidence.model import CheckItem, CheckResult, Evidence, Subject
 
 # (module, op) of a small CNN's forward pass, in execution order.
 CNN_OPS: list[tuple[str, str]] = [

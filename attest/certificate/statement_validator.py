@@ -1,0 +1,452 @@
+"""Validator of attest/schemas/statement.schema.json: GENERATED, do not edit.
+
+Written by ``python -m attest.certificate.schemas write`` (``make schemas``): the output of fastjsonschema's
+``compile_to_code``, a library that compiles a JSON Schema to Python, so that the verifier
+checks statements without importing the jsonschema stack at run time. tests/unit/
+test_schemas.py regenerates it and fails on drift; tests/unit/verification/test_statement_validator.py
+holds it against jsonschema on valid and invalid statements.
+"""
+
+# mypy: ignore-errors
+# ruff: noqa
+# fmt: off
+VERSION = "2.22.3"
+from decimal import Decimal
+import re
+from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException
+
+
+REGEX_PATTERNS = {
+    '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$': re.compile('^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*\\Z'),
+    '^[0-9a-f]{64}$': re.compile('^[0-9a-f]{64}\\Z'),
+    '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$': re.compile('^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z\\Z'),
+    '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$': re.compile('^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?\\Z')
+}
+
+NoneType = type(None)
+
+def validate(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'$defs': {'DeploymentEnvelope': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'DigestSet': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'ModelIdentity': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'PolicyRef': {'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'Predicate': {'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'tool': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, 'Subject': {'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'ToolInfo': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}}, 'additionalProperties': False, 'properties': {'_type': {'const': 'https://in-toto.io/Statement/v1', 'type': 'string'}, 'predicate': {'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'$ref': '#/$defs/DeploymentEnvelope'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'$ref': '#/$defs/DigestSet'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'$ref': '#/$defs/ModelIdentity'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'$ref': '#/$defs/PolicyRef'}, 'tool': {'$ref': '#/$defs/ToolInfo'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, 'predicateType': {'const': 'https://gradient-attest.dev/certificate/v1', 'type': 'string'}, 'subject': {'items': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'minItems': 1, 'type': 'array'}}, 'required': ['subject', 'predicate'], 'type': 'object', '$schema': 'https://json-schema.org/draft/2019-09/schema'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data__missing_keys = set(['subject', 'predicate']) - data.keys()
+        if data__missing_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'$defs': {'DeploymentEnvelope': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'DigestSet': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'ModelIdentity': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'PolicyRef': {'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'Predicate': {'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'tool': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, 'Subject': {'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'ToolInfo': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}}, 'additionalProperties': False, 'properties': {'_type': {'const': 'https://in-toto.io/Statement/v1', 'type': 'string'}, 'predicate': {'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'$ref': '#/$defs/DeploymentEnvelope'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'$ref': '#/$defs/DigestSet'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'$ref': '#/$defs/ModelIdentity'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'$ref': '#/$defs/PolicyRef'}, 'tool': {'$ref': '#/$defs/ToolInfo'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, 'predicateType': {'const': 'https://gradient-attest.dev/certificate/v1', 'type': 'string'}, 'subject': {'items': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'minItems': 1, 'type': 'array'}}, 'required': ['subject', 'predicate'], 'type': 'object', '$schema': 'https://json-schema.org/draft/2019-09/schema'}, rule='required')
+        data_keys = set(data.keys())
+        if "_type" in data_keys:
+            data_keys.remove("_type")
+            data__type = data["_type"]
+            if not isinstance(data__type, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + "._type must be string", value=data__type, name="" + (name_prefix or "data") + "._type", definition={'const': 'https://in-toto.io/Statement/v1', 'type': 'string'}, rule='type')
+            if not (isinstance(data__type, str) and data__type == 'https://in-toto.io/Statement/v1'):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + "._type must be same as const definition: https://in-toto.io/Statement/v1", value=data__type, name="" + (name_prefix or "data") + "._type", definition={'const': 'https://in-toto.io/Statement/v1', 'type': 'string'}, rule='const')
+        if "predicate" in data_keys:
+            data_keys.remove("predicate")
+            data__predicate = data["predicate"]
+            validate____defs_predicate(data__predicate, custom_formats, (name_prefix or "data") + ".predicate")
+        if "predicateType" in data_keys:
+            data_keys.remove("predicateType")
+            data__predicateType = data["predicateType"]
+            if not isinstance(data__predicateType, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".predicateType must be string", value=data__predicateType, name="" + (name_prefix or "data") + ".predicateType", definition={'const': 'https://gradient-attest.dev/certificate/v1', 'type': 'string'}, rule='type')
+            if not (isinstance(data__predicateType, str) and data__predicateType == 'https://gradient-attest.dev/certificate/v1'):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".predicateType must be same as const definition: https://gradient-attest.dev/certificate/v1", value=data__predicateType, name="" + (name_prefix or "data") + ".predicateType", definition={'const': 'https://gradient-attest.dev/certificate/v1', 'type': 'string'}, rule='const')
+        if "subject" in data_keys:
+            data_keys.remove("subject")
+            data__subject = data["subject"]
+            if not isinstance(data__subject, (list, tuple)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".subject must be array", value=data__subject, name="" + (name_prefix or "data") + ".subject", definition={'items': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'minItems': 1, 'type': 'array'}, rule='type')
+            data__subject_is_list = isinstance(data__subject, (list, tuple))
+            if data__subject_is_list:
+                data__subject_len = len(data__subject)
+                if data__subject_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".subject must contain at least 1 items", value=data__subject, name="" + (name_prefix or "data") + ".subject", definition={'items': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'minItems': 1, 'type': 'array'}, rule='minItems')
+                for data__subject_x, data__subject_item in enumerate(data__subject):
+                    validate____defs_subject(data__subject_item, custom_formats, (name_prefix or "data") + ".subject[{data__subject_x}]".format(**locals()))
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'$defs': {'DeploymentEnvelope': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'DigestSet': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'ModelIdentity': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'PolicyRef': {'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'Predicate': {'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'tool': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, 'Subject': {'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'ToolInfo': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}}, 'additionalProperties': False, 'properties': {'_type': {'const': 'https://in-toto.io/Statement/v1', 'type': 'string'}, 'predicate': {'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'$ref': '#/$defs/DeploymentEnvelope'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'$ref': '#/$defs/DigestSet'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'$ref': '#/$defs/ModelIdentity'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'$ref': '#/$defs/PolicyRef'}, 'tool': {'$ref': '#/$defs/ToolInfo'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, 'predicateType': {'const': 'https://gradient-attest.dev/certificate/v1', 'type': 'string'}, 'subject': {'items': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, 'minItems': 1, 'type': 'array'}}, 'required': ['subject', 'predicate'], 'type': 'object', '$schema': 'https://json-schema.org/draft/2019-09/schema'}, rule='additionalProperties')
+    return data
+
+def validate____defs_subject(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data__missing_keys = set(['name', 'digest']) - data.keys()
+        if data__missing_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, rule='required')
+        data_keys = set(data.keys())
+        if "digest" in data_keys:
+            data_keys.remove("digest")
+            data__digest = data["digest"]
+            validate____defs_digestset(data__digest, custom_formats, (name_prefix or "data") + ".digest")
+        if "name" in data_keys:
+            data_keys.remove("name")
+            data__name = data["name"]
+            if not isinstance(data__name, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be string", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}, rule='type')
+            if isinstance(data__name, str):
+                data__name_len = len(data__name)
+                if data__name_len > 4096:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be shorter than or equal to 4096 characters", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}, rule='maxLength')
+                if not REGEX_PATTERNS['^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$'].search(data__name):
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must match pattern ^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}, rule='pattern')
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'name': {'maxLength': 4096, 'pattern': '^(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+)(?:/(?:[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.[^/\\\\\\u0000-\\u001f\\u007f.][^/\\\\\\u0000-\\u001f\\u007f]*|\\.\\.[^/\\\\\\u0000-\\u001f\\u007f]+))*$', 'type': 'string'}}, 'required': ['name', 'digest'], 'type': 'object'}, rule='additionalProperties')
+    return data
+
+def validate____defs_digestset(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data__missing_keys = set(['sha256']) - data.keys()
+        if data__missing_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, rule='required')
+        data_keys = set(data.keys())
+        if "sha256" in data_keys:
+            data_keys.remove("sha256")
+            data__sha256 = data["sha256"]
+            if not isinstance(data__sha256, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".sha256 must be string", value=data__sha256, name="" + (name_prefix or "data") + ".sha256", definition={'pattern': '^[0-9a-f]{64}$', 'type': 'string'}, rule='type')
+            if isinstance(data__sha256, str):
+                if not REGEX_PATTERNS['^[0-9a-f]{64}$'].search(data__sha256):
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".sha256 must match pattern ^[0-9a-f]{64}$", value=data__sha256, name="" + (name_prefix or "data") + ".sha256", definition={'pattern': '^[0-9a-f]{64}$', 'type': 'string'}, rule='pattern')
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, rule='additionalProperties')
+    return data
+
+def validate____defs_predicate(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'tool': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data__missing_keys = set(['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy']) - data.keys()
+        if data__missing_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'tool': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, rule='required')
+        data_keys = set(data.keys())
+        if "certificate_id" in data_keys:
+            data_keys.remove("certificate_id")
+            data__certificateid = data["certificate_id"]
+            if not isinstance(data__certificateid, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".certificate_id must be string", value=data__certificateid, name="" + (name_prefix or "data") + ".certificate_id", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+            if isinstance(data__certificateid, str):
+                data__certificateid_len = len(data__certificateid)
+                if data__certificateid_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".certificate_id must be longer than or equal to 1 characters", value=data__certificateid, name="" + (name_prefix or "data") + ".certificate_id", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                if data__certificateid_len > 256:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".certificate_id must be shorter than or equal to 256 characters", value=data__certificateid, name="" + (name_prefix or "data") + ".certificate_id", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if "checks" in data_keys:
+            data_keys.remove("checks")
+            data__checks = data["checks"]
+            if not isinstance(data__checks, (dict)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".checks must be object", value=data__checks, name="" + (name_prefix or "data") + ".checks", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+            data__checks_is_dict = isinstance(data__checks, dict)
+            if data__checks_is_dict:
+                data__checks_keys = set(data__checks.keys())
+        if "deployment" in data_keys:
+            data_keys.remove("deployment")
+            data__deployment = data["deployment"]
+            validate____defs_deploymentenvelope(data__deployment, custom_formats, (name_prefix or "data") + ".deployment")
+        if "environment" in data_keys:
+            data_keys.remove("environment")
+            data__environment = data["environment"]
+            if not isinstance(data__environment, (dict)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".environment must be object", value=data__environment, name="" + (name_prefix or "data") + ".environment", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+            data__environment_is_dict = isinstance(data__environment, dict)
+            if data__environment_is_dict:
+                data__environment_keys = set(data__environment.keys())
+        if "evidence_digest" in data_keys:
+            data_keys.remove("evidence_digest")
+            data__evidencedigest = data["evidence_digest"]
+            data__evidencedigest_any_of_count1 = 0
+            if not data__evidencedigest_any_of_count1:
+                try:
+                    validate____defs_digestset(data__evidencedigest, custom_formats, (name_prefix or "data") + ".evidence_digest")
+                    data__evidencedigest_any_of_count1 += 1
+                except (JsonSchemaValueException, JsonSchemaValuesException): pass
+            if not data__evidencedigest_any_of_count1:
+                try:
+                    if not isinstance(data__evidencedigest, (NoneType)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".evidence_digest must be null", value=data__evidencedigest, name="" + (name_prefix or "data") + ".evidence_digest", definition={'type': 'null'}, rule='type')
+                    data__evidencedigest_any_of_count1 += 1
+                except (JsonSchemaValueException, JsonSchemaValuesException): pass
+            if not data__evidencedigest_any_of_count1:
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".evidence_digest cannot be validated by any definition", value=data__evidencedigest, name="" + (name_prefix or "data") + ".evidence_digest", definition={'anyOf': [{'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, {'type': 'null'}]}, rule='anyOf')
+        if "expires_at" in data_keys:
+            data_keys.remove("expires_at")
+            data__expiresat = data["expires_at"]
+            if not isinstance(data__expiresat, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".expires_at must be string", value=data__expiresat, name="" + (name_prefix or "data") + ".expires_at", definition={'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, rule='type')
+            if isinstance(data__expiresat, str):
+                if not REGEX_PATTERNS['^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$'].search(data__expiresat):
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".expires_at must match pattern ^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$", value=data__expiresat, name="" + (name_prefix or "data") + ".expires_at", definition={'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, rule='pattern')
+        if "extensions" in data_keys:
+            data_keys.remove("extensions")
+            data__extensions = data["extensions"]
+            if not isinstance(data__extensions, (dict)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".extensions must be object", value=data__extensions, name="" + (name_prefix or "data") + ".extensions", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+            data__extensions_is_dict = isinstance(data__extensions, dict)
+            if data__extensions_is_dict:
+                data__extensions_keys = set(data__extensions.keys())
+        if "findings" in data_keys:
+            data_keys.remove("findings")
+            data__findings = data["findings"]
+            if not isinstance(data__findings, (list, tuple)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".findings must be array", value=data__findings, name="" + (name_prefix or "data") + ".findings", definition={'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, rule='type')
+            data__findings_is_list = isinstance(data__findings, (list, tuple))
+            if data__findings_is_list:
+                data__findings_len = len(data__findings)
+                for data__findings_x, data__findings_item in enumerate(data__findings):
+                    if not isinstance(data__findings_item, (dict)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".findings[{data__findings_x}]".format(**locals()) + " must be object", value=data__findings_item, name="" + (name_prefix or "data") + ".findings[{data__findings_x}]".format(**locals()) + "", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+                    data__findings_item_is_dict = isinstance(data__findings_item, dict)
+                    if data__findings_item_is_dict:
+                        data__findings_item_keys = set(data__findings_item.keys())
+        if "issued_at" in data_keys:
+            data_keys.remove("issued_at")
+            data__issuedat = data["issued_at"]
+            if not isinstance(data__issuedat, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".issued_at must be string", value=data__issuedat, name="" + (name_prefix or "data") + ".issued_at", definition={'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, rule='type')
+            if isinstance(data__issuedat, str):
+                if not REGEX_PATTERNS['^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$'].search(data__issuedat):
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".issued_at must match pattern ^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$", value=data__issuedat, name="" + (name_prefix or "data") + ".issued_at", definition={'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, rule='pattern')
+        if "model" in data_keys:
+            data_keys.remove("model")
+            data__model = data["model"]
+            validate____defs_modelidentity(data__model, custom_formats, (name_prefix or "data") + ".model")
+        if "model_metrics" in data_keys:
+            data_keys.remove("model_metrics")
+            data__modelmetrics = data["model_metrics"]
+            if not isinstance(data__modelmetrics, (dict)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".model_metrics must be object", value=data__modelmetrics, name="" + (name_prefix or "data") + ".model_metrics", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+            data__modelmetrics_is_dict = isinstance(data__modelmetrics, dict)
+            if data__modelmetrics_is_dict:
+                data__modelmetrics_keys = set(data__modelmetrics.keys())
+        if "modules" in data_keys:
+            data_keys.remove("modules")
+            data__modules = data["modules"]
+            if not isinstance(data__modules, (list, tuple)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".modules must be array", value=data__modules, name="" + (name_prefix or "data") + ".modules", definition={'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, rule='type')
+            data__modules_is_list = isinstance(data__modules, (list, tuple))
+            if data__modules_is_list:
+                data__modules_len = len(data__modules)
+                for data__modules_x, data__modules_item in enumerate(data__modules):
+                    if not isinstance(data__modules_item, (dict)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".modules[{data__modules_x}]".format(**locals()) + " must be object", value=data__modules_item, name="" + (name_prefix or "data") + ".modules[{data__modules_x}]".format(**locals()) + "", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+                    data__modules_item_is_dict = isinstance(data__modules_item, dict)
+                    if data__modules_item_is_dict:
+                        data__modules_item_keys = set(data__modules_item.keys())
+        if "onnx_mapping" in data_keys:
+            data_keys.remove("onnx_mapping")
+            data__onnxmapping = data["onnx_mapping"]
+            if not isinstance(data__onnxmapping, (dict)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".onnx_mapping must be object", value=data__onnxmapping, name="" + (name_prefix or "data") + ".onnx_mapping", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+            data__onnxmapping_is_dict = isinstance(data__onnxmapping, dict)
+            if data__onnxmapping_is_dict:
+                data__onnxmapping_keys = set(data__onnxmapping.keys())
+        if "operators" in data_keys:
+            data_keys.remove("operators")
+            data__operators = data["operators"]
+            if not isinstance(data__operators, (list, tuple)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".operators must be array", value=data__operators, name="" + (name_prefix or "data") + ".operators", definition={'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, rule='type')
+            data__operators_is_list = isinstance(data__operators, (list, tuple))
+            if data__operators_is_list:
+                data__operators_len = len(data__operators)
+                for data__operators_x, data__operators_item in enumerate(data__operators):
+                    if not isinstance(data__operators_item, (dict)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".operators[{data__operators_x}]".format(**locals()) + " must be object", value=data__operators_item, name="" + (name_prefix or "data") + ".operators[{data__operators_x}]".format(**locals()) + "", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+                    data__operators_item_is_dict = isinstance(data__operators_item, dict)
+                    if data__operators_item_is_dict:
+                        data__operators_item_keys = set(data__operators_item.keys())
+        if "policy" in data_keys:
+            data_keys.remove("policy")
+            data__policy = data["policy"]
+            validate____defs_policyref(data__policy, custom_formats, (name_prefix or "data") + ".policy")
+        if "tool" in data_keys:
+            data_keys.remove("tool")
+            data__tool = data["tool"]
+            validate____defs_toolinfo(data__tool, custom_formats, (name_prefix or "data") + ".tool")
+        if "verdict" in data_keys:
+            data_keys.remove("verdict")
+            data__verdict = data["verdict"]
+            if not isinstance(data__verdict, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".verdict must be string", value=data__verdict, name="" + (name_prefix or "data") + ".verdict", definition={'enum': ['pass', 'fail'], 'type': 'string'}, rule='type')
+            if not (isinstance(data__verdict, str) and data__verdict == 'pass' or isinstance(data__verdict, str) and data__verdict == 'fail'):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".verdict must be one of ['pass', 'fail']", value=data__verdict, name="" + (name_prefix or "data") + ".verdict", definition={'enum': ['pass', 'fail'], 'type': 'string'}, rule='enum')
+        if "waivers" in data_keys:
+            data_keys.remove("waivers")
+            data__waivers = data["waivers"]
+            if not isinstance(data__waivers, (list, tuple)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".waivers must be array", value=data__waivers, name="" + (name_prefix or "data") + ".waivers", definition={'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, rule='type')
+            data__waivers_is_list = isinstance(data__waivers, (list, tuple))
+            if data__waivers_is_list:
+                data__waivers_len = len(data__waivers)
+                for data__waivers_x, data__waivers_item in enumerate(data__waivers):
+                    if not isinstance(data__waivers_item, (dict)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".waivers[{data__waivers_x}]".format(**locals()) + " must be object", value=data__waivers_item, name="" + (name_prefix or "data") + ".waivers[{data__waivers_x}]".format(**locals()) + "", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+                    data__waivers_item_is_dict = isinstance(data__waivers_item, dict)
+                    if data__waivers_item_is_dict:
+                        data__waivers_item_keys = set(data__waivers_item.keys())
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'certificate_id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'checks': {'additionalProperties': True, 'type': 'object'}, 'deployment': {'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, 'environment': {'additionalProperties': True, 'type': 'object'}, 'evidence_digest': {'anyOf': [{'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, {'type': 'null'}]}, 'expires_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'extensions': {'additionalProperties': True, 'type': 'object'}, 'findings': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'issued_at': {'pattern': '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(?:\\.\\d{1,6})?Z$', 'type': 'string'}, 'model': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, 'model_metrics': {'additionalProperties': True, 'type': 'object'}, 'modules': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'onnx_mapping': {'additionalProperties': True, 'type': 'object'}, 'operators': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}, 'policy': {'additionalProperties': False, 'properties': {'digest': {'$ref': '#/$defs/DigestSet'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, 'tool': {'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, 'verdict': {'enum': ['pass', 'fail'], 'type': 'string'}, 'waivers': {'items': {'additionalProperties': True, 'type': 'object'}, 'type': 'array'}}, 'required': ['certificate_id', 'model', 'issued_at', 'expires_at', 'verdict', 'policy'], 'type': 'object'}, rule='additionalProperties')
+    return data
+
+def validate____defs_toolinfo(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data_keys = set(data.keys())
+        if "name" in data_keys:
+            data_keys.remove("name")
+            data__name = data["name"]
+            if not isinstance(data__name, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be string", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+            if isinstance(data__name, str):
+                data__name_len = len(data__name)
+                if data__name_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be longer than or equal to 1 characters", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                if data__name_len > 256:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be shorter than or equal to 256 characters", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if "version" in data_keys:
+            data_keys.remove("version")
+            data__version = data["version"]
+            if not isinstance(data__version, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be string", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+            if isinstance(data__version, str):
+                data__version_len = len(data__version)
+                if data__version_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be longer than or equal to 1 characters", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                if data__version_len > 256:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be shorter than or equal to 256 characters", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'type': 'object'}, rule='additionalProperties')
+    return data
+
+def validate____defs_policyref(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data__missing_keys = set(['id', 'version', 'digest']) - data.keys()
+        if data__missing_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, rule='required')
+        data_keys = set(data.keys())
+        if "digest" in data_keys:
+            data_keys.remove("digest")
+            data__digest = data["digest"]
+            validate____defs_digestset(data__digest, custom_formats, (name_prefix or "data") + ".digest")
+        if "id" in data_keys:
+            data_keys.remove("id")
+            data__id = data["id"]
+            if not isinstance(data__id, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".id must be string", value=data__id, name="" + (name_prefix or "data") + ".id", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+            if isinstance(data__id, str):
+                data__id_len = len(data__id)
+                if data__id_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".id must be longer than or equal to 1 characters", value=data__id, name="" + (name_prefix or "data") + ".id", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                if data__id_len > 256:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".id must be shorter than or equal to 256 characters", value=data__id, name="" + (name_prefix or "data") + ".id", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if "version" in data_keys:
+            data_keys.remove("version")
+            data__version = data["version"]
+            if not isinstance(data__version, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be string", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+            if isinstance(data__version, str):
+                data__version_len = len(data__version)
+                if data__version_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be longer than or equal to 1 characters", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                if data__version_len > 256:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be shorter than or equal to 256 characters", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'digest': {'additionalProperties': False, 'properties': {'sha256': {'pattern': '^[0-9a-f]{64}$', 'type': 'string'}}, 'required': ['sha256'], 'type': 'object'}, 'id': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 256, 'minLength': 1, 'type': 'string'}}, 'required': ['id', 'version', 'digest'], 'type': 'object'}, rule='additionalProperties')
+    return data
+
+def validate____defs_modelidentity(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data__missing_keys = set(['name', 'version']) - data.keys()
+        if data__missing_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must contain " + (str(sorted(data__missing_keys)) + " properties"), value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, rule='required')
+        data_keys = set(data.keys())
+        if "name" in data_keys:
+            data_keys.remove("name")
+            data__name = data["name"]
+            if not isinstance(data__name, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be string", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+            if isinstance(data__name, str):
+                data__name_len = len(data__name)
+                if data__name_len < 1:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be longer than or equal to 1 characters", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                if data__name_len > 256:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".name must be shorter than or equal to 256 characters", value=data__name, name="" + (name_prefix or "data") + ".name", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if "version" in data_keys:
+            data_keys.remove("version")
+            data__version = data["version"]
+            if not isinstance(data__version, (str)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be string", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}, rule='type')
+            if isinstance(data__version, str):
+                data__version_len = len(data__version)
+                if data__version_len > 128:
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must be shorter than or equal to 128 characters", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}, rule='maxLength')
+                if not REGEX_PATTERNS['^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$'].search(data__version):
+                    raise JsonSchemaValueException("" + (name_prefix or "data") + ".version must match pattern ^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$", value=data__version, name="" + (name_prefix or "data") + ".version", definition={'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}, rule='pattern')
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'name': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'version': {'maxLength': 128, 'pattern': '^\\d+(?:\\.\\d+)*(?:-[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$', 'type': 'string'}}, 'required': ['name', 'version'], 'type': 'object'}, rule='additionalProperties')
+    return data
+
+def validate____defs_deploymentenvelope(data, custom_formats={}, name_prefix=None):
+    if not isinstance(data, (dict)):
+        raise JsonSchemaValueException("" + (name_prefix or "data") + " must be object", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, rule='type')
+    data_is_dict = isinstance(data, dict)
+    if data_is_dict:
+        data_keys = set(data.keys())
+        if "fatal_differences" in data_keys:
+            data_keys.remove("fatal_differences")
+            data__fataldifferences = data["fatal_differences"]
+            if not isinstance(data__fataldifferences, (list, tuple)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".fatal_differences must be array", value=data__fataldifferences, name="" + (name_prefix or "data") + ".fatal_differences", definition={'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, rule='type')
+            data__fataldifferences_is_list = isinstance(data__fataldifferences, (list, tuple))
+            if data__fataldifferences_is_list:
+                data__fataldifferences_len = len(data__fataldifferences)
+                for data__fataldifferences_x, data__fataldifferences_item in enumerate(data__fataldifferences):
+                    if not isinstance(data__fataldifferences_item, (str)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".fatal_differences[{data__fataldifferences_x}]".format(**locals()) + " must be string", value=data__fataldifferences_item, name="" + (name_prefix or "data") + ".fatal_differences[{data__fataldifferences_x}]".format(**locals()) + "", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+                    if isinstance(data__fataldifferences_item, str):
+                        data__fataldifferences_item_len = len(data__fataldifferences_item)
+                        if data__fataldifferences_item_len < 1:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".fatal_differences[{data__fataldifferences_x}]".format(**locals()) + " must be longer than or equal to 1 characters", value=data__fataldifferences_item, name="" + (name_prefix or "data") + ".fatal_differences[{data__fataldifferences_x}]".format(**locals()) + "", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                        if data__fataldifferences_item_len > 256:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".fatal_differences[{data__fataldifferences_x}]".format(**locals()) + " must be shorter than or equal to 256 characters", value=data__fataldifferences_item, name="" + (name_prefix or "data") + ".fatal_differences[{data__fataldifferences_x}]".format(**locals()) + "", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if "runtime" in data_keys:
+            data_keys.remove("runtime")
+            data__runtime = data["runtime"]
+            if not isinstance(data__runtime, (dict)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".runtime must be object", value=data__runtime, name="" + (name_prefix or "data") + ".runtime", definition={'additionalProperties': True, 'type': 'object'}, rule='type')
+            data__runtime_is_dict = isinstance(data__runtime, dict)
+            if data__runtime_is_dict:
+                data__runtime_keys = set(data__runtime.keys())
+        if "targets" in data_keys:
+            data_keys.remove("targets")
+            data__targets = data["targets"]
+            if not isinstance(data__targets, (list, tuple)):
+                raise JsonSchemaValueException("" + (name_prefix or "data") + ".targets must be array", value=data__targets, name="" + (name_prefix or "data") + ".targets", definition={'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, rule='type')
+            data__targets_is_list = isinstance(data__targets, (list, tuple))
+            if data__targets_is_list:
+                data__targets_len = len(data__targets)
+                for data__targets_x, data__targets_item in enumerate(data__targets):
+                    if not isinstance(data__targets_item, (str)):
+                        raise JsonSchemaValueException("" + (name_prefix or "data") + ".targets[{data__targets_x}]".format(**locals()) + " must be string", value=data__targets_item, name="" + (name_prefix or "data") + ".targets[{data__targets_x}]".format(**locals()) + "", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='type')
+                    if isinstance(data__targets_item, str):
+                        data__targets_item_len = len(data__targets_item)
+                        if data__targets_item_len < 1:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".targets[{data__targets_x}]".format(**locals()) + " must be longer than or equal to 1 characters", value=data__targets_item, name="" + (name_prefix or "data") + ".targets[{data__targets_x}]".format(**locals()) + "", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='minLength')
+                        if data__targets_item_len > 256:
+                            raise JsonSchemaValueException("" + (name_prefix or "data") + ".targets[{data__targets_x}]".format(**locals()) + " must be shorter than or equal to 256 characters", value=data__targets_item, name="" + (name_prefix or "data") + ".targets[{data__targets_x}]".format(**locals()) + "", definition={'maxLength': 256, 'minLength': 1, 'type': 'string'}, rule='maxLength')
+        if data_keys:
+            raise JsonSchemaValueException("" + (name_prefix or "data") + " must not contain "+str(data_keys)+" properties", value=data, name="" + (name_prefix or "data") + "", definition={'additionalProperties': False, 'properties': {'fatal_differences': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}, 'runtime': {'additionalProperties': True, 'type': 'object'}, 'targets': {'items': {'maxLength': 256, 'minLength': 1, 'type': 'string'}, 'type': 'array'}}, 'type': 'object'}, rule='additionalProperties')
+    return data

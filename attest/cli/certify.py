@@ -1,0 +1,258 @@
+"""``attest evaluate`` and ``attest certify``.
+
+Only click is imported at module level; the policy engine and (for certify) the torch-based
+collect side are imported when a command runs. Exit codes: 0 pass, 1 policy failed,
+2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from attest.errors import EXIT_NEGATIVE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from attest.policy.model import Findings
+
+_SHOWN = 12  # failing or waived findings listed before "... and N more"
+
+
+def parse_at(text: str | None) -> datetime | None:
+    """The ``--at`` reference time (a date or an RFC 3339 time; UTC when it has no zone)."""
+    from attest.core.times import parse_moment
+
+    return None if text is None else parse_moment(text, option="--at", assume_utc=True)
+
+
+def findings_summary(findings: Findings) -> list[str]:
+    """Human-readable lines: the verdict, the counts, then failing, warning and waived findings."""
+    counts = findings.counts
+    lines = [
+        f"policy {findings.policy.id} {findings.policy.version}: {findings.verdict.upper()}"
+        f"  ({counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+        f"{counts['waived']} waived, {counts['not_computed']} not computed)"
+    ]
+    for verdict, title in (("fail", "failing"), ("warn", "warnings"), ("waived", "waived")):
+        chosen = [f for f in findings.findings if f.verdict == verdict]
+        if not chosen:
+            continue
+        lines.append(f"{title}:")
+        for f in chosen[:_SHOWN]:
+            label = f.subject.label()
+            text = f.message if f.message.startswith(label) else f"{label}: {f.message}"
+            lines.append(f"  [{f.rule}] {text}")
+        if len(chosen) > _SHOWN:
+            rules = sorted({f.rule for f in chosen[_SHOWN:]})
+            lines.append(f"  ... and {len(chosen) - _SHOWN} more ({', '.join(rules)})")
+    if findings.expired_waivers:
+        lines.append("expired waivers (waive nothing): " + ", ".join(findings.expired_waivers))
+    return lines
+
+
+@click.command("evaluate")
+@click.argument("evidence", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Policy YAML, or a shipped policy by name: clinical-strict, research.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write findings.json here.",
+)
+@click.option(
+    "--at", "at_text", default=None, help="Reference time for waiver expiry (default: now)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of text.")
+@click.pass_context
+def evaluate(
+    ctx: click.Context,
+    evidence: Path,
+    policy_path: Path,
+    output: Path | None,
+    at_text: str | None,
+    as_json: bool,
+) -> None:
+    """Hold EVIDENCE (evidence.json) against a policy and write the findings.
+
+    Exit 0 if the policy passes, 1 if it fails, 2 on bad input.
+    """
+    from attest.core.io import atomic_write_text, dumps_pretty
+    from attest.policy.engine import evaluate as evaluate_evidence
+    from attest.policy.model import load_evidence, load_policy
+
+    policy = load_policy(policy_path)
+    loaded = load_evidence(evidence)
+    findings = evaluate_evidence(loaded, policy, at=parse_at(at_text))
+    if output is not None:
+        atomic_write_text(output, dumps_pretty(findings.model_dump(mode="json")))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "verdict": findings.verdict,
+                    "counts": findings.counts,
+                    "policy": findings.policy.model_dump(mode="json"),
+                    "findings_file": str(output) if output else None,
+                    "failed": [f.model_dump(mode="json") for f in findings.failed],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for line in findings_summary(findings):
+            click.echo(line)
+        if output is not None:
+            click.echo(f"findings: {output}")
+    if not findings.passed:
+        ctx.exit(EXIT_NEGATIVE)
+
+
+@click.command("certify")
+@click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Policy YAML, or a shipped policy by name: clinical-strict, research.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Private signing key (passphrase from ATTEST_KEY_PASSPHRASE or a prompt).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("gradient_certificate.json"),
+    show_default=True,
+    help="Certificate to write on pass.",
+)
+@click.option(
+    "--evidence-out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Evidence file [default: evidence.json next to the certificate].",
+)
+@click.option(
+    "--findings-out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Findings file [default: findings.json next to the certificate].",
+)
+@click.option(
+    "--report",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the HTML report here.",
+)
+@click.option(
+    "--expires-in",
+    default="365d",
+    show_default=True,
+    help="Certificate lifetime: 365d, 26w, 1y, 12h.",
+)
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    help="Reference time for waiver expiry and issued_at (default: now).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of text.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress display on stderr (shown on a terminal only)."
+)
+@click.pass_context
+def certify(
+    ctx: click.Context,
+    spec: Path,
+    policy_path: Path,
+    key_path: Path,
+    output: Path,
+    evidence_out: Path | None,
+    findings_out: Path | None,
+    report: Path | None,
+    expires_in: str,
+    at_text: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
+
+    On a failed policy no certificate is written; the evidence and findings are, and the
+    failing rules are listed. Exit 0 pass, 1 policy failed, 2 bad input.
+    """
+    from attest.certificate.signing import load_private_key
+    from attest.core.progress import terminal_progress
+    from attest.pipeline import certify as run_certify
+
+    signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
+    with terminal_progress(quiet=quiet, as_json=as_json) as progress:
+        result = run_certify(
+            spec,
+            policy=policy_path,
+            key=signing_key,
+            out=output,
+            evidence_out=evidence_out,
+            findings_out=findings_out,
+            report=report,
+            expires_in=expires_in,
+            progress=progress,
+            at=parse_at(at_text),
+        )
+    outputs = {
+        "certificate": str(result.certificate_path) if result.certificate_path else None,
+        "evidence": str(result.evidence_path),
+        "findings": str(result.findings_path),
+        "report": str(result.report_path) if result.report_path else None,
+    }
+    if as_json:
+        statement = result.statement
+        click.echo(
+            json.dumps(
+                {
+                    "verdict": result.verdict,
+                    "counts": result.findings.counts,
+                    "policy": result.findings.policy.model_dump(mode="json"),
+                    "certificate_id": statement.predicate.certificate_id if statement else None,
+                    "outputs": outputs,
+                    "failed": [f.model_dump(mode="json") for f in result.findings.failed],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for line in findings_summary(result.findings):
+            click.echo(line)
+        failure = result.evidence.model_failure
+        if failure is not None:
+            click.echo(
+                f"the model raised during {failure.phase}: {failure.error_type}: {failure.message}"
+                + (f" (module {failure.module})" if failure.module else "")
+            )
+        if result.passed:
+            click.echo(f"certificate: {result.certificate_path}")
+        else:
+            click.echo("no certificate written: the policy failed")
+            if output.exists():
+                click.echo(f"note: {output} is an older certificate; it does not cover this run")
+        click.echo(f"evidence:    {result.evidence_path}")
+        click.echo(f"findings:    {result.findings_path}")
+        if result.report_path:
+            click.echo(f"report:      {result.report_path}")
+    if not result.passed:
+        ctx.exit(EXIT_NEGATIVE)

@@ -1,0 +1,242 @@
+"""Collecting evidence: profile every operator of a model and run every check.
+
+:func:`collect` is the orchestrator. It loads the spec, fixes the runtime (threads, and on
+CUDA the deterministic-algorithm flags), runs the reference capture that fills
+``CollectContext.operators``, then each check runner of :data:`CHECK_RUNNERS` in order, and
+assembles :class:`attest.evidence.model.Evidence`: artifact digests, the environment and
+determinism envelope, model-level metrics, per-operator rows, the per-module roll-up,
+``@attest.unstable_grad`` annotations and every check's result.
+
+A runner is ``"module:function"`` (imported lazily) or a callable taking a
+:class:`~attest.collection.context.CollectContext` and returning ``list[CheckResult]``. A runner
+whose module is not in this build reports its checks as ``not_implemented``; a runner that
+raises reports ``error`` naming where. Neither ever passes, and neither stops the others.
+
+Example::
+
+    from attest.collection import collect
+    evidence = collect("examples/digits/attest.yaml", out="evidence.json")
+    print(evidence.checks["determinism"].summary)
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from attest._version import __version__
+from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.core.progress import step_message
+from attest.errors import AttestError
+from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
+
+__all__ = ["CHECK_RUNNERS", "RUNNER_CHECKS", "Runner", "collect"]
+
+Runner = str | Callable[[CollectContext], list[CheckResult]]
+
+# Order matters: topology first (the others read ctx.topology_ok), the profiler's own checks
+# next, then the gradient checks and the integrated-gradient checks.
+CHECK_RUNNERS: list[Runner] = [
+    "attest.collection.profile.topology:run",
+    "attest.collection.profile.profiler:run",
+    "attest.collection.gradients.runner:run",
+    "attest.collection.ig.checks:run",
+    "attest.collection.export.check:run",
+]
+
+# The check ids each named runner produces: reported as not_implemented when its module is
+# missing, as error when it raises.
+RUNNER_CHECKS: dict[str, tuple[str, ...]] = {
+    "attest.collection.profile.topology:run": ("topology",),
+    "attest.collection.profile.profiler:run": (
+        "determinism",
+        "fidelity",
+        "numerics",
+        "thread_sensitivity",
+    ),
+    "attest.collection.gradients.runner:run": (
+        "gradcheck",
+        "custom_ops",
+        "kinks",
+        "gradient_flow",
+        "accumulation",
+        "second_order",
+    ),
+    "attest.collection.ig.checks:run": (
+        "ig_completeness",
+        "ig_convergence",
+        "ig_baseline",
+        "ig_monotonicity",
+        "ig_randomization",
+        "ig_determinism",
+    ),
+    "attest.collection.export.check:run": ("export",),
+}
+
+PROGRESS_KEY = "attest.progress"
+
+
+def _runner_name(runner: Runner) -> str:
+    if isinstance(runner, str):
+        return runner
+    module = getattr(runner, "__module__", "?")
+    return f"{module}:{getattr(runner, '__qualname__', repr(runner))}"
+
+
+def _resolve(runner: Runner) -> Callable[[CollectContext], list[CheckResult]] | str:
+    """The callable of a runner, or a string saying why the module is not in this build."""
+    if not isinstance(runner, str):
+        return runner
+    module_name, _, attr = runner.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
+            return f"{module_name} is not part of this build"
+        raise
+    func = getattr(module, attr or "run", None)
+    if not callable(func):
+        return f"{module_name} has no runner {attr or 'run'}()"
+    return func  # type: ignore[no-any-return]
+
+
+def _error_results(check_ids: tuple[str, ...], reason: str) -> list[CheckResult]:
+    return [CheckResult(check=c, status="error", reason=reason) for c in check_ids]  # type: ignore[arg-type]
+
+
+def _run_checks(
+    ctx: CollectContext, runners: list[Runner], progress: Callable[[str], None] | None
+) -> dict[str, CheckResult]:
+    results: dict[str, CheckResult] = {}
+    for runner in runners:
+        name = _runner_name(runner)
+        expected = RUNNER_CHECKS.get(name, ())
+        if progress is not None:  # steps: the check ids finished so far, of all of them
+            done = sum(1 for check_id in CHECK_IDS if check_id in results)
+            short = name.rpartition(".")[2].partition(":")[0]
+            progress(step_message(done, len(CHECK_IDS), f"checks: {short}"))
+        started = time.perf_counter()
+        try:
+            func = _resolve(runner)
+        except Exception as exc:
+            for result in _error_results(
+                expected, f"importing runner {name} raised {type(exc).__name__}: {exc}"
+            ):
+                results.setdefault(result.check, result)
+            continue
+        if isinstance(func, str):
+            for check_id in expected:
+                results.setdefault(
+                    check_id,
+                    CheckResult(check=check_id, status="not_implemented", reason=func),  # type: ignore[arg-type]
+                )
+            continue
+        try:
+            produced = func(ctx)
+            if not isinstance(produced, list) or not all(
+                isinstance(r, CheckResult) for r in produced
+            ):
+                raise TypeError(
+                    f"runner returned {type(produced).__name__}, expected list[CheckResult]"
+                )
+        except AttestError:
+            raise
+        except Exception as exc:
+            where = _where(exc)
+            reason = f"runner {name} raised {type(exc).__name__}: {exc}{where}"
+            for result in _error_results(expected, reason):
+                results.setdefault(result.check, result)
+            continue
+        elapsed = time.perf_counter() - started
+        for result in produced:
+            if result.duration_s is None:
+                result.duration_s = round(elapsed / max(1, len(produced)), 6)
+            results.setdefault(result.check, result)
+    for check_id in CHECK_IDS:
+        results.setdefault(
+            check_id,
+            CheckResult(
+                check=check_id,  # type: ignore[arg-type]
+                status="not_implemented",
+                reason="no check runner in this build produces this check",
+            ),
+        )
+    return {check_id: results[check_id] for check_id in CHECK_IDS}
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {Path(last.filename).name}:{last.lineno} in {last.name})"
+
+
+def collect(
+    spec: str | Path | LoadedSpec,
+    *,
+    settings: CheckSettings | None = None,
+    out: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    runners: list[Runner] | None = None,
+) -> Evidence:
+    """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
+
+    ``spec`` is a path to ``attest.yaml`` or an already loaded spec. ``progress`` receives
+    short stage descriptions, some with step counts (:mod:`attest.core.progress` writes and reads
+    them; the command line shows them on a terminal). ``runners``
+    replaces :data:`CHECK_RUNNERS` (tests use it to run a subset). A model that raises gives
+    evidence saying where (``Evidence.model_failure`` and ``error`` results), not an
+    exception; a spec that cannot be loaded raises :class:`~attest.errors.AttestError`.
+    """
+    from attest.collection import rows
+    from attest.collection import runtime_info as environment
+    from attest.collection.profile.profiler import PROFILE_KEY, Profile, capture_reference
+    from attest.core.io import atomic_write_json
+    from attest.spec import load_spec
+
+    loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    settings = settings or CheckSettings()
+    if progress is not None:
+        progress(f"loaded {loaded.name} {loaded.version}")
+    with environment.runtime(loaded, settings) as envelope:
+        ctx = CollectContext(spec=loaded, settings=settings)
+        if progress is not None:
+            ctx.extras[PROGRESS_KEY] = progress
+            progress(step_message(0, len(CHECK_IDS), "capturing operators"))
+        capture_reference(ctx)
+        checks = _run_checks(ctx, list(CHECK_RUNNERS if runners is None else runners), progress)
+        if progress is not None:
+            progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
+        profile = ctx.extras.get(PROFILE_KEY)
+        assert isinstance(profile, Profile)
+        evidence = Evidence(
+            tool_version=__version__,
+            created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            model=rows.model_section(loaded),
+            artifacts=rows.artifact_digests(loaded),
+            environment=envelope,
+            model_metrics=rows.model_metrics(profile, checks),
+            operators=rows.operator_rows(profile, ctx, envelope["target"]),
+            checks=checks,
+            annotations=rows.model_annotations(ctx),
+            model_failure=rows.failure_of(profile),
+            targets=[envelope["target"]],
+        )
+        evidence.modules = rows.module_rows(evidence.operators, evidence.annotations)
+        _attach_attributions(ctx, evidence)
+    if out is not None:
+        atomic_write_json(out, evidence.model_dump(mode="json"))
+    return evidence
+
+
+def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:
+    # the IG checks store theirs under "ig_attributions"
+    value: Any = ctx.extras.get("attributions", ctx.extras.get("ig_attributions"))
+    if isinstance(value, dict):
+        evidence.attributions = value

@@ -1,0 +1,232 @@
+"""What every check receives: the loaded spec, the settings, and the profiler's operator capture.
+
+This is the contract between the collect orchestrator (``attest.collection.collect``) and the
+check modules. Each check module exposes ``run(ctx: CollectContext) -> list[CheckResult]``
+and is listed in ``attest.collection.CHECK_RUNNERS``; the orchestrator calls them in order and
+turns any exception into an ``error`` result, so a failing check never stops the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from attest.collection.gradients.shared_model import SharedModel
+
+__all__ = [
+    "CheckSettings",
+    "CollectContext",
+    "LoadedSpec",
+    "OpRecord",
+    "TargetSpec",
+    "cast_model",
+    "precision_dtype",
+    "target_scalar",
+]
+
+TargetSpec = int | Literal["argmax", "label"]
+Precision = Literal["float32", "bfloat16", "float16"]
+
+_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "float64": torch.float64,
+}
+
+
+def precision_dtype(precision: str) -> torch.dtype:
+    """The torch dtype of a precision name."""
+    return _DTYPES[precision]
+
+
+_COMPLEX: dict[torch.dtype, torch.dtype] = {
+    torch.float32: torch.complex64,
+    torch.float64: torch.complex128,
+}
+
+
+def cast_model(model: nn.Module, device: str | torch.device, dtype: torch.dtype) -> nn.Module:
+    """``model.to(device, dtype)`` that keeps complex tensors complex: floating parameters and
+    buffers become ``dtype``, complex ones the complex dtype of that precision (complex64 for
+    float32, complex128 for float64; left as they are for float16/bfloat16, which have no
+    usable complex counterpart on every device)."""
+    complex_dtype = _COMPLEX.get(dtype)
+
+    def convert(t: torch.Tensor) -> torch.Tensor:
+        if t.is_floating_point():
+            return t.to(device=device, dtype=dtype)
+        if t.is_complex() and complex_dtype is not None:
+            return t.to(device=device, dtype=complex_dtype)
+        return t.to(device=device)
+
+    model._apply(convert)  # type: ignore[no-untyped-call]  # what Module.to runs, with our convert
+    return model
+
+
+@dataclass
+class LoadedSpec:
+    """A validated ``attest.yaml`` with its model factory, weights and probe inputs loaded."""
+
+    path: Path
+    name: str
+    version: str
+    factory: str
+    factory_args: dict[str, Any]
+    build_model: Callable[[], nn.Module]  # fresh module with the trained weights, as stored (CPU)
+    inputs: torch.Tensor  # probe inputs "x", shape (N, ...)
+    labels: torch.Tensor | None  # probe "target", shape (N,) or None
+    target: TargetSpec = "argmax"
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    loss: str | None = None
+    baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"
+    precision: Precision = "float32"
+    device: str = "cpu"
+    threads: int = 2
+    repeats: int = 20
+    export: Literal["onnx"] | None = None
+    artifacts: dict[str, Path] = field(default_factory=dict)  # role -> path (weights, spec, probe)
+
+
+@dataclass
+class CheckSettings:
+    """Knobs of the checks. Defaults are the documented defaults; a policy may raise them."""
+
+    seed: int = 0
+    gradcheck_directions: int = 4
+    gradcheck_full_jacobian_max_numel: int = 64
+    ig_method: str = "adaptive"  # local-error-driven panels (docs/ig.md); or a fixed rule
+    ig_steps: int = 32
+    ig_max_steps: int = 1024
+    ig_tolerance: float = 1e-3
+    ig_memory_budget_bytes: int = 256 * 1024 * 1024
+    ig_repeats: int = 3
+    ig_max_inputs: int | None = None  # IG on the first k probe inputs (None: all)
+    ig_near_miss_factor: float = 10.0  # warn, not fail: error <= this * tolerance at the cap...
+    ig_near_miss_min_reduction: float = 4.0  # ...and it fell by this factor as steps doubled
+    ig_baseline_max_target_probability: float = 0.5  # fail: baseline reads as the target
+    ig_baseline_min_entropy_ratio: float = 0.5  # warn: softmax at the baseline far from uniform
+    ig_baseline_max_output_ratio: float = 0.5  # non-classifiers: fail when |F(b)| > this * |F(x)|
+    ig_monotonicity_max_jump: float = 0.05  # fail: F jumps by this share of the path variation
+    ig_monotonicity_max_spike_share: float = 0.05  # fail: one node's spike carries this share
+    ig_monotonicity_flip_tolerance: float = 0.1  # warn: sign flips between slopes above this share
+    ig_randomization_max_spearman: float = 0.5  # fail: |rank correlation| after full randomization
+    ig_randomization_max_layers: int = 8  # cascade checkpoints at which IG is recomputed
+    ig_randomization_inputs: int = 2  # probe inputs used by the randomization test
+    ig_attribution_max_bytes: int = 1 << 20  # stored attributions for the report
+    accumulation_microbatches: tuple[int, ...] = (2, 4)
+    second_order_directions: int = 2
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OpRecord:
+    """One ATen call seen in a forward pass of the probe batch (filled by the profiler's capture).
+
+    ``args``/``kwargs`` hold the call's arguments with tensors detached and cloned, in the
+    dtype they were called with, so a check can re-run the operator alone
+    (``record.func(*args, **kwargs)``), e.g. in float64 for gradcheck.
+    """
+
+    id: int
+    op: str  # ATen overload name, e.g. "aten.convolution.default"
+    module: str  # module path that called it, "" for the root module
+    func: Any  # torch._ops.OpOverload
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    output_shapes: list[list[int]]
+    output_dtypes: list[str]
+
+
+def target_scalar(
+    output: torch.Tensor, spec: LoadedSpec, labels: torch.Tensor | None = None
+) -> torch.Tensor:
+    """F(x) per example, the quantity IG and gradients differentiate: shape (N,).
+
+    ``output[:, k]`` summed over any further dims (for segmentation, the class-k channel),
+    where k is the spec's int target, the per-example argmax of the output, or the
+    per-example label from the probe's "target".
+    """
+    if output.dim() < 2:
+        return output.reshape(output.shape[0], -1).sum(dim=1)
+    n, c = output.shape[0], output.shape[1]
+    if isinstance(spec.target, int):
+        k = torch.full((n,), spec.target, dtype=torch.long, device=output.device)
+    elif spec.target == "label":
+        lab = labels if labels is not None else spec.labels
+        if lab is None:
+            raise ValueError("target: label needs a 'target' tensor in the probe inputs")
+        k = lab.to(device=output.device, dtype=torch.long).reshape(n)
+    else:
+        k = output.detach().reshape(n, c, -1).sum(dim=2).argmax(dim=1)
+    picked = output.reshape(n, c, -1).gather(
+        1, k.view(n, 1, 1).expand(n, 1, output.reshape(n, c, -1).shape[2])
+    )
+    return picked.reshape(n, -1).sum(dim=1)
+
+
+@dataclass
+class CollectContext:
+    """Everything a check needs. ``operators`` is filled by the profiler before other checks run."""
+
+    spec: LoadedSpec
+    settings: CheckSettings = field(default_factory=CheckSettings)
+    operators: list[OpRecord] | None = None
+    topology_ok: bool = True
+    topology_reason: str | None = None
+    extras: dict[str, Any] = field(
+        default_factory=dict
+    )  # room for checks to share results (e.g. IG attributions)
+    _shared: dict[torch.dtype, SharedModel] = field(default_factory=dict, repr=False)
+
+    def shared_model(self, dtype: torch.dtype | None = None) -> nn.Module:
+        """An instance as :meth:`fresh_model` builds it, shared between the gradient checks:
+        handed out again while it is as built, restored or rebuilt when a check changed it
+        (see :mod:`attest.collection.gradients.shared_model`). A check that changes the model on purpose
+        (training mode, perturbed weights) takes a fresh one instead."""
+        dtype = dtype or precision_dtype(self.spec.precision)
+        shared = self._shared.get(dtype)
+        if shared is None:
+            shared = self._shared[dtype] = SharedModel(lambda: self.fresh_model(dtype))
+        return shared.get()
+
+    def release_shared_models(self) -> None:
+        """Drop the shared instances and their snapshots (when the gradient checks are done)."""
+        for shared in self._shared.values():
+            shared.release()
+        self._shared.clear()
+
+    def fresh_model(self, dtype: torch.dtype | None = None) -> nn.Module:
+        """A new instance with the trained weights, in eval mode, on the spec's device and dtype
+        (default: the deployed precision).
+
+        A float64 instance is also *built* with float64 as the default dtype, so tensors the
+        model makes at construction and keeps as plain attributes (a sampling grid, a
+        constant), which ``Module.to`` does not see, are float64 too. Complex parameters and
+        buffers take the complex dtype of the same precision (``Module.to(float64)`` would
+        drop their imaginary parts).
+        """
+        dtype = dtype or precision_dtype(self.spec.precision)
+        if dtype == torch.float64:
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float64)
+            try:
+                model = self.spec.build_model()
+            finally:
+                torch.set_default_dtype(previous)
+        else:
+            model = self.spec.build_model()
+        model = cast_model(model, self.spec.device, dtype)
+        model.eval()
+        return model
+
+    def inputs(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The probe inputs on the spec's device in ``dtype`` (default: the deployed precision)."""
+        return self.spec.inputs.to(
+            device=self.spec.device, dtype=dtype or precision_dtype(self.spec.precision)
+        )

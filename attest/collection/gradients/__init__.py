@@ -1,0 +1,1 @@
+"""The gradient correctness checks: gradcheck, kinks, second order, accumulation, gradient flow, custom ops."""

@@ -1,0 +1,224 @@
+"""The ``accumulation`` check: gradients accumulated over micro-batches equal the full batch's.
+
+With a loss in the spec and targets in the probe, the probe batch is split into ``k``
+contiguous micro-batches (``k`` = 2 and 4 by default; ``torch.tensor_split``, so sizes differ
+by at most one) and the loss gradients of the micro-batches are accumulated, in float64, with
+the model in eval mode (so that batch statistics cannot couple examples). Two accumulation
+conventions are correct and both are tried:
+
+- mean-reduced losses: ``sum_i (n_i / N) * grad L(B_i)`` (scale each micro-batch loss by its
+  share of the examples, the usual ``loss / k`` for equal sizes);
+- sum-reduced losses: ``sum_i grad L(B_i)``.
+
+The check passes when either reproduces ``grad L(B)`` within ``rtol`` (relative L2 norm over
+all trainable parameters). A loss that normalizes by a count of its own micro-batch (tokens,
+pixels, valid labels: the denominator defect) matches neither whenever that count varies
+between micro-batches; the item then gives the relative error and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from attest.collection.capture.run import model_output_tensor
+from attest.collection.context import CollectContext
+from attest.collection.gradients.finite_differences import finite_or_none
+from attest.collection.gradients.flow import probe_input
+from attest.evidence.model import CheckItem, CheckResult, Subject
+
+__all__ = ["FIX_SENTENCE", "run"]
+
+FIX_SENTENCE = (
+    "The loss most likely normalizes by a count taken inside each micro-batch (tokens, pixels, "
+    "valid labels), so micro-batches with different counts get different weights. Fix: reduce "
+    "the per-element loss with a sum inside each micro-batch and divide by the count over the "
+    "whole batch (or weight each micro-batch's loss by its share of that global count)."
+)
+
+
+def _loss_gradients(
+    model: nn.Module,
+    params: list[tuple[str, nn.Parameter]],
+    loss_fn: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> list[torch.Tensor]:
+    """The loss gradient of every trainable parameter (zeros where autograd gives none)."""
+    with torch.enable_grad():
+        loss = loss_fn(model_output_tensor(model(x)), y)
+    grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+    return [
+        torch.zeros_like(p) if g is None else g for (_, p), g in zip(params, grads, strict=True)
+    ]
+
+
+def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    # One vector for every parameter: accumulation and norms are then a few kernels per
+    # micro-batch instead of a few per parameter (which dominated on small models).
+    return (
+        torch.cat([t.detach().reshape(-1) for t in tensors])
+        if tensors
+        else torch.zeros(0, dtype=torch.float64)
+    )
+
+
+def _segment_norms(flat: torch.Tensor, owner: torch.Tensor, count: int) -> torch.Tensor:
+    """The L2 norm of each parameter's segment of ``flat`` (``owner[i]``: the parameter of
+    element ``i``), by one scatter-add of the squares."""
+    squares = torch.zeros(count, dtype=flat.dtype, device=flat.device)
+    return squares.index_add_(0, owner, flat * flat).sqrt_()
+
+
+def run(ctx: CollectContext) -> CheckResult:
+    """The ``accumulation`` result: one item per micro-batch count."""
+    spec = ctx.spec
+    rtol = float(ctx.settings.extra.get("accumulation_rtol", 1e-6))
+    counts = tuple(int(k) for k in ctx.settings.accumulation_microbatches)
+    parameters: dict[str, Any] = {
+        "microbatches": list(counts),
+        "rtol": rtol,
+        "dtype": "float64",
+        "conventions": ["mean (weights n_i/N)", "sum (weights 1)"],
+        "split": "tensor_split",
+    }
+    if spec.loss_fn is None:
+        return CheckResult(
+            check="accumulation",
+            status="not_applicable",
+            parameters=parameters,
+            reason="the spec has no loss (add `loss: module:callable` to attest.yaml to enable this check)",
+        )
+    if spec.labels is None:
+        return CheckResult(
+            check="accumulation",
+            status="not_computed",
+            parameters=parameters,
+            reason="the probe inputs have no 'target' tensor for the loss",
+        )
+    model = ctx.shared_model(torch.float64)
+    x = probe_input(ctx, torch.float64)
+    y = spec.labels.to(spec.device)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    shared = ctx.extras.get("full_batch_loss_gradients")  # from gradient_flow, same model
+    try:
+        if isinstance(shared, dict) and all(n in shared for n, _ in params):
+            full_flat = _flat(
+                [torch.zeros_like(p) if shared[n] is None else shared[n] for n, p in params]
+            )
+        else:
+            full_flat = _flat(_loss_gradients(model, params, spec.loss_fn, x, y))
+    except Exception as exc:
+        return CheckResult(
+            check="accumulation",
+            status="not_computed",
+            parameters=parameters,
+            reason=f"the loss gradient cannot be computed (see gradient_flow): {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]}",
+        )
+    full_norm = float(full_flat.norm())
+    if full_norm == 0.0 or not math.isfinite(full_norm):
+        return CheckResult(
+            check="accumulation",
+            status="not_computed",
+            parameters=parameters,
+            reason=f"the full-batch loss gradient has norm {full_norm}: nothing to compare",
+        )
+    n = x.shape[0]
+    sizes_of = [p.numel() for _, p in params]
+    owner = torch.repeat_interleave(
+        torch.arange(len(params), device=full_flat.device),
+        torch.tensor(sizes_of, dtype=torch.long, device=full_flat.device),
+    )
+    param_norms = _segment_norms(full_flat, owner, len(params)).tolist()
+    items: list[CheckItem] = []
+    for k in counts:
+        subject = Subject(kind="model", name=f"{k} micro-batches")
+        if n < k:
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="not_computed",
+                    message=f"the probe batch has {n} examples, fewer than {k} micro-batches",
+                )
+            )
+            continue
+        chunks = torch.arange(n, device=x.device).tensor_split(k)
+        # accumulated per parameter with foreach kernels (two per micro-batch), flattened once
+        means = [torch.zeros_like(p) for _, p in params]
+        sums = [torch.zeros_like(p) for _, p in params]
+        try:
+            for idx in chunks:
+                grads = _loss_gradients(model, params, spec.loss_fn, x[idx], y[idx])
+                if grads:
+                    torch._foreach_add_(means, grads, alpha=len(idx) / n)
+                    torch._foreach_add_(sums, grads)
+            mean_acc, sum_acc = _flat(means), _flat(sums)
+        except Exception as exc:
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="error",
+                    message=f"the loss of a micro-batch raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                )
+            )
+            continue
+        errors = {
+            "mean": float((mean_acc - full_flat).norm()) / full_norm,
+            "sum": float((sum_acc - full_flat).norm()) / full_norm,
+        }
+        convention = min(errors, key=lambda c: errors[c])
+        error = errors[convention]
+        acc = mean_acc if convention == "mean" else sum_acc
+        worst_name, worst = "", 0.0
+        diff_norms = _segment_norms(acc - full_flat, owner, len(params)).tolist()
+        for (name, _), diff_norm, norm in zip(params, diff_norms, param_norms, strict=True):
+            if norm > 0:
+                rel = diff_norm / norm
+                if rel > worst:
+                    worst_name, worst = name, rel
+        passed = error <= rtol
+        metrics: dict[str, Any] = {
+            "microbatches": k,
+            "max_rel_error": finite_or_none(error),
+            "rel_error_mean_convention": finite_or_none(errors["mean"]),
+            "rel_error_sum_convention": finite_or_none(errors["sum"]),
+            "convention": convention,
+            "rtol": rtol,
+            "worst_parameter": worst_name,
+            "worst_parameter_rel_error": finite_or_none(worst),
+        }
+        sizes = [len(c) for c in chunks]
+        if passed:
+            message = (
+                f"{k} micro-batches of sizes {sizes} accumulate to the full-batch gradient "
+                f"(relative error {error:.1e}, {convention}-reduction convention)"
+            )
+        else:
+            message = (
+                f"{k} micro-batches of sizes {sizes} accumulate to a gradient {error:.2%} away from the "
+                f"full batch's (relative L2; best convention: {convention}). {FIX_SENTENCE}"
+            )
+        items.append(
+            CheckItem(
+                subject=subject,
+                status="pass" if passed else "fail",
+                metrics=metrics,
+                message=message,
+                details={"microbatch_sizes": sizes},
+            )
+        )
+    failed = [i for i in items if i.status == "fail"]
+    errors_seen = [i.metrics.get("max_rel_error") for i in items]
+    finite = [e for e in errors_seen if isinstance(e, float)]
+    summary: dict[str, Any] = {
+        "max_rel_error": max(finite) if finite else None,
+        "failed": len(failed),
+    }
+    return CheckResult(
+        check="accumulation", status="computed", parameters=parameters, summary=summary, items=items
+    )

@@ -1,0 +1,394 @@
+"""The ``gradient_flow`` check: every trainable parameter gets a finite, non-zero gradient.
+
+One forward and backward pass of the probe loss (the spec's loss on the probe targets when
+it has one, else ``sum_n F(x_n)``), in float64 so that rounding cannot zero a gradient that
+exists (that is the ``numerics`` and ``fidelity`` checks' business). Per parameter:
+
+- frozen (``requires_grad=False``): listed as frozen, not a failure;
+- a finite gradient with a non-zero entry: pass;
+- no gradient, or an identically zero or non-finite one: fail, with the reason found.
+
+Reasons come from a second, instrumented forward pass, run only when some parameter lacks a
+gradient; an in-place write to a tensor saved for backward (backward raises "modified by an
+inplace operation") is caught and located: both live in
+:mod:`attest.collection.gradients.diagnosis`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from attest.collection.capture.run import mixed_precision_hint, model_output_tensor
+from attest.collection.context import CollectContext, LoadedSpec, target_scalar
+from attest.collection.gradients.diagnosis import (
+    INPLACE_MARKERS,
+    SEVERING_KINDS,
+    Trace,
+    locate_inplace,
+    module_phrase,
+    modules_run_in_training,
+    owner_of,
+    reason_for,
+    trace_parameters,
+)
+from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
+
+__all__ = [
+    "GRAPH",
+    "KEEP_GRAPH",
+    "OUTPUT",
+    "GradientGraph",
+    "ParameterGradients",
+    "parameter_gradients",
+    "probe_input",
+    "probe_objective",
+    "run",
+]
+
+
+def probe_objective(
+    spec: LoadedSpec, output: torch.Tensor, labels: torch.Tensor | None
+) -> torch.Tensor:
+    """The scalar the gradient checks differentiate: the spec's loss on the probe targets when
+    both exist, else ``sum_n F(x_n)`` (the quantity IG and saliency differentiate)."""
+    if spec.loss_fn is not None and labels is not None:
+        return spec.loss_fn(output, labels)
+    return target_scalar(output, spec, labels).sum()
+
+
+def probe_input(ctx: CollectContext, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The probe inputs on the spec's device: floating ones in ``dtype`` (default: the
+    deployed precision), integer ones (token ids, label maps) unchanged."""
+    if ctx.spec.inputs.is_floating_point():
+        return ctx.inputs(dtype)
+    return ctx.spec.inputs.to(ctx.spec.device)
+
+
+@dataclass
+class ParameterGradients:
+    """Gradients of the probe objective, or where the pass raised."""
+
+    grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    frozen: list[str] = field(default_factory=list)
+    input_grad: torch.Tensor | None = None
+    error: BaseException | None = None
+    phase: str | None = None  # "forward" | "backward" when ``error`` is set
+    # With ``create_graph``: the differentiated tensors (trainable parameters, then the input
+    # when floating) and their gradients still attached to the double-backward graph.
+    graph: tuple[list[torch.Tensor], list[torch.Tensor | None]] | None = None
+    # With ``create_graph``: the model's output, whose autograd graph is the forward pass
+    output: torch.Tensor | None = None
+
+
+@dataclass
+class GradientGraph:
+    """The probe objective's gradient with its graph, handed from ``gradient_flow`` to
+    ``second_order`` (which would otherwise rebuild the very same graph on the very same
+    float64 model and probe batch). ``wrt``/``grads`` as :attr:`ParameterGradients.graph`."""
+
+    model: nn.Module
+    x: torch.Tensor
+    wrt: list[torch.Tensor]
+    grads: list[torch.Tensor | None]
+
+
+# ``ctx.extras`` keys of that hand-off. ``gradchecks.run`` sets KEEP_GRAPH and runs
+# ``custom_ops`` then ``second_order`` right after ``gradient_flow``; ``custom_ops`` pops
+# OUTPUT (the forward's output: the custom Functions it uses are nodes of its graph) and
+# ``second_order`` pops GRAPH: the graph lives from one check to the next and no longer.
+# Without KEEP_GRAPH (a check run alone) nothing is kept.
+KEEP_GRAPH = "gradient_flow_keep_graph"
+GRAPH = "gradient_flow_graph"
+OUTPUT = "gradient_flow_output"
+
+
+def parameter_gradients(
+    model: nn.Module,
+    x: torch.Tensor,
+    spec: LoadedSpec,
+    labels: torch.Tensor | None,
+    *,
+    create_graph: bool = False,
+) -> ParameterGradients:
+    """One forward and backward pass of :func:`probe_objective`; exceptions are returned.
+
+    With ``create_graph`` the backward also builds the graph of the gradient (kept in
+    ``graph``); if that backward raises, a plain one decides (the gradients are the same)."""
+    result = ParameterGradients()
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    result.frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    x = x.detach().clone().requires_grad_(x.is_floating_point())
+    try:
+        with torch.enable_grad():
+            output = model_output_tensor(model(x))
+            objective = probe_objective(spec, output, labels)
+    except Exception as exc:
+        result.error, result.phase = exc, "forward"
+        return result
+    wrt = [p for _, p in trainable] + ([x] if x.requires_grad else [])
+    if not objective.requires_grad:
+        result.grads = {n: None for n, _ in trainable}
+        return result
+    grads: tuple[torch.Tensor | None, ...] | None = None
+    if create_graph:
+        try:
+            grads = torch.autograd.grad(objective, wrt, create_graph=True, allow_unused=True)
+            result.graph = (wrt, list(grads))
+            result.output = output
+        except Exception:
+            grads = None  # the graph is retained: a plain backward below decides
+    try:
+        if grads is None:
+            grads = torch.autograd.grad(objective, wrt, allow_unused=True)
+    except Exception as exc:
+        result.error, result.phase = exc, "backward"
+        return result
+    plain = [None if g is None else g.detach() for g in grads]
+    result.grads = {n: g for (n, _), g in zip(trainable, plain, strict=False)}
+    if x.requires_grad:
+        result.input_grad = plain[-1]
+    return result
+
+
+# -- the check ---------------------------------------------------------------------------------
+
+
+def _labels(ctx: CollectContext) -> torch.Tensor | None:
+    labels = ctx.spec.labels
+    return None if labels is None else labels.to(ctx.spec.device)
+
+
+def run(ctx: CollectContext) -> CheckResult:
+    """The ``gradient_flow`` result: one item per parameter (plus the input and any in-place write)."""
+    model = ctx.shared_model(torch.float64)
+    x = probe_input(ctx, torch.float64)
+    labels = _labels(ctx)
+    parameters = {
+        "dtype": "float64",
+        "objective": "loss" if ctx.spec.loss_fn is not None and labels is not None else "target",
+    }
+    keep = bool(ctx.extras.get(KEEP_GRAPH))
+    measured = parameter_gradients(model, x, ctx.spec, labels, create_graph=keep)
+    if measured.graph is not None:
+        wrt, graph_grads = measured.graph
+        leaf = wrt[-1] if x.is_floating_point() else x
+        ctx.extras[GRAPH] = GradientGraph(model, leaf, wrt, graph_grads)
+        ctx.extras[OUTPUT] = measured.output
+        measured.graph = measured.output = None
+    ctx.extras["gradient_flow_error"] = measured.error
+    if measured.error is None and parameters["objective"] == "loss":
+        # The float64 full-batch loss gradient: the accumulation check's reference.
+        ctx.extras["full_batch_loss_gradients"] = measured.grads
+    items: list[CheckItem] = []
+    if measured.error is not None:
+        message = " ".join(str(measured.error).split())[:400]
+        if measured.phase == "backward" and any(m in message for m in INPLACE_MARKERS):
+            for hit in locate_inplace(ctx.fresh_model(torch.float64), x) or [
+                {"writer": "?", "saved_by": "?"}
+            ]:
+                items.append(
+                    CheckItem(
+                        subject=Subject(
+                            kind="module", module=hit["writer"] if hit["writer"] != "?" else None
+                        ),
+                        status="fail",
+                        metrics={"inplace_on_saved_tensor": True},
+                        message=(
+                            f"in-place write in {module_phrase(hit['writer'])} modifies a tensor saved for backward "
+                            f"by {module_phrase(hit['saved_by'])}; backward raises: {message}"
+                        ),
+                        details=hit,
+                    )
+                )
+        else:
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="model"),
+                    status="error",
+                    message=f"the model raised {type(measured.error).__name__} in {measured.phase}: "
+                    f"{message}{mixed_precision_hint(message)}",
+                )
+            )
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                items.append(
+                    CheckItem(
+                        subject=Subject(kind="parameter", name=name),
+                        status="not_computed",
+                        message=f"no gradient could be computed: the {measured.phase} pass raised",
+                    )
+                )
+        return _result(parameters, items, measured)
+
+    stats = _gradient_stats(measured.grads)
+    problems: dict[str, tuple[str, bool]] = {}  # name -> (what is wrong, zero)
+    for name, grad in measured.grads.items():
+        if grad is None:
+            problems[name] = ("receives no gradient", False)
+        elif not stats[name][0]:  # not finite
+            continue
+        elif stats[name][2] == 0:
+            problems[name] = ("gradient is identically zero", True)
+    trace: Trace = Trace()
+    bits: dict[str, int] = {}
+    severed: list[str] = []
+    ctx.extras["gradient_flow_severed"] = severed
+    if problems:
+        trace, bits = trace_parameters(ctx.fresh_model(torch.float64), x, list(problems))
+    training_ran: set[str] | None = None  # modules a training-mode forward calls (on demand)
+    zero_weights: list[str] | None = None  # the model's all-zero weights (on demand)
+    for name, _param in model.named_parameters():
+        subject = Subject(kind="parameter", name=name, module=owner_of(name))
+        if name in measured.frozen:
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="pass",
+                    metrics={"frozen": True},
+                    message="frozen (requires_grad=False): receives no gradient by design",
+                )
+            )
+            continue
+        grad = measured.grads.get(name)
+        if name in problems:
+            what, zero = problems[name]
+            kind, reason = reason_for(name, bits[name], trace, zero)
+            if kind == "zero":
+                if zero_weights is None:  # once per run, only when some gradient is zero
+                    zero_weights = _all_zero_weights(model)
+                reason += _zero_weights_hint(zero_weights, name)
+            if kind in SEVERING_KINDS or kind == "untracked":
+                severed.append(name)
+            status: ItemStatus = "fail"
+            if kind == "unused" and owner_of(name) not in trace.ran:
+                if training_ran is None:
+                    training_ran = modules_run_in_training(ctx.fresh_model(torch.float64), x)
+                if owner_of(name) in training_ran:
+                    # an auxiliary branch (a VAE regularizer, an auxiliary classifier) that
+                    # forward calls in training only: trained there, just not by this probe
+                    status = "warn"
+                    reason += " in eval mode; it runs in training mode, where it gets gradients"
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status=status,
+                    metrics={
+                        "has_grad": grad is not None,
+                        "grad_norm": 0.0 if grad is not None else None,
+                        "frozen": False,
+                        "reason_kind": kind,
+                    },
+                    message=f"{what}: {reason}",
+                    details={"reason": reason},
+                )
+            )
+            continue
+        assert grad is not None
+        finite, norm, nonzero = stats[name]
+        metrics: dict[str, Any] = {
+            "has_grad": True,
+            "frozen": False,
+            "finite": finite,
+            "nonzero_fraction": nonzero / grad.numel() if grad.numel() else float("nan"),
+        }
+        if finite:
+            metrics["grad_norm"] = norm
+            items.append(CheckItem(subject=subject, status="pass", metrics=metrics))
+        else:
+            metrics["nan_count"] = int(torch.isnan(grad).sum())
+            metrics["inf_count"] = int(torch.isinf(grad).sum())
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="fail",
+                    metrics=metrics,
+                    message="gradient has non-finite entries (see the numerics check for where)",
+                )
+            )
+    if x.is_floating_point():
+        g = measured.input_grad
+        ok = g is not None and bool(torch.isfinite(g).all()) and bool((g != 0).any())
+        items.append(
+            CheckItem(
+                subject=Subject(kind="input", name="x"),
+                status="pass" if ok else "warn",
+                metrics={
+                    "has_grad": g is not None,
+                    "grad_norm": float(g.norm())
+                    if g is not None and math.isfinite(float(g.norm()))
+                    else None,
+                },
+                message=""
+                if ok
+                else "the probe objective has no usable gradient with respect to the input (saliency and IG need one)",
+            )
+        )
+    return _result(parameters, items, measured)
+
+
+def _all_zero_weights(model: nn.Module) -> list[str]:
+    """The names of the model's all-zero weight matrices and kernels (biases left out: a zero
+    bias blocks no gradient)."""
+    return [
+        n
+        for n, p in model.named_parameters()
+        if p.dim() >= 2 and p.numel() and not bool(p.detach().any())
+    ]
+
+
+def _zero_weights_hint(zero_weights: list[str], name: str) -> str:
+    """A sentence naming the model's all-zero weights (:func:`_all_zero_weights`), if any
+    besides ``name``: a zero-initialized layer (a spatial transformer's localization head, a
+    ViT's classification head) passes no gradient to the layers before it until it is trained."""
+    zero = [n for n in zero_weights if n != name]
+    if not zero:
+        return ""
+    listed = ", ".join(repr(n) for n in zero[:3]) + (
+        f" and {len(zero) - 3} more" if len(zero) > 3 else ""
+    )
+    return (
+        f"; the model has all-zero weights ({listed}), and a zero-initialized layer passes no "
+        "gradient to the layers before it until it is trained"
+    )
+
+
+def _gradient_stats(grads: dict[str, torch.Tensor | None]) -> dict[str, tuple[bool, float, int]]:
+    """(all finite, L2 norm, nonzero count) of every gradient, with one sync for them all
+    (a few kernels per parameter were most of this check's time on small models). A finite
+    norm means finite entries; a non-finite one is looked at entry by entry."""
+    named = [(n, g) for n, g in grads.items() if g is not None]
+    if not named:
+        return {}
+    tensors = [g for _, g in named]
+    norms = torch.stack(torch._foreach_norm(tensors)).tolist()
+    counts = torch.stack([torch.count_nonzero(g) for g in tensors]).tolist()
+    stats: dict[str, tuple[bool, float, int]] = {}
+    for (name, g), norm, count in zip(named, norms, counts, strict=True):
+        finite = math.isfinite(norm) or bool(torch.isfinite(g).all())
+        stats[name] = (finite, norm, int(count))
+    return stats
+
+
+def _result(
+    parameters: dict[str, Any], items: list[CheckItem], measured: ParameterGradients
+) -> CheckResult:
+    params = [i for i in items if i.subject.kind == "parameter"]
+    summary: dict[str, Any] = {
+        "parameters": len(params),
+        "frozen": sum(1 for i in params if i.metrics.get("frozen")),
+        "without_gradient": sum(1 for i in params if i.status == "fail"),
+        "inplace_writes": sum(1 for i in items if i.metrics.get("inplace_on_saved_tensor")),
+        "raised_in": measured.phase if measured.error is not None else None,
+    }
+    return CheckResult(
+        check="gradient_flow",
+        status="computed",
+        parameters=parameters,
+        summary=summary,
+        items=items,
+    )

@@ -1,0 +1,254 @@
+"""The random-direction mode of :func:`attest.collection.gradients.finite_differences.check_backward`.
+
+``K`` seeded Gaussian input directions ``v_k`` (each input's part scaled by that input's RMS,
+or by 1 with absolute steps) and ``C`` seeded output cotangents ``u`` (direction ``k`` uses
+``u_(k mod C)``). One backward per cotangent gives ``J^T u``, hence the analytic side
+``a_k = <J^T u, v_k>`` for every direction; central differences give the numeric side
+``n_k = <u, f(x + eps v_k) - f(x - eps v_k)> / (2 eps)``. See the ``finite_differences``
+module docstring for the error measure and the step sweep.
+
+On small operators the cost of a case is the number of kernel calls, not their work (a
+float64 ReLU over 4,096 elements takes about 2 us; dispatching any call takes 5-10 us), so
+when the 2K perturbed copies of the inputs and outputs fit in :data:`BATCH_NUMEL` elements
+the directions are handled together: each input's K directions are one (K, ...) tensor, the
+2K perturbed inputs two ``add`` calls, and every dot product of the case one matrix product
+(the operator itself is still called once per perturbed input, alone, exactly as captured).
+Larger cases, where the kernels' work dominates and 2K copies would cost memory, perturb one
+reused buffer per input direction by direction. Both give the same quantities, up to
+rounding in the last bits of the dot products.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from attest.collection.gradients.fd_basics import (
+    BackwardCheck,
+    FiniteDifferenceSettings,
+    GaussianPool,
+    TensorFn,
+    _evaluate,
+    _pick_eps,
+    _vjp,
+)
+
+__all__ = ["BATCH_NUMEL", "random_direction_check"]
+
+# Elements of the 2K perturbed copies of a case's inputs plus its outputs held at once by the
+# batched path (2^20 float64 values: 8 MiB).
+BATCH_NUMEL = 1 << 20
+
+# (analytic a_k, spread_k) for every direction, and the numeric n_k at a step.
+_Sides = tuple[list[float], list[float], Callable[[float], list[float]]]
+
+
+def random_direction_check(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    leaves: list[torch.Tensor],
+    outputs: list[torch.Tensor],
+    keep: list[int],
+    settings: FiniteDifferenceSettings,
+    pool: GaussianPool,
+    first: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None,
+    absolute: bool = False,
+) -> BackwardCheck:
+    """The random-direction check of ``fn`` at ``inputs`` (see the module docstring).
+
+    ``first``: the cotangent already drawn, and its ``J^T u``, by the caller; ``absolute``:
+    steps of eps itself rather than relative to each input's RMS."""
+    # Steps are relative: each input's part of a direction is scaled by that input's RMS, so
+    # an input of CT intensities (~1e3) is not probed with steps lost in its rounding.
+    scales = [1.0] * len(inputs) if absolute else _rms_each(inputs)
+    # One backward per output cotangent, not per direction: direction k pairs input direction
+    # v_k with cotangent u_(k mod C), and <J^T u, v_k> for every k comes from that one
+    # backward, as in torch's fast gradcheck (one vjp per cotangent). The backward is the
+    # expensive half of an operator (2-3 forwards for a convolution); see ``cotangents``.
+    n_out = sum(o.numel() for o in outputs)
+    few_outputs = n_out <= settings.full_jacobian_max_out_numel
+    n_cot = settings.directions if few_outputs else settings.cotangents
+    n_cot = max(1, min(n_cot, settings.directions))
+    us: list[list[torch.Tensor]] = []
+    gs: list[list[torch.Tensor]] = []
+    for c in range(n_cot):
+        if c == 0 and first is not None:
+            u, g = first  # the cotangent already drawn (and differentiated) by check_backward
+        else:
+            u = [pool.like(o) for o in outputs]
+            g = _vjp(outputs, leaves, u)
+        us.append(u)
+        gs.append(g)
+    n_in = sum(x.numel() for x in inputs)
+    held = 2 * settings.directions * (n_in + n_out)
+    sides = _batched if held <= BATCH_NUMEL else _one_by_one
+    analytic, spread, numeric_at = sides(
+        fn, inputs, keep, settings.directions, scales, us, gs, pool
+    )
+    floor_factor = settings.atol / settings.rtol
+
+    def error_at(eps: float) -> float:
+        worst = 0.0
+        for a, n, s in zip(analytic, numeric_at(eps), spread, strict=True):
+            if not math.isfinite(n):
+                return math.inf
+            # the floor: a = <g, v> is distributed as N(0, spread^2) over the draw of v
+            scale = max(abs(a), abs(n), floor_factor * s)
+            worst = max(worst, abs(a - n) / scale if scale > 0 else 0.0)
+        return worst
+
+    eps, error, default_error, curve = _pick_eps(error_at, settings)
+    return BackwardCheck(
+        mode="random_directions",
+        passed=error <= settings.rtol,
+        max_rel_error=error,
+        eps=eps,
+        default_eps_error=default_error,
+        directions=settings.directions,
+        seed=settings.seed,
+        atol=settings.atol,
+        rtol=settings.rtol,
+        input_numel=n_in,
+        output_numel=n_out,
+        error_curve=curve,
+        cotangents=n_cot,
+        step_scale="absolute" if absolute else "relative",
+    )
+
+
+def _batched(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    keep: list[int],
+    k: int,
+    scales: list[float],
+    us: list[list[torch.Tensor]],
+    gs: list[list[torch.Tensor]],
+    pool: GaussianPool,
+) -> _Sides:
+    """Every direction of the case at once (the module docstring)."""
+    c = len(us)
+    # z_i: input i's K standard Gaussian directions, one (K, ...) view of the pool.
+    zs = [pool.stacked(x, k) for x in inputs]
+    # Per input: its K dot products s_i <g_i, z_ik> and the norm(s) of g_i, all fetched with
+    # one sync and summed here (a = sum_i s_i <g_i, z_ik>, spread = sqrt(sum_i s_i^2 ||g_i||^2)).
+    parts: list[torch.Tensor] = []
+    for i, (x, z) in enumerate(zip(inputs, zs, strict=True)):
+        flat = z.view(k, x.numel())
+        if c == 1:
+            g = gs[0][i].reshape(-1)
+            parts += [torch.mv(flat, g), torch.linalg.vector_norm(g).reshape(1)]
+        else:  # direction j's row is g^(j mod C)
+            rows = torch.stack([gs[j % c][i].reshape(-1) for j in range(k)])
+            parts += [(flat * rows).sum(1), torch.linalg.vector_norm(rows, dim=1)]
+    values = torch.cat(parts).tolist()
+    width = k + (1 if c == 1 else k)
+    analytic = [0.0] * k
+    square = [0.0] * k
+    for i, s in enumerate(scales):
+        chunk = values[i * width : (i + 1) * width]
+        for d in range(k):
+            analytic[d] += s * chunk[d]
+            norm = chunk[k] if c == 1 else chunk[k + d]
+            square[d] += (s * norm) ** 2
+    spread = [math.sqrt(v) for v in square]
+    # The perturbed inputs: a (2K, ...) buffer per input, +eps rows then -eps rows, each row
+    # laid out like the input (strides as captured).
+    buffers = [_batch_like(x, 2 * k) for x in inputs]
+    halves = [(b[:k], b[k:]) for b in buffers]
+    cotangents = [  # per output: u, or the (2K, n) rows u^(d mod C) for +eps then -eps
+        us[0][j].reshape(-1)
+        if c == 1
+        else torch.stack([us[d % c][j].reshape(-1) for d in [*range(k), *range(k)]])
+        for j in range(len(keep))
+    ]
+
+    def numeric_at(eps: float) -> list[float]:
+        for x, z, s, (p, m) in zip(inputs, zs, scales, halves, strict=True):
+            torch.add(x, z, alpha=eps * s, out=p)
+            torch.add(x, z, alpha=-eps * s, out=m)
+        rows = [b.unbind(0) for b in buffers]
+        with torch.no_grad():
+            outs = [fn(*[r[d] for r in rows]) for d in range(2 * k)]
+        dots = []  # <u, f(x + eps v_k)> then <u, f(x - eps v_k)>, per output
+        for j, u in zip(keep, cotangents, strict=True):
+            both = torch.stack([o[j] for o in outs]).reshape(2 * k, -1 if u.numel() else 0)
+            dots.append(torch.mv(both, u) if c == 1 else (both * u).sum(1))
+        values = (torch.stack(dots).sum(0) if len(dots) > 1 else dots[0]).tolist()
+        return [(values[d] - values[k + d]) / (2 * eps) for d in range(k)]
+
+    return analytic, spread, numeric_at
+
+
+def _batch_like(x: torch.Tensor, k: int) -> torch.Tensor:
+    """An uninitialised (K, *x.shape) tensor whose rows have ``x``'s layout (as
+    ``torch.empty_like`` gives it: the captured strides for a dense input)."""
+    if x.is_contiguous():
+        return torch.empty((k, *x.shape), dtype=x.dtype, device=x.device)
+    like = torch.empty_like(x)
+    if like.is_contiguous() or x.numel() == 0:
+        return torch.empty((k, *x.shape), dtype=x.dtype, device=x.device)
+    return torch.empty_strided(
+        (k, *x.shape), (x.numel(), *like.stride()), dtype=x.dtype, device=x.device
+    )
+
+
+def _one_by_one(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    keep: list[int],
+    k: int,
+    scales: list[float],
+    us: list[list[torch.Tensor]],
+    gs: list[list[torch.Tensor]],
+    pool: GaussianPool,
+) -> _Sides:
+    """Direction by direction, through one reused buffer per input (large cases)."""
+    c = len(us)
+    zs = [[pool.like(x) for x in inputs] for _ in range(k)]
+    analytic = [
+        sum(s * _dot([g], [z]) for g, z, s in zip(gs[d % c], zs[d], scales, strict=True))
+        for d in range(k)
+    ]
+    spread_of = [
+        math.sqrt(sum((s * _norm(g)) ** 2 for g, s in zip(gs[j], scales, strict=True)))
+        for j in range(c)
+    ]
+    spread = [spread_of[d % c] for d in range(k)]
+    # An output that aliases the buffer (a view operator) is reduced to <u, f> before the
+    # buffer is overwritten.
+    buffers = [torch.empty_like(x) for x in inputs]
+
+    def perturbed_dot(d: int, step: float) -> float:
+        for buffer, x, z, s in zip(buffers, inputs, zs[d], scales, strict=True):
+            torch.add(x, z, alpha=step * s, out=buffer)
+        return _dot(us[d % c], _evaluate(fn, buffers, keep))
+
+    def numeric_at(eps: float) -> list[float]:
+        return [(perturbed_dot(d, eps) - perturbed_dot(d, -eps)) / (2 * eps) for d in range(k)]
+
+    return analytic, spread, numeric_at
+
+
+def _rms_each(inputs: Sequence[torch.Tensor]) -> list[float]:
+    """:func:`rms_or_one` of every input, from one foreach norm and one sync."""
+    norms = torch.stack(torch._foreach_norm(list(inputs))).tolist()
+    out = []
+    for x, norm in zip(inputs, norms, strict=True):
+        rms = norm / math.sqrt(x.numel()) if x.numel() else 0.0
+        out.append(rms if rms > 0 and math.isfinite(rms) else 1.0)
+    return out
+
+
+def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
+    """Sum of the elementwise products of two tensor lists (one fused kernel per pair)."""
+    total = 0.0
+    for x, y in zip(a, b, strict=True):
+        total += float(torch.dot(x.reshape(-1), y.reshape(-1).to(x.dtype)))
+    return total
+
+
+def _norm(t: torch.Tensor) -> float:
+    return float(torch.linalg.vector_norm(t))

@@ -1,0 +1,1 @@
+"""Integrated gradients and their sanity checks (docs/ig.md)."""

@@ -1,0 +1,457 @@
+"""The integrated-gradients sanity checks (``ig_*``); see docs/ig.md.
+
+``run(ctx)`` computes IG once on the probe inputs (adaptive steps, the spec's baseline and
+target, the deployed precision, the spec's thread count) and reads six checks off it and
+off a few extra runs:
+
+- ``ig_completeness``: per input, ``|sum(attr) - (F(x) - F(b))| / |F(x) - F(b)|`` in float64;
+- ``ig_convergence``: the error curve as steps double, and the steps needed;
+- ``ig_baseline``: how neutral the baseline is (softmax entropy, target probability);
+- ``ig_monotonicity``: F and the integrand along the path: jumps, spikes, sign flips;
+- ``ig_randomization``: Adebayo et al.'s cascading parameter randomization, Spearman per layer;
+- ``ig_determinism``: attributions bit-exact across repeats at fixed threads.
+
+Each item names its input (and, for non-finite values, the first tensor index). The
+attributions are stored, compressed and bounded, in ``ctx.extras["ig_attributions"]`` for
+the orchestrator to copy into ``Evidence.attributions``. Monotonicity and Spearman live in
+:mod:`attest.collection.ig.analysis`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+
+from attest.collection.capture.run import model_output_tensor
+from attest.collection.context import CheckSettings, CollectContext, precision_dtype
+from attest.collection.ig.analysis import (
+    baseline_neutrality,
+)
+from attest.collection.ig.attribution import (
+    BASELINES,
+    IGResult,
+    encode_attributions,
+    integrated_gradients,
+    make_baseline,
+)
+from attest.collection.ig.path_checks import (
+    determinism,
+    finite_or_none,
+    first_nonfinite,
+    input_subject,
+    monotonicity,
+    randomization,
+    status_counts,
+    summary_max,
+)
+from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric
+
+__all__ = ["IG_CHECKS", "run", "target_probability_limit"]
+
+IG_CHECKS: tuple[str, ...] = (
+    "ig_completeness",
+    "ig_convergence",
+    "ig_baseline",
+    "ig_monotonicity",
+    "ig_randomization",
+    "ig_determinism",
+)
+
+
+@contextmanager
+def _threads(count: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(count)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _error_results(reason: str, checks: tuple[str, ...] = IG_CHECKS) -> list[CheckResult]:
+    return [CheckResult(check=c, status="error", reason=reason) for c in checks]  # type: ignore[arg-type]
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# The integrand (the model's gradient) is computed in the deployed precision, so completeness
+# cannot be asked of it much finer than that precision's unit roundoff: the checks' tolerance
+# is at least this many eps (bfloat16: 2 * 2^-7 = 1.6 %; float16 0.2 %; float32 2.4e-7).
+PRECISION_FLOOR_EPS = 2.0
+
+
+def effective_tolerance(tolerance: float, precision: str) -> float:
+    """The completeness tolerance the checks apply: the setting, floored at the precision."""
+    return max(tolerance, PRECISION_FLOOR_EPS * float(torch.finfo(precision_dtype(precision)).eps))
+
+
+def run(ctx: CollectContext) -> list[CheckResult]:
+    """Every ``ig_*`` check; a check that raises becomes an ``error`` result, never a crash."""
+    spec = ctx.spec
+    settings = dataclasses.replace(
+        ctx.settings, ig_tolerance=effective_tolerance(ctx.settings.ig_tolerance, spec.precision)
+    )
+    started = time.perf_counter()
+    inputs = ctx.inputs()
+    labels = spec.labels
+    if settings.ig_max_inputs is not None:
+        inputs = inputs[: settings.ig_max_inputs]
+        labels = None if labels is None else labels[: settings.ig_max_inputs]
+    if spec.target == "label" and labels is None:
+        return [
+            CheckResult(
+                check=c,  # type: ignore[arg-type]
+                status="not_computed",
+                reason="target is 'label' but the probe has no 'target' tensor",
+            )
+            for c in IG_CHECKS
+        ]
+    base_params: dict[str, Any] = {
+        "method": settings.ig_method,
+        "baseline": spec.baseline,
+        "target": spec.target,
+        "precision": spec.precision,
+        "threads": spec.threads,
+        "seed": settings.seed,
+        "inputs_analysed": int(inputs.shape[0]),
+    }
+    progress = ctx.extras.get("attest.progress")  # set by the collector on a terminal
+    say: Callable[[str], None] = progress if callable(progress) else (lambda _text: None)
+    with _threads(spec.threads):
+        try:
+            say(f"integrated gradients: {settings.ig_method}, up to {settings.ig_max_steps} steps")
+            model = ctx.fresh_model()
+            baseline = make_baseline(spec.baseline, inputs, seed=settings.seed)
+            main = integrated_gradients(
+                model,
+                inputs,
+                target=spec.target,
+                labels=labels,
+                baseline=baseline,
+                method=settings.ig_method,
+                steps=settings.ig_steps,
+                tolerance=settings.ig_tolerance,
+                max_steps=settings.ig_max_steps,
+                memory_budget_bytes=settings.ig_memory_budget_bytes,
+            )
+        except Exception as exc:  # the model raised: every IG check says where, none crashes
+            return _error_results(f"integrated gradients could not be computed: {_describe(exc)}")
+        base_params.update(
+            {
+                "chunk_size": main.chunk_size,
+                "per_sample_bytes": main.per_sample_bytes,
+                "memory_budget_bytes": main.memory_budget_bytes,
+                "model_mode": {k: v for k, v in main.model_info.items() if k != "module_kinds"},
+            }
+        )
+        duration = time.perf_counter() - started
+        results = [
+            _completeness(main, settings, base_params, duration),
+            _convergence(main, settings, base_params, duration),
+        ]
+        steps = (
+            ("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params)),
+            ("ig_monotonicity", lambda: monotonicity(ctx, main, base_params)),
+            ("ig_randomization", lambda: randomization(ctx, inputs, baseline, main, base_params)),
+            (
+                "ig_determinism",
+                lambda: determinism(ctx, model, inputs, baseline, main, base_params),
+            ),
+        )
+        for check, compute in steps:
+            say(f"integrated gradients: {check}")
+            results.append(_guarded(check, compute))
+    ctx.extras["ig_attributions"] = encode_attributions(
+        main.attributions.cpu().numpy(),
+        inputs.detach().cpu().to(torch.float64).numpy(),
+        max_bytes=settings.ig_attribution_max_bytes,
+        extra={
+            "method": main.method,
+            "baseline": spec.baseline,
+            "target_classes": None if main.target_classes is None else main.target_classes.tolist(),
+            "steps_used": main.steps_used.tolist(),
+        },
+    )
+    return results
+
+
+def _guarded(check: str, compute: Callable[[], CheckResult]) -> CheckResult:
+    started = time.perf_counter()
+    try:
+        result = compute()
+    except Exception as exc:
+        return CheckResult(check=check, status="error", reason=_describe(exc))  # type: ignore[arg-type]
+    result.duration_s = time.perf_counter() - started
+    return result
+
+
+# ----------------------------------------------------------------------------- completeness
+
+
+def _error_curve(
+    main: IGResult, i: int
+) -> tuple[list[int], list[float | None], list[float | None]]:
+    """Input ``i``'s step counts, completeness errors and attribution changes per level."""
+    steps, errors, changes = [], [], []
+    for level in main.error_curve:
+        if i in level["inputs"]:
+            k = level["inputs"].index(i)
+            steps.append(level["steps"])
+            errors.append(level["rel_error"][k])
+            changes.append(level["attribution_change"][k])
+    return steps, errors, changes
+
+
+def _near_miss(errors: list[float | None], tolerance: float, settings: CheckSettings) -> bool:
+    """Over the tolerance at the step cap, but by at most ``ig_near_miss_factor`` and still
+    falling (its largest value on the curve is at least ``ig_near_miss_min_reduction`` times
+    the final one): the quadrature needs more steps, the model is not at fault. A jump along the
+    path, a severed gradient or a NaN keeps the error where it started."""
+    finite = [e for e in errors if e is not None]
+    if len(finite) < 2 or len(finite) != len(errors):
+        return False
+    final = finite[-1]
+    return (
+        final <= settings.ig_near_miss_factor * tolerance
+        and max(finite) >= settings.ig_near_miss_min_reduction * final
+    )
+
+
+def _completeness(
+    main: IGResult, settings: CheckSettings, params: dict[str, Any], duration: float
+) -> CheckResult:
+    tolerance = settings.ig_tolerance
+    attributions = main.attributions.cpu().numpy()
+    items = []
+    for i in range(len(main.f_input)):
+        bad = first_nonfinite(attributions[i])
+        rel = main.completeness_rel_error[i]
+        metrics: dict[str, Metric] = {
+            "completeness_rel_error": finite_or_none(rel),
+            "completeness_abs_error": finite_or_none(main.completeness_abs_error[i]),
+            "f_input": finite_or_none(main.f_input[i]),
+            "f_baseline": finite_or_none(main.f_baseline[i]),
+            "attribution_sum": finite_or_none(main.attribution_sum[i]),
+            "steps_used": int(main.steps_used[i]),
+            "nonfinite_attributions": int((~np.isfinite(attributions[i])).sum()),
+        }
+        status: ItemStatus
+        if bad is not None:
+            status, message = "fail", f"non-finite attribution at index {tuple(bad)}"
+        elif (
+            np.isfinite(rel)
+            and rel > tolerance
+            and _near_miss(_error_curve(main, i)[1], tolerance, settings)
+        ):
+            status = "warn"
+            message = (
+                f"sum of attributions misses F(x) - F(b) by {rel:.3g} relative (tolerance "
+                f"{tolerance:g}) at the step cap, still falling: raise ig_max_steps"
+            )
+        elif not np.isfinite(rel) or rel > tolerance:
+            status = "fail"
+            message = f"sum of attributions misses F(x) - F(b) by {rel:.3g} relative (tolerance {tolerance:g})"
+        else:
+            status, message = "pass", f"completeness error {rel:.3g} relative"
+        items.append(
+            CheckItem(
+                subject=input_subject(i, bad), status=status, metrics=metrics, message=message
+            )
+        )
+    return CheckResult(
+        check="ig_completeness",
+        status="computed",
+        parameters={
+            **params,
+            "tolerance": tolerance,
+            "near_miss_factor": settings.ig_near_miss_factor,
+            "near_miss_min_reduction": settings.ig_near_miss_min_reduction,
+            "error": "|sum(attr) - (F(x) - F(b))| / |F(x) - F(b)|",
+        },
+        summary={
+            "max_completeness_rel_error": summary_max(items, "completeness_rel_error"),
+            **status_counts(items),
+        },
+        items=items,
+        duration_s=duration,
+    )
+
+
+# ----------------------------------------------------------------------------- convergence
+
+
+def _convergence(
+    main: IGResult, settings: CheckSettings, params: dict[str, Any], duration: float
+) -> CheckResult:
+    items = []
+    for i in range(len(main.f_input)):
+        steps, errors, changes = _error_curve(main, i)
+        finite = [e for e in errors if e is not None]
+        converged = bool(main.converged[i])
+        metrics: dict[str, Metric] = {
+            "converged": converged,
+            "steps_used": int(main.steps_used[i]),
+            "evaluations": int(main.evaluations[i]),
+            "initial_rel_error": errors[0] if errors else None,
+            "final_rel_error": errors[-1] if errors else None,
+            "error_reduction": (finite[0] / finite[-1])
+            if len(finite) > 1 and finite[-1] > 0
+            else None,
+            "final_attribution_change": changes[-1] if changes else None,
+        }
+        status: ItemStatus
+        if converged:
+            status = "pass"
+            message = (
+                f"completeness error under {settings.ig_tolerance:g} at {main.steps_used[i]} steps"
+            )
+        elif _near_miss(errors, settings.ig_tolerance, settings):
+            status = "warn"
+            message = (
+                f"completeness error {errors[-1]:.3g} at the cap of {settings.ig_max_steps} steps, "
+                f"still falling as steps double: raise ig_max_steps"
+            )
+        else:
+            status = "fail"
+            message = (
+                f"completeness error still {errors[-1] if errors else None} at {main.steps_used[i]} steps "
+                f"(max {settings.ig_max_steps}) and not falling as steps double: the path may have a "
+                "jump the quadrature cannot integrate (see ig_monotonicity)"
+            )
+        items.append(
+            CheckItem(
+                subject=input_subject(i),
+                status=status,
+                metrics=metrics,
+                message=message,
+                details={"steps": steps, "rel_error": errors, "attribution_change": changes},
+            )
+        )
+    return CheckResult(
+        check="ig_convergence",
+        status="computed",
+        parameters={
+            **params,
+            "initial_steps": settings.ig_steps,
+            "max_steps": settings.ig_max_steps,
+            "tolerance": settings.ig_tolerance,
+            "refinement": "adaptive: largest-local-error panels bisected per round; fixed rules: "
+            "cells doubled (left, right and trapezoid re-use earlier evaluations)",
+        },
+        summary={
+            "max_steps_used": int(main.steps_used.max()),
+            "total_evaluations": int(main.evaluations.sum()),
+            **status_counts(items),
+        },
+        items=items,
+        duration_s=duration,
+    )
+
+
+# ----------------------------------------------------------------------------- baseline
+
+
+def target_probability_limit(share: float, classes: int) -> float:
+    """The baseline's target probability at which ``ig_baseline`` fails: ``share`` of the way
+    from uniform (``1/C``) to certain (1). With the default share 0.5 it is ``(1 + 1/C) / 2``:
+    0.75 for a binary classifier (0.5 is its decision boundary, where a neutral baseline
+    sits), 0.55 for ten classes."""
+    uniform = 1.0 / max(1, classes)
+    return uniform + float(share) * (1.0 - uniform)
+
+
+def _baseline(
+    ctx: CollectContext,
+    model: torch.nn.Module,
+    inputs: torch.Tensor,
+    main: IGResult,
+    params: dict[str, Any],
+) -> CheckResult:
+    settings = ctx.settings
+    classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
+
+    def output(x: torch.Tensor) -> torch.Tensor:
+        return model_output_tensor(model(x))
+
+    with torch.no_grad():
+        out_x = output(inputs)
+        readings = {
+            kind: baseline_neutrality(
+                output(make_baseline(kind, inputs, seed=settings.seed).to(inputs.dtype)),
+                out_x,
+                classes,
+            )
+            for kind in BASELINES
+        }
+        chosen = baseline_neutrality(output(main.baseline.to(inputs.dtype)), out_x, classes)
+    items = []
+    for i in range(inputs.shape[0]):
+        metrics = {
+            k: finite_or_none(v[i]) if isinstance(v, np.ndarray) else v for k, v in chosen.items()
+        }
+        status: ItemStatus
+        if chosen["classifier"]:
+            p_b, entropy = (
+                chosen["baseline_target_probability"][i],
+                chosen["baseline_entropy_ratio"][i],
+            )
+            limit = target_probability_limit(
+                settings.ig_baseline_max_target_probability, int(out_x.shape[1])
+            )
+            metrics["target_probability_limit"] = limit
+            if p_b >= limit:
+                status = "fail"
+                message = (
+                    f"the model reads the baseline as the target class (p = {p_b:.3f} >= "
+                    f"{limit:.3f}, {settings.ig_baseline_max_target_probability:g} of the way "
+                    f"from uniform 1/{int(out_x.shape[1])} to certain)"
+                )
+            elif entropy < settings.ig_baseline_min_entropy_ratio:
+                status = "warn"
+                message = (
+                    f"softmax at the baseline is far from uniform (entropy ratio {entropy:.3f})"
+                )
+            else:
+                status, message = "pass", f"baseline near uniform (entropy ratio {entropy:.3f})"
+        else:
+            ratio = chosen["baseline_output_ratio"][i]
+            if not np.isfinite(ratio) or ratio > settings.ig_baseline_max_output_ratio:
+                status, message = "fail", f"|F(baseline)| is {ratio:.3g} of |F(x)|"
+            else:
+                status, message = "pass", f"|F(baseline)| is {ratio:.3g} of |F(x)|"
+        items.append(
+            CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
+        )
+    summary: dict[str, Metric] = {**status_counts(items), "classifier": bool(chosen["classifier"])}
+    for kind, reading in readings.items():
+        for key in (
+            "baseline_entropy_ratio",
+            "baseline_target_probability",
+            "baseline_output_ratio",
+        ):
+            values = reading.get(key)
+            if isinstance(values, np.ndarray) and values.size:
+                summary[f"{kind}_{key}_mean"] = finite_or_none(float(np.mean(values)))
+    return CheckResult(
+        check="ig_baseline",
+        status="computed",
+        parameters={
+            **params,
+            "max_target_probability": settings.ig_baseline_max_target_probability,
+            "target_probability_rule": "fail when p_target(baseline) >= 1/C + share * (1 - 1/C), "
+            "share = max_target_probability",
+            "min_entropy_ratio": settings.ig_baseline_min_entropy_ratio,
+            "max_output_ratio": settings.ig_baseline_max_output_ratio,
+            "baselines_compared": list(BASELINES),
+        },
+        summary=summary,
+        items=items,
+    )

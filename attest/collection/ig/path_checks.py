@@ -1,0 +1,348 @@
+"""The path, randomization and determinism IG checks (``ig_monotonicity``,
+``ig_randomization``, ``ig_determinism``) and the item helpers shared with
+:mod:`attest.collection.ig.checks`, which runs them; see docs/ig.md."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+import torch
+
+from attest.collection.context import CollectContext
+from attest.collection.ig.analysis import cascade_layers, path_behaviour, randomize_layer, spearman
+from attest.collection.ig.attribution import IGResult, integrated_gradients
+from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric, Subject
+
+__all__ = [
+    "determinism",
+    "finite_or_none",
+    "first_nonfinite",
+    "input_subject",
+    "monotonicity",
+    "randomization",
+    "status_counts",
+    "summary_max",
+]
+
+# ``ig_randomization``: the attributions of the randomized model are compared with the
+# original by signed Spearman rank correlation; a correlation of at least
+# ``ig_randomization_max_spearman`` means they kept their order, so they do not depend on what
+# the model learned. A strongly *negative* one means the randomization reversed their order,
+# which is a change, not its absence: it fails only when the magnitudes keep their order too
+# (absolute-value Spearman at least this), that is, the same map with its signs flipped.
+# (Small untrained networks gave signed -0.7 to -0.84 with absolute 0.5-0.7: a map that did
+# change, which the former |signed| rule failed.)
+SIGN_FLIP_ABS_SPEARMAN = 0.9
+
+
+def finite_or_none(value: float) -> float | None:
+    """The value, or None when it is NaN or infinite (evidence is strict JSON)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def first_nonfinite(array: np.ndarray) -> list[int] | None:
+    """The first index of a NaN or infinite element, or None."""
+    bad = np.argwhere(~np.isfinite(array))
+    return [int(v) for v in bad[0]] if bad.size else None
+
+
+def input_subject(i: int, indices: list[int] | None = None) -> Subject:
+    """The subject of an item about probe input ``i``."""
+    return Subject(kind="input", input_index=i, indices=indices)
+
+
+def summary_max(items: list[CheckItem], metric: str) -> Metric:
+    """The largest numeric value of ``metric`` over the items, or None."""
+    values = [
+        v
+        for i in items
+        if isinstance(v := i.metrics.get(metric), int | float) and not isinstance(v, bool)
+    ]
+    return max(values) if values else None
+
+
+def status_counts(items: list[CheckItem]) -> dict[str, Metric]:
+    """Items per status, as summary metrics."""
+    return {f"items_{s}": sum(1 for i in items if i.status == s) for s in ("pass", "warn", "fail")}
+
+
+# ----------------------------------------------------------------------------- monotonicity
+
+
+def monotonicity(ctx: CollectContext, main: IGResult, params: dict[str, Any]) -> CheckResult:
+    """``ig_monotonicity``: jumps, spikes and sign flips along each input's path."""
+    settings = ctx.settings
+    assert main.path is not None
+    items = []
+    for i, samples in enumerate(main.path):
+        reading = path_behaviour(samples, flip_tolerance=settings.ig_monotonicity_flip_tolerance)
+        metrics: dict[str, Metric] = {
+            k: v for k, v in reading.items() if not isinstance(v, dict | list)
+        }
+        status: ItemStatus
+        if reading["nonfinite_nodes"]:
+            status = "fail"
+            message = f"F or the integrand is not finite at t = {reading['first_nonfinite_t']}"
+        elif reading["max_jump_ratio"] > settings.ig_monotonicity_max_jump:
+            status = "fail"
+            message = (
+                f"F jumps by {reading['max_jump_ratio']:.3g} of the path's variation between "
+                f"t = {reading['jump_interval'][0]:.6g} and {reading['jump_interval'][1]:.6g}"
+            )
+        elif reading["max_spike_share"] > settings.ig_monotonicity_max_spike_share:
+            status = "fail"
+            message = (
+                f"the integrand spikes to {reading['max_spike_ratio']:.3g}x its mean magnitude at "
+                f"t = {reading['spike_t']:.6g} (step {reading['spike_step']})"
+            )
+        elif reading["sign_flips_beyond_tolerance"]:
+            status = "warn"
+            message = (
+                f"the integrand changes sign {reading['sign_flips_beyond_tolerance']} times beyond "
+                f"tolerance, first near t = {reading['first_flip_t']:.6g}; F is not monotone along the path"
+            )
+        else:
+            status, message = "pass", "F and the integrand behave along the path"
+        items.append(
+            CheckItem(
+                subject=input_subject(i),
+                status=status,
+                metrics=metrics,
+                message=message,
+                details={k: v for k, v in reading.items() if isinstance(v, dict | list)},
+            )
+        )
+    return CheckResult(
+        check="ig_monotonicity",
+        status="computed",
+        parameters={
+            **params,
+            "max_jump": settings.ig_monotonicity_max_jump,
+            "max_spike_share": settings.ig_monotonicity_max_spike_share,
+            "flip_tolerance": settings.ig_monotonicity_flip_tolerance,
+            "scale": "path variation V = max(integral |dF/dt| dt, |F(x) - F(b)|)",
+        },
+        summary={
+            "max_jump_ratio": summary_max(items, "max_jump_ratio"),
+            "max_spike_ratio": summary_max(items, "max_spike_ratio"),
+            "max_sign_flips": summary_max(items, "sign_flips"),
+            **status_counts(items),
+        },
+        items=items,
+    )
+
+
+# ----------------------------------------------------------------------------- randomization
+
+
+def randomization(
+    ctx: CollectContext,
+    inputs: torch.Tensor,
+    baseline: torch.Tensor,
+    main: IGResult,
+    params: dict[str, Any],
+) -> CheckResult:
+    """``ig_randomization``: Adebayo et al.'s cascading parameter randomization test."""
+    settings = ctx.settings
+    k = max(1, min(settings.ig_randomization_inputs, inputs.shape[0]))
+    x, b = inputs[:k], baseline[:k]
+    target: Any = (
+        torch.from_numpy(main.target_classes[:k]) if main.target_classes is not None else "argmax"
+    )
+    model = ctx.fresh_model()
+    layers = cascade_layers(model, x[:1])
+    if not layers:
+        return CheckResult(
+            check="ig_randomization", status="not_computed", reason="the model has no parameters"
+        )
+
+    def attribute(net: torch.nn.Module) -> np.ndarray:
+        result = integrated_gradients(
+            net,
+            x,
+            target=target,
+            baseline=b,
+            method=settings.ig_method,
+            steps=settings.ig_steps,
+            memory_budget_bytes=settings.ig_memory_budget_bytes,
+            return_diagnostics=False,
+        )
+        return result.attributions.reshape(k, -1).cpu().numpy()
+
+    original = attribute(model)
+    count = len(layers)
+    checkpoints = sorted(
+        {
+            round(1 + j * (count - 1) / max(1, settings.ig_randomization_max_layers - 1))
+            for j in range(min(count, settings.ig_randomization_max_layers))
+        }
+    )
+    curve: list[dict[str, Any]] = []
+    randomized = 0
+    for stop in checkpoints:
+        while randomized < stop:
+            randomize_layer(layers[randomized][1], seed=settings.seed + randomized)
+            randomized += 1
+        attributions = attribute(model)
+        curve.append(
+            {
+                "layers_randomized": stop,
+                "last_layer": layers[stop - 1][0],
+                "spearman": [spearman(original[i], attributions[i]) for i in range(k)],
+                "spearman_abs": [
+                    spearman(np.abs(original[i]), np.abs(attributions[i])) for i in range(k)
+                ],
+            }
+        )
+    items = []
+    for i in range(k):
+        per_layer = [c["spearman"][i] for c in curve]
+        final = per_layer[-1]
+        metrics: dict[str, Metric] = {
+            "spearman_top_layer": per_layer[0],
+            "spearman_final": final,
+            "spearman_abs_final": curve[-1]["spearman_abs"][i],
+            "layers_randomized": count,
+        }
+        status: ItemStatus
+        if not np.any(original[i]):
+            status, message = "not_computed", "the original attributions are all zero"
+        elif final is None:
+            status, message = (
+                "pass",
+                "attributions of the randomized model are constant (no rank order left)",
+            )
+        elif final >= settings.ig_randomization_max_spearman or (
+            final <= -settings.ig_randomization_max_spearman
+            and (curve[-1]["spearman_abs"][i] or 0.0) >= SIGN_FLIP_ABS_SPEARMAN
+        ):
+            status = "fail"
+            flipped = " of the magnitudes, signs flipped" if final < 0 else ""
+            message = (
+                f"attributions barely change when all {count} parameterized layers are randomized "
+                f"(Spearman {final:.3f}{flipped}): they reflect the input, not what the model "
+                "learned"
+            )
+        else:
+            status, message = (
+                "pass",
+                f"Spearman falls to {final:.3f} after randomizing {count} layers",
+            )
+        items.append(
+            CheckItem(
+                subject=input_subject(i),
+                status=status,
+                metrics=metrics,
+                message=message,
+                details={
+                    "layers": [c["last_layer"] for c in curve],
+                    "layers_randomized": [c["layers_randomized"] for c in curve],
+                    "spearman": per_layer,
+                    "spearman_abs": [c["spearman_abs"][i] for c in curve],
+                },
+            )
+        )
+    return CheckResult(
+        check="ig_randomization",
+        status="computed",
+        parameters={
+            **params,
+            "steps": settings.ig_steps,
+            "inputs_used": k,
+            "max_spearman": settings.ig_randomization_max_spearman,
+            "sign_flip_abs_spearman": SIGN_FLIP_ABS_SPEARMAN,
+            "cascade": [name for name, _ in layers],
+            "reinit": "reset_parameters() under torch.manual_seed(seed + layer), else normal with the tensor's std",
+        },
+        summary={
+            "max_abs_spearman_final": max(
+                (abs(v) for i in items if isinstance(v := i.metrics["spearman_final"], float)),
+                default=None,
+            ),
+            **status_counts(items),
+        },
+        items=items,
+    )
+
+
+# ----------------------------------------------------------------------------- determinism
+
+
+def determinism(
+    ctx: CollectContext,
+    model: torch.nn.Module,
+    inputs: torch.Tensor,
+    baseline: torch.Tensor,
+    main: IGResult,
+    params: dict[str, Any],
+) -> CheckResult:
+    """``ig_determinism``: attributions bit-exact across repeats at fixed threads."""
+    settings = ctx.settings
+    repeats = max(2, settings.ig_repeats)
+    target: Any = (
+        torch.from_numpy(main.target_classes) if main.target_classes is not None else "argmax"
+    )
+    runs = [
+        integrated_gradients(
+            model,
+            inputs,
+            target=target,
+            baseline=baseline,
+            method=settings.ig_method,
+            steps=settings.ig_steps,
+            memory_budget_bytes=settings.ig_memory_budget_bytes,
+            return_diagnostics=False,
+        )
+        .attributions.cpu()
+        .numpy()
+        for _ in range(repeats)
+    ]
+    items = []
+    for i in range(inputs.shape[0]):
+        reference = runs[0][i]
+        digests = [hashlib.sha256(np.ascontiguousarray(r[i]).tobytes()).hexdigest() for r in runs]
+        equal = [d == digests[0] for d in digests]
+        with np.errstate(invalid="ignore"):
+            diffs = [np.abs(r[i] - reference) for r in runs[1:]]
+        max_diff = max((float(np.nanmax(d)) if d.size else 0.0) for d in diffs)
+        scale = float(np.nanmax(np.abs(reference))) if reference.size else 0.0
+        first: list[int] | None = None
+        for r in runs[1:]:
+            mismatch = np.argwhere(~((r[i] == reference) | (np.isnan(r[i]) & np.isnan(reference))))
+            if mismatch.size:
+                first = [int(v) for v in mismatch[0]]
+                break
+        bit_exact = all(equal)
+        metrics: dict[str, Metric] = {
+            "bit_exact": bit_exact,
+            "bit_exact_rate": sum(equal) / len(equal),
+            "max_abs_diff": finite_or_none(max_diff),
+            "max_rel_diff": finite_or_none(max_diff / scale) if scale > 0 else None,
+            "repeats": repeats,
+        }
+        message = (
+            "bit-exact"
+            if bit_exact
+            else f"attributions differ between repeats, first at index {tuple(first or [])}"
+        )
+        items.append(
+            CheckItem(
+                subject=input_subject(i, None if bit_exact else first),
+                status="pass" if bit_exact else "fail",
+                metrics=metrics,
+                message=message,
+                details={"sha256": digests[0]},
+            )
+        )
+    return CheckResult(
+        check="ig_determinism",
+        status="computed",
+        parameters={**params, "repeats": repeats, "steps": settings.ig_steps},
+        summary={
+            "bit_exact": all(bool(i.metrics["bit_exact"]) for i in items),
+            **status_counts(items),
+        },
+        items=items,
+    )

@@ -1,0 +1,155 @@
+"""The ``topology`` check: is the operator sequence the same for every probe input?
+
+Each probe example runs alone (batch of one) under the operator capture, forward only; the
+sequences of ``(operator, module)`` are compared with the first example's. Data-dependent
+Python control flow shows up as a different sequence: the check reports, per diverging
+example, the first diverging operator and the module whose code branched (the deepest module
+containing both diverging operators). A failed topology check sets ``ctx.topology_ok`` to
+False; the other checks then mark their per-operator results, which assume one alignment of
+operators across inputs, as not computed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from attest.collection.capture.run import ModelFailure, run_model
+from attest.collection.context import CollectContext
+from attest.evidence.model import CheckItem, CheckResult, Metric, Subject
+
+__all__ = ["common_module", "first_divergence", "run"]
+
+Sequence_ = list[tuple[str, str]]
+
+
+def first_divergence(a: Sequence_, b: Sequence_) -> int | None:
+    """Index of the first position where two operator sequences differ (None if equal)."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    if len(a) != len(b):
+        return min(len(a), len(b))
+    return None
+
+
+def common_module(a: str | None, b: str | None) -> str:
+    """The deepest module path containing both ``a`` and ``b`` ("" is the root)."""
+    if a is None or b is None:
+        return a if b is None and a is not None else (b or "")
+    parts_a, parts_b = a.split(".") if a else [], b.split(".") if b else []
+    common: list[str] = []
+    for x, y in zip(parts_a, parts_b, strict=False):
+        if x != y:
+            break
+        common.append(x)
+    return ".".join(common)
+
+
+def _at(seq: Sequence_, i: int) -> dict[str, str | None]:
+    if i < len(seq):
+        return {"op": seq[i][0], "module": seq[i][1]}
+    return {"op": None, "module": None}
+
+
+def run(ctx: CollectContext) -> list[CheckResult]:
+    """Check runner for ``topology``."""
+    started = time.perf_counter()
+    spec = ctx.spec
+    failure = ctx.extras.get("attest.model_failure")
+    if isinstance(failure, ModelFailure):
+        ctx.topology_ok = False
+        ctx.topology_reason = f"not computed: {failure.describe()}"
+        return [CheckResult(check="topology", status="error", reason=failure.describe())]
+    model = ctx.fresh_model()
+    x = ctx.inputs()
+    n = int(x.shape[0])
+    sequences: list[Sequence_ | None] = []
+    items: list[CheckItem] = []
+    for i in range(n):
+        labels = spec.labels[i : i + 1] if spec.labels is not None else None
+        outcome = run_model(
+            model, x[i : i + 1], spec, (), labels=labels, backward=False, seed=ctx.settings.seed
+        )
+        if outcome.failure is not None:
+            sequences.append(None)
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="input", input_index=i, module=outcome.failure.module),
+                    status="error",
+                    metrics={"operators": len(outcome.ops)},
+                    message=outcome.failure.describe(),
+                )
+            )
+            continue
+        sequences.append(outcome.ops)
+    reference = next((s for s in sequences if s is not None), None)
+    ref_index = sequences.index(reference) if reference is not None else None
+    diverging: list[int] = []
+    for i, seq in enumerate(sequences):
+        if seq is None:
+            continue
+        assert reference is not None
+        k = first_divergence(reference, seq)
+        if k is None:
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="input", input_index=i),
+                    status="pass",
+                    metrics={"operators": len(seq), "first_divergence": None},
+                )
+            )
+            continue
+        diverging.append(i)
+        ref_at, this_at = _at(reference, k), _at(seq, k)
+        module = common_module(ref_at["module"], this_at["module"])
+        items.append(
+            CheckItem(
+                subject=Subject(
+                    kind="input", input_index=i, module=module, operator_id=k, op=this_at["op"]
+                ),
+                status="fail",
+                metrics={"operators": len(seq), "first_divergence": k},
+                message=(
+                    f"input {i} takes a different path from input {ref_index} at operator {k}: "
+                    f"{this_at['op']} @ {this_at['module'] or '<root>'} instead of "
+                    f"{ref_at['op']} @ {ref_at['module'] or '<root>'} (data-dependent control flow "
+                    f"in module {module or '<root>'!r})"
+                ),
+                details={"reference_input": ref_index, "reference": ref_at, "this": this_at},
+            )
+        )
+    items.sort(key=lambda item: item.subject.input_index or 0)
+    errors = [item for item in items if item.status == "error"]
+    batch = [(r.op, r.module) for r in ctx.operators or []]
+    batch_k = first_divergence(batch, reference) if reference is not None and batch else None
+    summary: dict[str, Metric] = {
+        "inputs": n,
+        "diverging_inputs": len(diverging),
+        "failed_inputs": len(errors),
+        "operators_per_input": len(reference) if reference is not None else None,
+        "batch_matches_inputs": batch_k is None if reference is not None else None,
+    }
+    if diverging or errors or reference is None:
+        ctx.topology_ok = False
+        first = next(item for item in items if item.status in ("fail", "error"))
+        ctx.topology_reason = (
+            f"topology failed: {len(diverging)} of {n} probe inputs take a different operator "
+            f"path, {len(errors)} raise; first: {first.message}"
+        )
+    else:
+        ctx.topology_ok = True
+        ctx.topology_reason = None
+    return [
+        CheckResult(
+            check="topology",
+            status="computed",
+            reason=ctx.topology_reason,
+            parameters={
+                "mode": "each probe input alone, forward pass",
+                "compared": "(operator, module) sequence",
+            },
+            summary=summary,
+            items=items,
+            duration_s=round(time.perf_counter() - started, 6),
+        )
+    ]

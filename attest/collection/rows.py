@@ -1,0 +1,272 @@
+"""Evidence assembly: per-operator rows, the per-module roll-up, model metrics, artifacts.
+
+Plain data out of the profiler's measurements (docs/metrics.md); every figure comes from
+``metrics.py`` through ``checks.py``, so a row and the check items agree by construction.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from attest.annotations import annotation_of
+from attest.collection.context import CollectContext, LoadedSpec
+from attest.collection.profile.measures import Profile, median_or_none
+from attest.collection.profile.results import (
+    UNINITIALIZED_NOTE,
+    _finite_or_none,
+    determinism_figures,
+    fidelity_figures,
+)
+from attest.core.io import sha256_file
+from attest.evidence.model import CheckResult, Metric, ModelFailure, ModuleRow, OperatorRow
+
+__all__ = [
+    "artifact_digests",
+    "failure_of",
+    "model_annotations",
+    "model_metrics",
+    "model_section",
+    "module_rows",
+    "operator_rows",
+]
+
+
+def model_section(spec: LoadedSpec) -> dict[str, Any]:
+    """Identity and settings of the model line (the ``model`` field of evidence)."""
+    weights = spec.artifacts.get("weights")
+    return {
+        "name": spec.name,
+        "version": spec.version,
+        "factory": spec.factory,
+        "factory_args": spec.factory_args,
+        "digest": sha256_file(weights) if weights else None,
+        "precision": spec.precision,
+        "device": spec.device,
+        "threads": spec.threads,
+        "repeats": spec.repeats,
+        "target": spec.target,
+        "loss": spec.loss,
+        "baseline": spec.baseline,
+        "export": spec.export,
+        "probe_shape": list(spec.inputs.shape),
+    }
+
+
+def artifact_digests(spec: LoadedSpec) -> dict[str, dict[str, Any]]:
+    """sha256 of the spec, weights and probe files, keyed by role."""
+    out: dict[str, dict[str, Any]] = {}
+    base = spec.path.parent if spec.path else None
+    for role in sorted(spec.artifacts):
+        path = Path(spec.artifacts[role])
+        try:
+            rel = str(path.relative_to(base)) if base else path.name
+        except ValueError:
+            rel = str(path)
+        out[role] = {
+            "name": path.name,
+            "path": rel,
+            "sha256": sha256_file(path),
+            "bytes": path.stat().st_size,
+        }
+    return out
+
+
+def operator_rows(profile: Profile, ctx: CollectContext, target: str) -> list[OperatorRow]:
+    """One :class:`OperatorRow` per operator of the reference run."""
+    blocked = None if ctx.topology_ok else (ctx.topology_reason or "topology failed")
+    nonfinite = profile.extra.get("nonfinite_ops", set())
+    rows: list[OperatorRow] = []
+    for m in profile.ops:
+        not_computed: dict[str, str] = {}
+        det = determinism_figures(m, profile.precision)
+        fid = fidelity_figures(m)
+        if blocked:
+            det = dict.fromkeys(det)
+            fid = dict.fromkeys(fid)
+            not_computed["determinism"] = blocked
+            not_computed["fidelity"] = blocked
+        elif m.uninitialized:
+            for key in ("determinism", "fidelity", "local_fidelity"):
+                not_computed[key] = UNINITIALIZED_NOTE
+        else:
+            if det["bit_exact_rate"] is None:
+                not_computed["determinism"] = "fewer than two runs (repeats < 2)"
+            if fid["fidelity_pct"] is None:
+                not_computed["fidelity"] = "no floating-point output or no float64 counterpart"
+            if fid["local_fidelity_pct"] is None:
+                not_computed["local_fidelity"] = (
+                    m.local_out_failed
+                    or m.local_grad_failed
+                    or "nothing to re-run in floating point"
+                )
+        rows.append(
+            OperatorRow(
+                id=m.id,
+                op=m.op,
+                module=m.module,
+                output_shapes=m.output_shapes,
+                output_dtypes=m.output_dtypes,
+                has_backward=m.grad_inputs is not None,
+                random=m.random,
+                bit_exact_rate=_f(det["bit_exact_rate"]),
+                stability_score=_f(det["stability_score"]),
+                max_relative_deviation=_f(det["max_relative_deviation"]),
+                nondeterminism_origin=None
+                if blocked or m.runs_compared == 0
+                else m.origin_runs > 0,
+                fidelity_pct=_f(fid["fidelity_pct"]),
+                output_fidelity_pct=_f(fid["output_fidelity_pct"]),
+                grad_fidelity_pct=_f(fid["grad_fidelity_pct"]),
+                local_fidelity_pct=_f(fid["local_fidelity_pct"]),
+                local_output_fidelity_pct=_f(fid["local_output_fidelity_pct"]),
+                local_grad_fidelity_pct=_f(fid["local_grad_fidelity_pct"]),
+                memory_delta_bytes=m.memory_delta_bytes if m.memory_delta_bytes is not None else 0,
+                saved_activation_bytes=m.saved_activation_bytes or 0,
+                saved_parameter_bytes=m.saved_parameter_bytes or 0,
+                allocator_delta_bytes=m.allocator_delta_bytes,
+                hardware_affinity_mask=[target],
+                forward_ns=median_or_none(m.forward_ns),
+                backward_ns=median_or_none(m.backward_ns),
+                output_sha256=m.output_sha256,
+                grad_sha256=m.grad_sha256,
+                thread_sensitive=None if blocked else m.thread_changed,
+                nonfinite=m.id in nonfinite,
+                not_computed=not_computed,
+            )
+        )
+    return rows
+
+
+def _f(value: Metric) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _worst(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def _total(values: list[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def module_rows(
+    operators: list[OperatorRow], annotations_: list[dict[str, Any]]
+) -> list[ModuleRow]:
+    """Operator rows rolled up per module path (worst figure, or the sum), in first-seen order."""
+    groups: dict[str, list[OperatorRow]] = {}
+    for row in operators:
+        groups.setdefault(row.module, []).append(row)
+    notes = {str(a.get("module")): str(a.get("reason")) for a in annotations_}
+    out: list[ModuleRow] = []
+    for module, rows in groups.items():
+        out.append(
+            ModuleRow(
+                module=module,
+                operators=len(rows),
+                operator_ids=[r.id for r in rows],
+                bit_exact_rate=_worst([r.bit_exact_rate for r in rows]),
+                stability_score=_worst([r.stability_score for r in rows]),
+                fidelity_pct=_worst([r.fidelity_pct for r in rows]),
+                local_fidelity_pct=_worst([r.local_fidelity_pct for r in rows]),
+                memory_delta_bytes=_total([r.memory_delta_bytes for r in rows]),
+                forward_ns=_total([r.forward_ns for r in rows]),
+                backward_ns=_total([r.backward_ns for r in rows]),
+                thread_sensitive_operators=sum(1 for r in rows if r.thread_sensitive),
+                nonfinite_operators=sum(1 for r in rows if r.nonfinite),
+                random_operators=sum(1 for r in rows if r.random),
+                annotation=_annotation_for(module, notes),
+            )
+        )
+    return out
+
+
+def _annotation_for(module: str, notes: dict[str, str]) -> str | None:
+    # An annotation on a module covers its submodules too.
+    probe = module
+    while True:
+        if probe in notes:
+            return notes[probe]
+        if not probe:
+            return None
+        probe = probe.rpartition(".")[0]
+
+
+def model_metrics(profile: Profile, checks: dict[str, CheckResult]) -> dict[str, Metric]:
+    """Model-level figures (docs/metrics.md, ``model_metrics``)."""
+    det = checks.get("determinism")
+    fid = checks.get("fidelity")
+    ratios = [
+        b / f
+        for f, b in zip(profile.forward_memory_bytes, profile.backward_memory_bytes, strict=False)
+        if f
+    ]
+    ratio = statistics.median(ratios) if ratios else None
+    spread = (
+        (max(ratios) - min(ratios)) / abs(ratio) if ratios and ratio else (0.0 if ratios else None)
+    )
+    saved_activation = sum(m.memory_delta_bytes or 0 for m in profile.ops)
+    metrics: dict[str, Metric] = {
+        "operators": len(profile.ops),
+        "operators_with_backward": sum(1 for m in profile.ops if m.grad_inputs is not None),
+        "runs": profile.runs,
+        "bit_exact_reproducibility": det.summary.get("bit_exact_reproducibility") if det else None,
+        "min_bit_exact_rate": det.summary.get("min_bit_exact_rate") if det else None,
+        "min_stability_score": det.summary.get("min_stability_score") if det else None,
+        "random_operators": sum(1 for m in profile.ops if m.random),
+        "min_fidelity_pct": fid.summary.get("min_fidelity_pct") if fid else None,
+        "min_local_fidelity_pct": fid.summary.get("min_local_fidelity_pct") if fid else None,
+        "thread_sensitive": profile.thread_model_changed,
+        "thread_sensitive_operators": sum(1 for m in profile.ops if m.thread_changed),
+        "nonfinite_operators": len(profile.extra.get("nonfinite_ops", ())),
+        "saved_activation_bytes": saved_activation,
+        "saved_parameter_bytes": _unique_parameter_bytes(profile),
+        "peak_memory_bytes": profile.peak_memory_bytes,
+        "forward_memory_delta_bytes": median_or_none(profile.forward_memory_bytes),
+        "backward_memory_delta_bytes": median_or_none(profile.backward_memory_bytes),
+        "memory_delta_ratio": _finite_or_none(ratio),
+        "memory_delta_ratio_spread": _finite_or_none(spread),
+        "memory_runs": len(profile.forward_memory_bytes),
+        "fragmentation_index": profile.fragmentation,
+        "forward_ns": median_or_none(profile.model_forward_ns),
+        "backward_ns": median_or_none(profile.model_backward_ns),
+        "model_failed": profile.failure is not None,
+    }
+    return metrics
+
+
+def _unique_parameter_bytes(profile: Profile) -> int:
+    # A parameter saved by several operators is one storage: the reference run counts each once.
+    value = profile.extra.get("saved_parameter_bytes_total", 0)
+    return int(value) if isinstance(value, int) else 0
+
+
+def model_annotations(ctx: CollectContext) -> list[dict[str, Any]]:
+    """``@attest.unstable_grad`` annotations on the model's modules: {module, reason, checks}."""
+    model = ctx.spec.build_model()
+    found: list[dict[str, Any]] = []
+    for name, module in model.named_modules():
+        note = annotation_of(module)
+        if note is not None:
+            found.append(
+                {"module": name, "reason": note.get("reason"), "checks": note.get("checks")}
+            )
+    return found
+
+
+def failure_of(profile: Profile) -> ModelFailure | None:
+    """The model failure of the reference run, as evidence data."""
+    if profile.failure is None:
+        return None
+    f = profile.failure
+    return ModelFailure(
+        phase="backward" if f.phase == "backward" else "forward",
+        module=f.module,
+        operator_id=f.operator_id,
+        op=f.op,
+        error_type=f.error_type,
+        message=f.message,
+    )

@@ -1,0 +1,1 @@
+"""Foundations every stage shares: atomic files and strict JSON, strict YAML, safe text, times and durations, progress."""

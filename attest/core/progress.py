@@ -1,0 +1,255 @@
+"""Progress of ``attest collect`` and ``attest certify``: the stage, the time spent, the time left.
+
+The library reports progress through one callback, ``Callable[[str], None]``: the ``progress``
+argument of :func:`attest.collection.collect` and :func:`attest.pipeline.certify`, which the
+collector hands to the check runners as ``ctx.extras[PROGRESS_KEY]``. Each call names the stage
+that starts now. Two forms carry counts, and this module is the one place that writes and reads
+them:
+
+- :func:`step_message` (``"[5/18] checks: gradchecks:run"``): ``5`` of ``18`` steps are done.
+  The collector counts check ids: the checks finished out of all of them.
+- a trailing ``k/N`` (``"determinism run 3/20"``): progress within the current stage.
+
+:class:`Tracker` turns the messages into the stage, the elapsed time and an estimate of the
+time left: elapsed time per finished step times the steps still to do. Until a step has
+finished there is no basis, and it says ``estimating…``; checks differ in cost, so the figure
+is an estimate, and it is shown as one. :func:`terminal_progress` is what the command line
+uses: a live display on stderr (``rich``) when stderr is a terminal, nothing otherwise (and
+nothing with ``--json`` or ``--quiet``). Imports only the standard library at module level, so
+the verifier's import graph does not grow; ``rich`` is imported when a display starts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
+
+from attest.core.text import safe_text
+
+__all__ = [
+    "ProgressFn",
+    "Tracker",
+    "format_duration",
+    "parse",
+    "print_stages",
+    "step_message",
+    "terminal_progress",
+]
+
+ProgressFn = Callable[[str], None]
+
+_STEPS = re.compile(r"\[(\d+)/(\d+)\] (.*)", re.DOTALL)
+_WITHIN = re.compile(r"(\d+)/(\d+)\)?")
+_MAX_TEXT = 160  # characters of a stage shown (a spec path can be long)
+
+
+def step_message(done: int, total: int, text: str) -> str:
+    """``"[done/total] text"``: a stage that also says how many of all steps are finished."""
+    return f"[{done}/{total}] {text}"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One progress message, read: the stage text, overall steps and within-stage counts."""
+
+    text: str
+    steps: tuple[int, int] | None = None
+    within: tuple[int, int] | None = None
+
+
+def parse(message: str) -> Message:
+    """Read a progress message (see the module docstring for the forms that carry counts)."""
+    steps: tuple[int, int] | None = None
+    match = _STEPS.fullmatch(message)
+    if match:
+        steps = (int(match.group(1)), int(match.group(2)))
+        message = match.group(3)
+    within: tuple[int, int] | None = None
+    last = message.rpartition(" ")[2]
+    counted = _WITHIN.fullmatch(last.lstrip("("))
+    if counted and int(counted.group(2)) > 0:
+        within = (int(counted.group(1)), int(counted.group(2)))
+    return Message(message, steps, within)
+
+
+def format_duration(seconds: float) -> str:
+    """``0:07``, ``12:05``, ``1:02:03`` (whole seconds, rounded down)."""
+    whole = max(0, int(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Tracker:
+    """The state of one run: the current stage, the steps done of all, and the clock.
+
+    ``clock`` is any monotonic seconds counter (tests pass a fake one); the run starts when
+    the tracker is made.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._start = clock()
+        self.stage = "starting"
+        self.done = 0
+        self.total: int | None = None
+        self.within: tuple[int, int] | None = None
+        self.finished = False
+        self.outcome = "done"
+        self._end = self._start
+
+    def update(self, message: str) -> Message:
+        """Take one progress message from the library."""
+        read = parse(message)
+        self.stage = safe_text(read.text, _MAX_TEXT)
+        self.within = read.within
+        if read.steps is not None:
+            done, total = read.steps
+            self.total = max(total, 0)
+            self.done = min(max(done, 0), self.total)
+        return read
+
+    def finish(self, outcome: str = "done") -> None:
+        """The run is over (``outcome``: ``done``, or ``stopped`` on an error): the clock stops."""
+        self.finished, self.outcome = True, outcome
+        self._end = self._clock()
+        if outcome == "done":
+            self.stage = "finished"
+
+    def elapsed(self) -> float:
+        """Seconds since the tracker was made (until :meth:`finish`)."""
+        end = self._end if self.finished else self._clock()
+        return max(0.0, end - self._start)
+
+    def remaining(self) -> float | None:
+        """Estimated seconds left, or None while there is no basis (no step finished yet)."""
+        if self.total is None or self.total == 0 or self.done == 0:
+            return None
+        if self.done >= self.total:
+            return 0.0
+        return self.elapsed() * (self.total - self.done) / self.done
+
+    def remaining_text(self) -> str:
+        """``estimating…``, ``about 1:05 left``, ``finishing`` or ``done``."""
+        if self.finished:
+            return self.outcome
+        left = self.remaining()
+        if left is None:
+            return "estimating…"
+        if self.total is not None and self.done >= self.total:
+            return "finishing"
+        return f"about {format_duration(max(1, math.ceil(left)))} left"  # never 0:00 while busy
+
+    def steps_text(self) -> str:
+        """``5/18 checks`` once counts are known, else an empty string."""
+        return f"{self.done}/{self.total} checks" if self.total else ""
+
+    def line(self) -> str:
+        """One plain line: stage, steps, elapsed, estimate."""
+        parts = [self.stage]
+        if self.total:
+            parts.append(self.steps_text())
+        parts.append(f"{format_duration(self.elapsed())} elapsed")
+        parts.append(self.remaining_text())
+        return " | ".join(parts)
+
+
+def print_stages(stream: IO[str], clock: Callable[[], float] = time.monotonic) -> ProgressFn:
+    """A callback printing one line per stage to ``stream`` (no terminal control codes).
+
+    Of the ``k/N`` steps within a stage only the last is printed. Used by ``make demo`` and
+    when ``rich`` is not installed.
+    """
+    tracker = Tracker(clock)
+
+    def progress(message: str) -> None:
+        read = tracker.update(message)
+        if read.within is not None and read.within[0] < read.within[1]:
+            return
+        print(f"  {tracker.line()}", file=stream, flush=True)
+
+    return progress
+
+
+def _rich_display(stream: IO[str], tracker: Tracker) -> Any:
+    """A ``rich.progress.Progress`` drawing ``tracker`` on ``stream``; None without rich."""
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task
+        from rich.text import Text
+    except ImportError:
+        return None
+
+    class _Column(ProgressColumn):
+        # Text objects, never markup: stage text comes from the spec (names, paths).
+        def __init__(self, render: Callable[[], str], style: str = "") -> None:
+            super().__init__()
+            self._render, self._style = render, style
+
+        def render(self, task: Task) -> Text:
+            return Text(self._render(), style=self._style)
+
+    console = Console(file=stream, stderr=stream is sys.stderr, highlight=False)
+    return Progress(
+        SpinnerColumn(finished_text="✓"),
+        _Column(lambda: tracker.stage),
+        BarColumn(bar_width=24),
+        _Column(tracker.steps_text, "cyan"),
+        _Column(lambda: format_duration(tracker.elapsed()), "green"),
+        _Column(tracker.remaining_text, "yellow"),
+        console=console,
+        refresh_per_second=4,
+        redirect_stdout=sys.stdout.isatty(),
+        redirect_stderr=stream is sys.stderr,
+    )
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+@contextmanager
+def terminal_progress(
+    *,
+    quiet: bool = False,
+    as_json: bool = False,
+    stream: IO[str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[ProgressFn | None]:
+    """The progress callback for a command, or None when nothing is to be shown.
+
+    Nothing is shown with ``quiet``, with ``as_json`` or when ``stream`` (default stderr) is
+    not a terminal; the command then passes None and the library does no progress work.
+    """
+    out = sys.stderr if stream is None else stream
+    if quiet or as_json or not _isatty(out):
+        yield None
+        return
+    tracker = Tracker(clock)
+    display = _rich_display(out, tracker)
+    if display is None:
+        yield print_stages(out, clock)
+        return
+    with display:
+        task = display.add_task("", total=None)
+
+        def progress(message: str) -> None:
+            tracker.update(message)
+            display.update(task, total=tracker.total or None, completed=tracker.done)
+
+        try:
+            yield progress
+        except BaseException:
+            tracker.finish("stopped")
+            raise
+        tracker.finish()
+        display.update(task, total=1, completed=1)

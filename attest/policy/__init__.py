@@ -1,0 +1,1 @@
+"""Policies and their evaluation of evidence into findings."""

@@ -1,0 +1,195 @@
+"""Step 6 of the verifier: the artifacts at hand against the certificate's subjects.
+
+Each file is opened once. The files the verifier goes on to read (ONNX models, scanned for
+external data and run by the probe; the probe bundle) are read into memory once and hashed
+from there, so what is scanned and run is byte for byte what matched the certificate, whatever
+happens to the paths afterwards (:func:`attest.certificate.artifacts.read_regular_file`).
+
+An ONNX model that keeps tensors in external data files is bound by its certificate only if
+every file it refers to is a subject too: otherwise the weights could be swapped under a valid
+signature. Each reference must resolve inside the model's folder to a subject name, and that
+subject must be among the artifacts checked in this run.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attest.certificate.artifacts import hash_directory, read_regular_file
+from attest.core.text import safe_text
+from attest.verification.onnx_refs import OnnxFormatError, external_references, resolve_location
+
+__all__ = ["ArtifactMatch", "is_onnx", "match_artifacts", "read_external_data"]
+
+Reason = tuple[str, str]
+
+
+def is_onnx(name: str) -> bool:
+    """Whether a subject name is an ONNX model (the files the probe runs and this step scans)."""
+    return name.lower().endswith(".onnx")
+
+
+@dataclass
+class ArtifactMatch:
+    """What step 6 found."""
+
+    checked: list[str] = field(default_factory=list)  # subject names matched
+    problems: list[Reason] = field(default_factory=list)
+    contents: dict[str, bytes] = field(default_factory=dict)  # subject name -> bytes hashed
+    paths: dict[str, Path] = field(default_factory=dict)  # subject name -> where it was read
+    external: dict[str, dict[str, str]] = field(default_factory=dict)  # model -> location -> name
+
+
+def _directory(
+    name: str, root: Path, subjects: dict[str, str], keep: set[str], found: ArtifactMatch
+) -> None:
+    expected = {n[len(name) + 1 :]: d for n, d in subjects.items() if n.startswith(name + "/")}
+    shown = safe_text(str(root))
+    if not expected:
+        found.problems.append(
+            ("SUBJECT_MISMATCH", f"directory {shown} ({name}/) matches no subject")
+        )
+        return
+    listing = hash_directory(
+        root, wanted=set(expected), keep=lambda rel: is_onnx(rel) or f"{name}/{rel}" in keep
+    )
+    found.problems += [
+        ("SUBJECT_MISMATCH", f"{name}/{safe_text(rel)} is {why}; refused")
+        for rel, why in listing.refused
+    ]
+    found.problems += [
+        ("SUBJECT_MISMATCH", f"{name}/{safe_text(rel)} is not a subject of the certificate")
+        for rel in listing.unexpected
+    ]
+    for rel, digest in sorted(listing.digests.items()):
+        if digest == expected[rel]:
+            found.checked.append(f"{name}/{rel}")
+            found.paths[f"{name}/{rel}"] = root / rel
+            if rel in listing.contents:
+                found.contents[f"{name}/{rel}"] = listing.contents[rel]
+        else:
+            found.problems.append(
+                ("SUBJECT_MISMATCH", f"{name}/{rel}: sha256 differs from the certificate")
+            )
+    found.problems += [
+        ("ARTIFACT_MISSING", f"{name}/{rel} is in the certificate but not in {shown}")
+        for rel in sorted(set(expected) - set(listing.digests))
+    ]
+
+
+def _file(
+    name: str, path: Path, subjects: dict[str, str], keep: set[str], found: ArtifactMatch
+) -> None:
+    shown = safe_text(str(path))
+    if name not in subjects:
+        found.problems.append(("SUBJECT_MISMATCH", f"artifact {shown} ({name}) matches no subject"))
+        return
+    read = read_regular_file(path, follow=True, keep=is_onnx(name) or name in keep)
+    if read is None:
+        found.problems.append(("SUBJECT_MISMATCH", f"artifact {shown} is not a regular file"))
+    elif read[0] != subjects[name]:
+        found.problems.append(
+            (
+                "SUBJECT_MISMATCH",
+                f"artifact {shown} ({name}): sha256 {read[0][:16]}... differs from the "
+                f"certificate's {subjects[name][:16]}...",
+            )
+        )
+    else:
+        found.checked.append(name)
+        found.paths[name] = path
+        if read[1] is not None:
+            found.contents[name] = read[1]
+
+
+def _external_data(found: ArtifactMatch, subjects: dict[str, str]) -> None:
+    """Every checked ONNX model's external data must be subjects checked in this run."""
+    checked = set(found.checked)
+    for model in sorted(n for n in found.contents if is_onnx(n)):
+        try:
+            references = external_references(found.contents[model])
+        except OnnxFormatError as exc:
+            found.problems.append(
+                (
+                    "SUBJECT_MISMATCH",
+                    f"{model} is not a well-formed ONNX model ({exc}); cannot tell which "
+                    "external data it would load",
+                )
+            )
+            continue
+        locations: dict[str, str] = {}
+        for ref in references:
+            where = f"{model} keeps tensor {safe_text(ref.tensor, 80)!r} in external data " + (
+                f"{safe_text(ref.location, 200)!r}"
+            )
+            target = resolve_location(model, ref.location)
+            if target is None:
+                found.problems.append(
+                    ("SUBJECT_MISMATCH", f"{where}, outside the model's folder; refused")
+                )
+            elif target not in subjects:
+                found.problems.append(
+                    (
+                        "SUBJECT_MISMATCH",
+                        f"{where}, which is not a subject of the certificate: the signature "
+                        "does not bind those weights",
+                    )
+                )
+            elif target not in checked:
+                found.problems.append(
+                    (
+                        "ARTIFACT_MISSING",
+                        f"{where} ({target}), a subject not given here; pass it with "
+                        f"--artifact {target}=PATH",
+                    )
+                )
+            else:
+                locations[ref.location] = target
+        found.external[model] = locations
+
+
+def match_artifacts(
+    specs: list[tuple[str, Path]], subjects: dict[str, str], *, keep: frozenset[str] = frozenset()
+) -> ArtifactMatch:
+    """Hash each ``(subject name, path)`` against ``subjects`` (name -> sha256 hex); keep the
+    bytes of ONNX models and of the names in ``keep``; check ONNX external data."""
+    found = ArtifactMatch()
+    for name, path in specs:
+        shown = safe_text(str(path))
+        try:
+            if stat.S_ISDIR(path.stat().st_mode):
+                _directory(name, path, subjects, set(keep), found)
+            else:
+                _file(name, path, subjects, set(keep), found)
+        except FileNotFoundError:
+            found.problems.append(("ARTIFACT_MISSING", f"artifact {shown} does not exist"))
+        except OSError as exc:
+            found.problems.append(
+                ("ARTIFACT_MISSING", f"artifact {shown} cannot be read: {exc.strerror}")
+            )
+    _external_data(found, subjects)
+    return found
+
+
+def read_external_data(
+    found: ArtifactMatch, model: str, subjects: dict[str, str]
+) -> tuple[dict[str, bytes], Reason | None]:
+    """The bytes of ``model``'s external data files (location -> bytes) for the probe, each
+    read once from the path checked in step 6 and held against the certificate again: the
+    bytes handed to the runtime are bytes that match the certified digest."""
+    out: dict[str, bytes] = {}
+    for location, name in found.external.get(model, {}).items():
+        if name in found.contents:
+            out[location] = found.contents[name]
+            continue
+        path = found.paths.get(name)
+        try:
+            read = None if path is None else read_regular_file(path, follow=True, keep=True)
+        except (OSError, ValueError):
+            read = None
+        if read is None or read[1] is None or read[0] != subjects[name]:
+            return {}, ("SUBJECT_MISMATCH", f"{name} changed or vanished during verification")
+        out[location] = read[1]
+    return out, None

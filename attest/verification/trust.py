@@ -1,0 +1,470 @@
+"""The verifier's trust store (``trust.yaml``): which public keys may sign certificates.
+
+Format (written by ``attest trust add``; nobody needs to paste PEM into YAML by hand)::
+
+    version: 1
+    threshold: 1              # distinct trusted keys whose signatures a certificate needs
+    keys:
+      - keyid: 3f1c...        # sha256 of the DER SubjectPublicKeyInfo, hex (checked on load)
+        name: release-2026
+        algorithm: ed25519
+        not_before: "2026-01-01T00:00:00Z"   # optional validity window of the key
+        not_after: "2027-01-01T00:00:00Z"
+        pem: |
+          -----BEGIN PUBLIC KEY-----
+          ...
+    revoked:
+      - keyid: 9ab0...
+        revoked_at: "2026-06-01T09:00:00Z"
+        reason: laptop lost
+
+The file is parsed strictly (duplicate keys, unknown fields, a key id that does not match its
+PEM, a threshold that can never be met, a weak public key, a time outside 1970..9000 are errors
+naming the file and the entry; anchors, aliases, merge keys and lists or mappings as keys are
+refused as they are read, so an alias bomb never expands; messages quote bounded excerpts) and
+written atomically. This module imports neither pydantic nor torch: the verifier loads it on every run.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from attest.certificate.signing import (
+    PublicKey,
+    algorithm_of,
+    key_id,
+    load_public_key_pem,
+    public_key_pem,
+)
+from attest.core.io import atomic_write_text
+from attest.core.times import bounded_time, format_timestamp, parse_timestamp
+from attest.errors import ConfigError, InputError
+
+__all__ = [
+    "TRUST_FORMAT_VERSION",
+    "RevokedKey",
+    "TrustStore",
+    "TrustedKey",
+    "add_key",
+    "empty_trust_store",
+    "load_trust_store",
+    "resolve_keyid",
+    "revoke_key",
+    "save_trust_store",
+]
+
+TRUST_FORMAT_VERSION = 1
+_MAX_TRUST_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A public key the verifier accepts signatures from, within its validity window."""
+
+    keyid: str
+    name: str
+    public_key: PublicKey
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+
+    @property
+    def algorithm(self) -> str:
+        return algorithm_of(self.public_key)
+
+    def window_problem(self, at: datetime, skew: timedelta = timedelta(0)) -> str | None:
+        """Why this key does not count at time ``at`` (``None`` if it is inside its window)."""
+        if self.not_before is not None and at + skew < self.not_before:
+            return f"is valid only from {format_timestamp(self.not_before)}"
+        if self.not_after is not None and at - skew >= self.not_after:
+            return f"was valid only until {format_timestamp(self.not_after)}"
+        return None
+
+    def label(self) -> str:
+        return f"{self.name} ({self.keyid[:16]})"
+
+
+@dataclass(frozen=True)
+class RevokedKey:
+    """A key id that never counts, whether or not its key is listed."""
+
+    keyid: str
+    revoked_at: datetime | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TrustStore:
+    """Keys, revocations and the signature threshold. Immutable; edit with :func:`add_key`,
+    :func:`revoke_key` and save with :func:`save_trust_store`."""
+
+    keys: tuple[TrustedKey, ...] = ()
+    revoked: tuple[RevokedKey, ...] = ()
+    threshold: int = 1
+    source: str = "trust store"
+
+    def is_revoked(self, keyid: str) -> bool:
+        return any(r.keyid == keyid for r in self.revoked)
+
+    def revocation(self, keyid: str) -> RevokedKey | None:
+        return next((r for r in self.revoked if r.keyid == keyid), None)
+
+    def key(self, keyid: str) -> TrustedKey | None:
+        return next((k for k in self.keys if k.keyid == keyid), None)
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data as written to YAML."""
+        keys = []
+        for k in self.keys:
+            entry: dict[str, Any] = {"keyid": k.keyid, "name": k.name, "algorithm": k.algorithm}
+            if k.not_before is not None:
+                entry["not_before"] = format_timestamp(k.not_before)
+            if k.not_after is not None:
+                entry["not_after"] = format_timestamp(k.not_after)
+            entry["pem"] = public_key_pem(k.public_key)
+            keys.append(entry)
+        revoked = []
+        for r in self.revoked:
+            item: dict[str, Any] = {"keyid": r.keyid}
+            if r.revoked_at is not None:
+                item["revoked_at"] = format_timestamp(r.revoked_at)
+            if r.reason:
+                item["reason"] = r.reason
+            revoked.append(item)
+        return {
+            "version": TRUST_FORMAT_VERSION,
+            "threshold": self.threshold,
+            "keys": keys,
+            "revoked": revoked,
+        }
+
+
+# Bounds on what an error message quotes from the file: a value, a YAML parser's text.
+_EXCERPT = 200
+_MAX_DEPTH = 32  # a trust store nests 3 levels; this stops recursion long before Python would
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_VALUE_TAG = "tag:yaml.org,2002:value"
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxset = 2, 6, 6, 6
+_REPR.maxstring, _REPR.maxlong, _REPR.maxother = _EXCERPT, _EXCERPT, _EXCERPT
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "...(cut)"
+
+
+def _excerpt(value: Any) -> str:
+    """A bounded ``repr`` of a value read from the file (never its whole expansion)."""
+    return _cut(_REPR.repr(value))
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """YAML a trust store never needs (anchors, aliases, merge keys, lists or maps as keys,
+    deep nesting) or a duplicate key: refused while reading, before anything is expanded."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML without anchors, aliases, merge keys, non-scalar or duplicate mapping keys
+    (PyYAML silently keeps the last of two equal keys), nesting deeper than ``_MAX_DEPTH``,
+    and with every value error of a constructor (a date like 2026-13-01, a 5000-digit number)
+    turned into a YAML error that says where."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        # Refused at the first anchor or alias event, before any node is composed twice:
+        # an alias bomb never gets the chance to expand (into memory or into a message).
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Refused(
+                None, None, "anchors and aliases (&name, *name) are not allowed", event.start_mark
+            )
+        if self._depth >= _MAX_DEPTH:
+            raise _Refused(None, None, f"nesting deeper than {_MAX_DEPTH} levels", event.start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value: {_cut(str(exc))}", node.start_mark
+            ) from None
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            raise _Refused(None, None, f"expected a mapping, found {node.id}", node.start_mark)
+        result: dict[Hashable, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _VALUE_TAG:  # "=" as a key is the text "=" (as PyYAML reads it)
+                key_node.tag = "tag:yaml.org,2002:str"
+            if key_node.tag == _MERGE_TAG:
+                raise _Refused(None, None, "merge keys (<<) are not allowed", key_node.start_mark)
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _Refused(
+                    None,
+                    None,
+                    f"a mapping key must be a plain value, not a {_NODE_KINDS[type(key_node)]}",
+                    key_node.start_mark,
+                )
+            key = self.construct_object(key_node, deep=True)
+            if key in result:
+                raise _Refused(None, None, f"duplicate key {_excerpt(key)}", key_node.start_mark)
+            result[key] = self.construct_object(value_node, deep=True)
+        return result
+
+
+_NODE_KINDS = {yaml.SequenceNode: "list", yaml.MappingNode: "mapping"}
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """The parser's explanation, bounded, and where in the file."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return _cut(str(exc))
+    text = "; ".join(_cut(str(part)) for part in (exc.context, exc.problem) if part)
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + (text or "invalid")
+
+
+def _read_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except _Refused as exc:
+        raise ConfigError(
+            f"{source}: {_yaml_problem(exc)}",
+            hint="write plain YAML as attest trust add does: no anchors (&), aliases (*), "
+            "merge keys (<<), lists or mappings as keys, or repeated keys",
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source} is not valid YAML: {_yaml_problem(exc)}") from None
+    except (ValueError, OverflowError, TypeError, RecursionError) as exc:  # a last resort
+        raise ConfigError(f"{source} cannot be read: {_cut(str(exc))}") from None
+
+
+def _fields(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} must be a mapping")
+    unknown = sorted(set(map(str, entry)) - allowed)
+    if unknown:
+        listed = ", ".join(_cut(name) for name in unknown[:5])
+        raise ConfigError(
+            f"{where} has unknown field(s) {_cut(listed)}"
+            + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""),
+            hint=f"allowed fields: {', '.join(sorted(allowed))}",
+        )
+    missing = sorted(required - set(entry))
+    if missing:
+        raise ConfigError(f"{where} is missing {', '.join(missing)}")
+    return entry
+
+
+def _time(value: Any, where: str) -> datetime | None:
+    """A time inside 1970..9000 in UTC, from text or from YAML's own unquoted timestamps."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, datetime):  # YAML's own timestamp type, if left unquoted
+            return bounded_time(
+                value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+            )
+        if isinstance(value, date):  # an unquoted date: midnight UTC, like the quoted text
+            return parse_timestamp(value.isoformat())
+        if not isinstance(value, str):
+            raise ValueError(f"expected text like 2027-01-31T00:00:00Z, got {_excerpt(value)}")
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{where} is not a timestamp: {_cut(str(exc))}",
+            hint='write RFC 3339 UTC text between 1970 and 9000, e.g. "2027-01-31T00:00:00Z"',
+        ) from None
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be a non-empty string")
+    return value
+
+
+def _parse(data: Any, source: str) -> TrustStore:
+    top = _fields(data, {"version", "threshold", "keys", "revoked"}, {"keys"}, source)
+    if top.get("version", TRUST_FORMAT_VERSION) != TRUST_FORMAT_VERSION:
+        raise ConfigError(
+            f"{source}: version {_excerpt(top.get('version'))} is not supported "
+            f"(expected {TRUST_FORMAT_VERSION})"
+        )
+    threshold = top.get("threshold", 1)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+        raise ConfigError(
+            f"{source}: threshold must be a whole number >= 1, got {_excerpt(threshold)}"
+        )
+    raw_keys = top.get("keys") or []
+    if not isinstance(raw_keys, list):
+        raise ConfigError(f"{source}: keys must be a list")
+    keys: list[TrustedKey] = []
+    for index, raw in enumerate(raw_keys):
+        where = f"{source}: keys[{index}]"
+        entry = _fields(
+            raw,
+            {"keyid", "name", "algorithm", "not_before", "not_after", "pem"},
+            {"name", "pem"},
+            where,
+        )
+        public = load_public_key_pem(_text(entry["pem"], f"{where}.pem"), source=f"{where}.pem")
+        actual = key_id(public)
+        if "keyid" in entry and entry["keyid"] != actual:
+            raise ConfigError(
+                f"{where}.keyid {_excerpt(entry['keyid'])} does not match its PEM (key id {actual})",
+                hint="remove the entry and add the key again with: attest trust add PUBKEY",
+            )
+        if "algorithm" in entry and entry["algorithm"] != algorithm_of(public):
+            raise ConfigError(
+                f"{where}.algorithm says {_excerpt(entry['algorithm'])}, "
+                f"the PEM is {algorithm_of(public)}"
+            )
+        if any(k.keyid == actual for k in keys):
+            raise ConfigError(f"{where}: key {actual[:16]} is listed twice")
+        key = TrustedKey(
+            keyid=actual,
+            name=_text(entry["name"], f"{where}.name"),
+            public_key=public,
+            not_before=_time(entry.get("not_before"), f"{where}.not_before"),
+            not_after=_time(entry.get("not_after"), f"{where}.not_after"),
+        )
+        if key.not_before and key.not_after and key.not_after <= key.not_before:
+            raise ConfigError(f"{where}: not_after is not later than not_before")
+        keys.append(key)
+    raw_revoked = top.get("revoked") or []
+    if not isinstance(raw_revoked, list):
+        raise ConfigError(f"{source}: revoked must be a list")
+    revoked: list[RevokedKey] = []
+    for index, raw in enumerate(raw_revoked):
+        where = f"{source}: revoked[{index}]"
+        entry = _fields(raw, {"keyid", "revoked_at", "reason"}, {"keyid"}, where)
+        keyid = _text(entry["keyid"], f"{where}.keyid").lower()
+        if len(keyid) != 64 or any(c not in "0123456789abcdef" for c in keyid):
+            raise ConfigError(f"{where}.keyid must be 64 hex digits")
+        reason = entry.get("reason") or ""
+        revoked.append(
+            RevokedKey(keyid, _time(entry.get("revoked_at"), f"{where}.revoked_at"), str(reason))
+        )
+    if threshold > len(keys):
+        raise ConfigError(
+            f"{source}: threshold {threshold} can never be met with {len(keys)} key(s)",
+            hint="add keys with: attest trust add PUBKEY --trust FILE, or lower the threshold",
+        )
+    return TrustStore(tuple(keys), tuple(revoked), threshold, source)
+
+
+def load_trust_store(path: str | Path) -> TrustStore:
+    """Load and validate ``trust.yaml``; any problem is a :class:`ConfigError` naming the file."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > _MAX_TRUST_BYTES:
+            raise ConfigError(f"trust store {p} is over {_MAX_TRUST_BYTES} bytes")
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(
+            f"trust store {p} does not exist",
+            hint="create it with: attest trust add PUBKEY --trust FILE",
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"trust store {p} is not UTF-8 text") from None
+    except IsADirectoryError:
+        raise InputError(f"trust store {p} is a directory, expected a file") from None
+    except OSError as exc:
+        raise InputError(f"cannot read trust store {p}: {exc.strerror}") from None
+    return _parse(_read_yaml(text, f"trust store {p}"), f"trust store {p}")
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Safe YAML that writes multi-line text (PEM) as a readable ``|`` block."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_text)
+
+
+def save_trust_store(store: TrustStore, path: str | Path) -> Path:
+    """Write the store atomically (a crash leaves the old file or the new one)."""
+    header = "# gradient-attest trust store; manage with `attest trust add|revoke|list`\n"
+    body = yaml.dump(
+        store.to_data(), Dumper=_BlockDumper, sort_keys=False, default_flow_style=False
+    )
+    return atomic_write_text(path, header + body, mode=0o644)
+
+
+def add_key(
+    store: TrustStore,
+    public_key_pem_text: str | bytes,
+    *,
+    name: str,
+    not_before: datetime | None = None,
+    not_after: datetime | None = None,
+    source: str = "public key",
+) -> tuple[TrustStore, TrustedKey]:
+    """A new store with one more key; a key already listed or revoked is refused."""
+    public = load_public_key_pem(public_key_pem_text, source=source)
+    keyid = key_id(public)
+    if store.key(keyid) is not None:
+        raise InputError(f"key {keyid[:16]} is already in {store.source}")
+    if store.is_revoked(keyid):
+        raise InputError(
+            f"key {keyid[:16]} is revoked in {store.source}; a revoked key cannot be trusted again",
+            hint="generate a new key with attest keygen",
+        )
+    if not name.strip():
+        raise InputError("a key needs a non-empty --name")
+    if not_before and not_after and not_after <= not_before:
+        raise InputError("--not-after must be later than --not-before")
+    key = TrustedKey(keyid, name, public, not_before, not_after)
+    return replace(store, keys=(*store.keys, key)), key
+
+
+def resolve_keyid(store: TrustStore, text: str) -> str:
+    """A full key id from a full id or a unique prefix (at least 8 hex digits) of a listed key."""
+    wanted = text.strip().lower()
+    if len(wanted) == 64 and all(c in "0123456789abcdef" for c in wanted):
+        return wanted
+    if len(wanted) < 8:
+        raise InputError(
+            f"key id {text!r} is too short", hint="give at least 8 hex digits or the full id"
+        )
+    matches = [k.keyid for k in store.keys if k.keyid.startswith(wanted)]
+    if len(matches) != 1:
+        what = "no key" if not matches else f"{len(matches)} keys"
+        raise InputError(
+            f"{what} in {store.source} match key id {text!r}", hint="attest trust list shows them"
+        )
+    return matches[0]
+
+
+def revoke_key(
+    store: TrustStore, keyid: str, *, reason: str = "", at: datetime | None = None
+) -> TrustStore:
+    """A new store in which ``keyid`` (full id or unique prefix) is revoked. The key stays
+    listed, so that verifications explain why its signatures no longer count."""
+    full = resolve_keyid(store, keyid)
+    if store.is_revoked(full):
+        raise InputError(f"key {full[:16]} is already revoked in {store.source}")
+    entry = RevokedKey(full, (at or datetime.now(timezone.utc)).replace(microsecond=0), reason)
+    return replace(store, revoked=(*store.revoked, entry))
+
+
+def empty_trust_store(source: str) -> TrustStore:
+    """A store with no keys, for ``attest trust add`` on a file that does not exist yet."""
+    return TrustStore(source=f"trust store {source}")

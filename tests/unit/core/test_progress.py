@@ -1,0 +1,154 @@
+"""The progress module (attest.core.progress): messages, elapsed time and the estimate of time left."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from attest.core.progress import (
+    Tracker,
+    format_duration,
+    parse,
+    print_stages,
+    step_message,
+    terminal_progress,
+)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_step_messages_round_trip_and_counts_within_a_stage_are_read() -> None:
+    read = parse(step_message(5, 18, "checks: gradchecks"))
+    assert (read.text, read.steps, read.within) == ("checks: gradchecks", (5, 18), None)
+    assert parse("determinism run 3/20").within == (3, 20)
+    assert parse("checks: kinks (2/6)").within == (2, 6)
+    plain = parse("loaded digits-cnn 1.0.0")
+    assert (plain.steps, plain.within) == (None, None)
+
+
+def test_format_duration() -> None:
+    assert [format_duration(s) for s in (0, 7.9, 65, 3723, -3)] == [
+        "0:00",
+        "0:07",
+        "1:05",
+        "1:02:03",
+        "0:00",
+    ]
+
+
+def test_elapsed_and_time_left_from_a_fake_clock() -> None:
+    clock = FakeClock()
+    tracker = Tracker(clock)
+    assert tracker.remaining() is None and tracker.remaining_text() == "estimating…"
+    tracker.update(step_message(0, 18, "capturing operators"))
+    clock.now += 4
+    assert tracker.elapsed() == 4.0
+    assert tracker.remaining() is None, "no step finished yet: no basis for an estimate"
+    assert tracker.remaining_text() == "estimating…"
+
+    tracker.update(step_message(2, 18, "checks: profiler"))
+    clock.now += 6  # 10 s for 2 of 18 steps: 5 s a step, 16 to go
+    assert tracker.remaining() == pytest.approx(80.0)
+    assert tracker.remaining_text() == "about 1:20 left"
+    assert tracker.steps_text() == "2/18 checks"
+
+    # a message without counts changes the stage and keeps the counts
+    tracker.update("determinism run 3/20")
+    assert (tracker.stage, tracker.done, tracker.total) == ("determinism run 3/20", 2, 18)
+    assert tracker.within == (3, 20)
+    clock.now += 10  # still 2 steps in 20 s: the estimate grows with the wait
+    assert tracker.remaining() == pytest.approx(160.0)
+
+    tracker.update(step_message(18, 18, "assembling the evidence"))
+    assert tracker.remaining() == 0.0 and tracker.remaining_text() == "finishing"
+    tracker.finish()
+    clock.now += 100
+    assert tracker.elapsed() == 20.0, "the clock stops when the run is over"
+    assert tracker.remaining_text() == "done" and tracker.stage == "finished"
+    assert "0:20 elapsed" in tracker.line()
+
+
+def test_time_left_is_rounded_up_while_work_remains() -> None:
+    clock = FakeClock()
+    tracker = Tracker(clock)
+    tracker.update(step_message(17, 18, "checks: export"))
+    clock.now += 0.5
+    assert tracker.remaining_text() == "about 0:01 left"
+
+
+def test_stage_text_cannot_steer_the_terminal() -> None:
+    tracker = Tracker(FakeClock())
+    tracker.update("loaded \x1b[2Kevil\rname 1.0")
+    assert "\x1b" not in tracker.stage and "\r" not in tracker.stage
+
+
+def test_print_stages_prints_one_line_per_stage() -> None:
+    stream = io.StringIO()
+    progress = print_stages(stream, FakeClock())
+    for message in ("loaded m 1", "determinism run 2/3", "determinism run 3/3"):
+        progress(message)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and "determinism run 3/3" in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("stream", "quiet", "as_json"),
+    [
+        (io.StringIO(), False, False),  # not a terminal
+        (FakeTerminal(), True, False),  # --quiet
+        (FakeTerminal(), False, True),  # --json
+    ],
+    ids=["not-a-terminal", "quiet", "json"],
+)
+def test_no_display_unless_a_terminal_asks_for_one(
+    stream: io.StringIO, quiet: bool, as_json: bool
+) -> None:
+    with terminal_progress(quiet=quiet, as_json=as_json, stream=stream) as progress:
+        assert progress is None
+    assert stream.getvalue() == ""
+
+
+def test_a_terminal_gets_a_live_display() -> None:
+    pytest.importorskip("rich")
+    stream = FakeTerminal()
+    with terminal_progress(stream=stream) as progress:
+        assert progress is not None
+        progress(step_message(0, 18, "capturing operators"))
+        progress(step_message(5, 18, "checks: gradchecks"))
+    shown = stream.getvalue()
+    assert "18 checks" in shown and "finished" in shown and "done" in shown
+
+
+def test_a_failed_run_says_stopped() -> None:
+    pytest.importorskip("rich")
+    stream = FakeTerminal()
+    with pytest.raises(RuntimeError), terminal_progress(stream=stream) as progress:
+        assert progress is not None
+        progress(step_message(3, 18, "checks: profiler"))
+        raise RuntimeError("boom")
+    assert "stopped" in stream.getvalue()
+
+
+def test_without_rich_a_terminal_gets_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("rich", "rich.console", "rich.progress", "rich.text"):
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    stream = FakeTerminal()
+    with terminal_progress(stream=stream, clock=FakeClock()) as progress:
+        assert progress is not None
+        progress(step_message(5, 18, "checks: gradchecks"))
+    assert (
+        stream.getvalue() == "  checks: gradchecks | 5/18 checks | 0:00 elapsed | about 0:01 left\n"
+    )
