@@ -1,13 +1,12 @@
-"""Deployment: the ONNX artifact the clinical server runs, bound into the certificate.
+"""Deployment: what the release side hands the clinical server, as both sides read it.
 
-Release side (imports torch): :mod:`attest.collection.export.onnx_export` (dynamo export, ``onnx.checker``,
-node -> certified operator mapping) and :mod:`attest.collection.export.check` (the ``export``
-check, which also writes ``model.onnx`` and ``probe.npz``).
-
-Server side (numpy and onnxruntime only, never torch): :mod:`attest.verification.probe` (the
-behavioural probe behind ``attest verify --probe``), :mod:`attest.deployment.probe_bundle`,
-:mod:`attest.deployment.runtime` (the certified session settings) and
-:mod:`attest.deployment.environment` (``--check-environment``).
+The contract between :mod:`attest.collection.export` (release side, with torch: it exports
+``model.onnx`` and writes ``probe.npz``) and :mod:`attest.verification` (server side, never
+torch): the certified onnxruntime session settings (:mod:`~attest.deployment.runtime`), the
+probe bundle format (:mod:`~attest.deployment.probe_bundle`), the runtime environment and its
+comparison (:mod:`~attest.deployment.environment`), and the external data an ONNX model refers
+to (:mod:`~attest.deployment.onnx_refs`). The probe that runs the model on the server is
+:mod:`attest.verification.probe`.
 
 This package module imports nothing, so importing a server-side module never pulls torch.
 """

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from attest.certificate.artifacts import hash_directory, read_regular_file
 from attest.core.text import safe_text
-from attest.verification.onnx_refs import OnnxFormatError, external_references, resolve_location
+from attest.deployment.onnx_refs import OnnxFormatError, external_references, resolve_location
 
 __all__ = ["ArtifactMatch", "is_onnx", "match_artifacts", "read_external_data"]
 

@@ -43,7 +43,7 @@ from attest.collection.export.node_mapping import (
     nodes_from_proto,
 )
 from attest.core.io import default_file_mode, sha256_file
-from attest.verification.onnx_refs import external_references
+from attest.deployment.onnx_refs import external_references
 
 __all__ = ["ExportFailure", "ExportResult", "export_onnx"]
 

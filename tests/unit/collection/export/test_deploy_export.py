@@ -263,7 +263,7 @@ def test_an_export_with_external_data_is_refused(
 ) -> None:
     # The exporter never writes external data; if it ever did, the certificate would bind
     # the graph without its weights, so export refuses (the guard, seen through a stand-in).
-    from attest.verification.onnx_refs import ExternalReference
+    from attest.deployment.onnx_refs import ExternalReference
 
     monkeypatch.setattr(
         "attest.collection.export.onnx_export.external_references",
