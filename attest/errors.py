@@ -4,8 +4,8 @@ Each error carries a message saying what went wrong and what to do about it, and
 code. The command line catches :class:`AttestError` in exactly one place
 (``attest.cli.main``) and prints :meth:`AttestError.diagnostics`; nothing else reaches a user.
 
-Exit codes: 0 success, 1 a negative verdict (policy failed, certificate rejected),
-2 bad input or usage.
+Exit codes: 0 success, 1 a negative verdict (policy failed, certificate rejected: an
+outcome the commands report and exit with, not an error), 2 bad input or usage.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ __all__ = [
     "KeyError_",
     "LedgerError",
     "PolicyError",
-    "PolicyFailed",
     "SigningError",
-    "VerificationFailed",
 ]
 
 EXIT_OK = 0
@@ -79,20 +77,3 @@ class CollectError(AttestError):
 
 class LedgerError(AttestError):
     """The audit ledger is unreadable, inconsistent or cannot be written."""
-
-
-class PolicyFailed(AttestError):
-    """The evidence does not satisfy the policy; no certificate was signed."""
-
-    exit_code = EXIT_NEGATIVE
-
-
-class VerificationFailed(AttestError):
-    """A certificate was rejected; ``reasons`` holds ``(code, message)`` pairs."""
-
-    exit_code = EXIT_NEGATIVE
-
-    def __init__(self, reasons: list[tuple[str, str]]) -> None:
-        text = "; ".join(f"{code}: {msg}" for code, msg in reasons) or "rejected"
-        super().__init__(f"certificate rejected: {text}")
-        self.reasons = reasons

@@ -154,23 +154,24 @@ def _human_ns(value: float, _pos: float | None = None) -> str:
     return f"{value:g} ns"
 
 
-def operator_profile(
-    series: OperatorSeries,
-    *,
-    fidelity_threshold: float | None = None,
-    stability_threshold: float | None = None,
-    x_title: str = "operator (execution order)",
-) -> str:
-    """Four aligned panels: fidelity (accumulated, local), stability, saved memory, time."""
-    n = len(series.labels)
-    x = np.arange(n)
-    fig = _new_figure(10.5, 9.2)
-    axes = fig.subplots(4, 1, sharex=True)
-    flagged = np.array(series.flagged, dtype=bool)
+def _unavailable(ax: Any, what: str) -> None:
+    """A panel whose data the evidence does not hold says so instead of drawing nothing."""
+    ax.text(
+        0.5,
+        0.5,
+        f"{what} not available in this evidence",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color=MUTED,
+    )
 
-    # 1. fidelity, drawn as the shortfall from 100 on a log axis (inverted: up is better),
-    #    because every useful value sits between 99.9 and 100.
-    ax = axes[0]
+
+def _fidelity_panel(
+    ax: Any, x: np.ndarray, series: OperatorSeries, flagged: np.ndarray, threshold: float | None
+) -> None:
+    """Fidelity, drawn as the shortfall from 100 on a log axis (inverted: up is better),
+    because every useful value sits between 99.9 and 100."""
     acc, loc = _arr(series.fidelity), _arr(series.local_fidelity)
     both = np.concatenate([100.0 - acc, 100.0 - loc])
     positive = both[np.isfinite(both) & (both > 0)]
@@ -186,14 +187,8 @@ def operator_profile(
         ax.set_yscale("log")
         ax.invert_yaxis()
         ax.yaxis.set_major_formatter(FuncFormatter(_fidelity_tick))
-        if fidelity_threshold is not None and fidelity_threshold < 100:
-            ax.axhline(
-                100.0 - fidelity_threshold,
-                color=BAD,
-                lw=1,
-                ls="--",
-                label=f"policy {fidelity_threshold:g} %",
-            )
+        if threshold is not None and threshold < 100:
+            ax.axhline(100.0 - threshold, color=BAD, lw=1, ls="--", label=f"policy {threshold:g} %")
         bad = flagged & (np.isfinite(acc) | np.isfinite(loc))
         if bad.any():
             # circle the worse of the two figures of each operator a failing finding names
@@ -214,91 +209,61 @@ def operator_profile(
         ax.yaxis.set_minor_formatter(FuncFormatter(_fidelity_tick if narrow else _no_label))
         _outside_legend(ax)
     else:
-        ax.text(
-            0.5,
-            0.5,
-            "fidelity not available in this evidence",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-            color=MUTED,
-        )
+        _unavailable(ax, "fidelity")
     ax.set_title(
         "Fidelity against float64 (%; log scale of 100 − fidelity, up is better)", loc="left"
     )
     ax.set_ylabel("fidelity %")
 
-    # 2. stability score 0..100
-    ax = axes[1]
+
+def _stability_panel(
+    ax: Any, x: np.ndarray, series: OperatorSeries, threshold: float | None
+) -> None:
+    """Stability score 0..100, bars below the policy's threshold in red."""
     stab = _arr(series.stability)
     if np.isfinite(stab).any():
-        below = stab < (stability_threshold if stability_threshold is not None else 100.0)
+        below = stab < (threshold if threshold is not None else 100.0)
         colors = [BAD if b else GOOD for b in below]
         _bars(ax, x, np.nan_to_num(stab, nan=0.0), colors)
-        if stability_threshold is not None:
-            ax.axhline(
-                stability_threshold,
-                color=BAD,
-                lw=1,
-                ls="--",
-                label=f"policy {stability_threshold:g}",
-            )
+        if threshold is not None:
+            ax.axhline(threshold, color=BAD, lw=1, ls="--", label=f"policy {threshold:g}")
             _outside_legend(ax)
         ax.set_ylim(0, 105)
     else:
-        ax.text(
-            0.5,
-            0.5,
-            "stability not available in this evidence",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-            color=MUTED,
-        )
+        _unavailable(ax, "stability")
     ax.set_title("Stability score (0–100; 100 = bit-exact in every run)", loc="left")
     ax.set_ylabel("score")
 
-    # 3. memory saved for backward
-    ax = axes[2]
+
+def _memory_panel(ax: Any, x: np.ndarray, series: OperatorSeries) -> None:
+    """Memory saved for backward."""
     mem = _arr(series.memory_bytes)
     if np.isfinite(mem).any():
         _bars(ax, x, np.nan_to_num(mem, nan=0.0), SERIES_A)
         ax.yaxis.set_major_formatter(FuncFormatter(_human_bytes))
     else:
-        ax.text(
-            0.5,
-            0.5,
-            "memory not available in this evidence",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-            color=MUTED,
-        )
+        _unavailable(ax, "memory")
     ax.set_title("Memory saved for backward", loc="left")
     ax.set_ylabel("bytes")
 
-    # 4. time per call
-    ax = axes[3]
+
+def _time_panel(ax: Any, x: np.ndarray, series: OperatorSeries) -> None:
+    """Median time per call, forward and backward; log scale when they span decades."""
     fwd, bwd = _arr(series.forward_ns), _arr(series.backward_ns)
     if (np.isfinite(fwd) & (fwd > 0)).any() or (np.isfinite(bwd) & (bwd > 0)).any():
-        ax.plot(
-            x,
-            np.where(fwd > 0, fwd, np.nan),
-            marker="o",
-            ms=3,
-            lw=1,
-            color=SERIES_A,
-            label="forward",
-        )
-        ax.plot(
-            x,
-            np.where(bwd > 0, bwd, np.nan),
-            marker="s",
-            ms=3,
-            lw=1,
-            color=SERIES_B,
-            label="backward",
-        )
+        for values, marker, color, label in (
+            (fwd, "o", SERIES_A, "forward"),
+            (bwd, "s", SERIES_B, "backward"),
+        ):
+            ax.plot(
+                x,
+                np.where(values > 0, values, np.nan),
+                marker=marker,
+                ms=3,
+                lw=1,
+                color=color,
+                label=label,
+            )
         positive = np.concatenate([fwd[fwd > 0], bwd[bwd > 0]])
         if positive.max() / positive.min() > 20:  # several decades: log; else linear reads better
             ax.set_yscale("log")
@@ -308,18 +273,28 @@ def operator_profile(
         ax.yaxis.set_minor_formatter(FuncFormatter(_no_label))
         _outside_legend(ax)
     else:
-        ax.text(
-            0.5,
-            0.5,
-            "timings not available in this evidence",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-            color=MUTED,
-        )
+        _unavailable(ax, "timings")
     ax.set_title("Median time per call", loc="left")
     ax.set_ylabel("time")
 
+
+def operator_profile(
+    series: OperatorSeries,
+    *,
+    fidelity_threshold: float | None = None,
+    stability_threshold: float | None = None,
+    x_title: str = "operator (execution order)",
+) -> str:
+    """Four aligned panels: fidelity (accumulated, local), stability, saved memory, time."""
+    n = len(series.labels)
+    x = np.arange(n)
+    fig = _new_figure(10.5, 9.2)
+    axes = fig.subplots(4, 1, sharex=True)
+    flagged = np.array(series.flagged, dtype=bool)
+    _fidelity_panel(axes[0], x, series, flagged, fidelity_threshold)
+    _stability_panel(axes[1], x, series, stability_threshold)
+    _memory_panel(axes[2], x, series)
+    _time_panel(axes[3], x, series)
     for ax in axes:
         _bands(ax, series.groups)
         ax.set_xlim(-0.5, max(n - 0.5, 0.5))

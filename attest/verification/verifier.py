@@ -311,6 +311,77 @@ def _compare_environment(
     return reasons
 
 
+def _after_gates(
+    statement: dict[str, Any],
+    report: VerificationReport,
+    *,
+    specs: list[tuple[str, Path]],
+    probe: str | Path | None,
+    now: datetime,
+    clock_skew: timedelta,
+    state_file: str | Path | None,
+    check_environment: bool,
+) -> list[tuple[str, str]]:
+    """Steps 5-10 on a statement that passed the gates: every problem found, as reasons
+    (validity, artifacts, verdict, rollback, probe, environment); fills ``report`` as it goes."""
+    predicate = statement["predicate"]
+    model = {"name": predicate["model"]["name"], "version": predicate["model"]["version"]}
+    report.model = model
+    report.certificate_id = predicate["certificate_id"]
+    report.certificate_subjects = statement["subject"]
+    report.policy = predicate["policy"]
+    reasons: list[tuple[str, str]] = []
+    # 5. validity window
+    if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
+        reasons.append(
+            ("NOT_YET_VALID", f"issued at {predicate['issued_at']}, after {format_timestamp(now)}")
+        )
+    if parse_timestamp(predicate["expires_at"]) <= now - clock_skew:
+        reasons.append(
+            ("EXPIRED", f"expired at {predicate['expires_at']}, before {format_timestamp(now)}")
+        )
+    # 6. artifacts (the probe bundle's bytes are kept: the probe reads those, not the path)
+    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    probe_name = artifact_name_and_path(probe)[0] if probe is not None else None
+    keep = frozenset() if probe_name is None else frozenset({probe_name})
+    found = match_artifacts(specs, subjects, keep=keep)
+    reasons += found.problems
+    report.subjects_checked = sorted(set(found.checked))
+    report.subjects_not_checked = sorted(set(subjects) - set(found.checked))
+    # 7. verdict
+    if predicate["verdict"] != "pass":
+        reasons.append(
+            ("POLICY_FAILED", f"the certificate's verdict is {safe_text(predicate['verdict'])!r}")
+        )
+    # 8. rollback
+    if state_file is not None:
+        higher = is_rollback(state_file, model["name"], model["version"])
+        if higher is not None:
+            reasons.append(
+                (
+                    "ROLLBACK",
+                    f"{model['name']} {model['version']} is lower than version "
+                    f"{higher}, already verified here (state file {state_file})",
+                )
+            )
+    else:
+        report.notes.append("rollback not checked (no state file)")
+    # 9. behavioural probe: runs the model, so only once everything above holds
+    if probe_name is not None:
+        if reasons:
+            report.notes.append("probe not run: the certificate is already rejected")
+        elif probe_name not in found.contents:
+            reasons.append(("ARTIFACT_MISSING", f"--probe {probe_name} is not a certified file"))
+        else:
+            problem = _run_probe(probe_name, found, subjects, predicate, report)
+            if problem is not None:
+                reasons.append(problem)
+    # 10. environment
+    if check_environment:
+        reasons += _compare_environment(predicate["deployment"], report)
+    return reasons
+
+
 # ---------------------------------------------------------------------------- verify
 
 
@@ -378,60 +449,16 @@ def verify(
     except Rejected as rejected:
         report.reasons = [(rejected.code, rejected.message)]
         return report
-    predicate = statement["predicate"]
-    report.model = {"name": predicate["model"]["name"], "version": predicate["model"]["version"]}
-    report.certificate_id = predicate["certificate_id"]
-    report.certificate_subjects = statement["subject"]
-    report.policy = predicate["policy"]
-    reasons: list[tuple[str, str]] = []
-    # 5. validity window
-    if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
-        reasons.append(
-            ("NOT_YET_VALID", f"issued at {predicate['issued_at']}, after {format_timestamp(now)}")
-        )
-    if parse_timestamp(predicate["expires_at"]) <= now - clock_skew:
-        reasons.append(
-            ("EXPIRED", f"expired at {predicate['expires_at']}, before {format_timestamp(now)}")
-        )
-    # 6. artifacts (the probe bundle's bytes are kept: the probe reads those, not the path)
-    subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
-    probe_name = artifact_name_and_path(probe)[0] if probe is not None else None
-    keep = frozenset() if probe_name is None else frozenset({probe_name})
-    found = match_artifacts(specs, subjects, keep=keep)
-    reasons += found.problems
-    report.subjects_checked = sorted(set(found.checked))
-    report.subjects_not_checked = sorted(set(subjects) - set(found.checked))
-    # 7. verdict
-    if predicate["verdict"] != "pass":
-        reasons.append(
-            ("POLICY_FAILED", f"the certificate's verdict is {safe_text(predicate['verdict'])!r}")
-        )
-    # 8. rollback
-    if state_file is not None:
-        higher = is_rollback(state_file, report.model["name"], report.model["version"])
-        if higher is not None:
-            reasons.append(
-                (
-                    "ROLLBACK",
-                    f"{report.model['name']} {report.model['version']} is lower than version "
-                    f"{higher}, already verified here (state file {state_file})",
-                )
-            )
-    else:
-        report.notes.append("rollback not checked (no state file)")
-    # 9. behavioural probe: runs the model, so only once everything above holds
-    if probe_name is not None:
-        if reasons:
-            report.notes.append("probe not run: the certificate is already rejected")
-        elif probe_name not in found.contents:
-            reasons.append(("ARTIFACT_MISSING", f"--probe {probe_name} is not a certified file"))
-        else:
-            problem = _run_probe(probe_name, found, subjects, predicate, report)
-            if problem is not None:
-                reasons.append(problem)
-    # 10. environment
-    if check_environment:
-        reasons += _compare_environment(predicate["deployment"], report)
+    reasons = _after_gates(
+        statement,
+        report,
+        specs=specs,
+        probe=probe,
+        now=now,
+        clock_skew=clock_skew,
+        state_file=state_file,
+        check_environment=check_environment,
+    )
     report.reasons = reasons
     report.verified = not reasons
     if report.verified:
