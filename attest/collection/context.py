@@ -8,15 +8,16 @@ turns any exception into an ``error`` result, so a failing check never stops the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
 from attest.collection.gradients.shared_model import SharedModel
+from attest.evidence.model import ExportRecord
+from attest.spec import LoadedSpec, TargetSpec
 
 __all__ = [
     "CheckSettings",
@@ -28,9 +29,6 @@ __all__ = [
     "precision_dtype",
     "target_scalar",
 ]
-
-TargetSpec = int | Literal["argmax", "label"]
-Precision = Literal["float32", "bfloat16", "float16"]
 
 _DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -67,30 +65,6 @@ def cast_model(model: nn.Module, device: str | torch.device, dtype: torch.dtype)
 
     model._apply(convert)  # type: ignore[no-untyped-call]  # what Module.to runs, with our convert
     return model
-
-
-@dataclass
-class LoadedSpec:
-    """A validated ``attest.yaml`` with its model factory, weights and probe inputs loaded."""
-
-    path: Path
-    name: str
-    version: str
-    factory: str
-    factory_args: dict[str, Any]
-    build_model: Callable[[], nn.Module]  # fresh module with the trained weights, as stored (CPU)
-    inputs: torch.Tensor  # probe inputs "x", shape (N, ...)
-    labels: torch.Tensor | None  # probe "target", shape (N,) or None
-    target: TargetSpec = "argmax"
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
-    loss: str | None = None
-    baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"
-    precision: Precision = "float32"
-    device: str = "cpu"
-    threads: int = 2
-    repeats: int = 20
-    export: Literal["onnx"] | None = None
-    artifacts: dict[str, Path] = field(default_factory=dict)  # role -> path (weights, spec, probe)
 
 
 @dataclass
@@ -179,6 +153,10 @@ class CollectContext:
     operators: list[OpRecord] | None = None
     topology_ok: bool = True
     topology_reason: str | None = None
+    # Where the export check writes model.onnx and the probe bundle (None: settings.extra's
+    # "output_dir", else a new temporary folder), and what it wrote (None until it exported).
+    output_dir: Path | None = None
+    export: ExportRecord | None = None
     extras: dict[str, Any] = field(
         default_factory=dict
     )  # room for checks to share results (e.g. IG attributions)

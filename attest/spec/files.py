@@ -1,0 +1,163 @@
+"""Reading the files a spec names: the trained weights (a state_dict) and the probe inputs.
+
+Weights are safetensors, or a ``.pt`` state_dict read with ``torch.load(weights_only=True)``
+(never a pickled module); probe inputs are safetensors / npz / pt with ``"x"`` and an optional
+``"target"``. Every problem is an :class:`~attest.errors.InputError` naming the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attest.errors import InputError
+
+__all__ = ["existing_file", "first_line", "read_probe", "read_state_dict"]
+
+
+def existing_file(spec_dir: Path, rel: str, *, what: str, spec_path: Path) -> Path:
+    path = Path(rel)
+    if not path.is_absolute():
+        path = spec_dir / path
+    if not path.exists():
+        raise InputError(
+            f"{what} file {path} (named in {spec_path}) does not exist",
+            hint="check the path; paths are relative to the spec file",
+        )
+    if not path.is_file():
+        raise InputError(f"{what} {path} (named in {spec_path}) is not a file")
+    return path
+
+
+def read_state_dict(path: Path, spec_path: Path) -> dict[str, Any]:
+    import torch
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state: Any = load_file(str(path), device="cpu")
+        elif suffix in (".pt", ".pth", ".bin", ".ckpt"):
+            state = torch.load(str(path), map_location="cpu", weights_only=True)
+        else:
+            raise InputError(
+                f"weights {path} (named in {spec_path}): unsupported file type {suffix or '(none)'!r}",
+                hint="use .safetensors or a .pt state_dict saved with torch.save(model.state_dict(), ...)",
+            )
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(
+            f"weights {path} (named in {spec_path}) cannot be read: {type(exc).__name__}: {first_line(exc)}",
+            hint="save plain tensors: torch.save(model.state_dict(), path) or safetensors; "
+            "a pickled module is never loaded",
+        ) from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise InputError(
+            f"weights {path} (named in {spec_path}) is not a state_dict (a mapping of names to tensors)",
+            hint="save model.state_dict(), not the module or a training checkpoint object",
+        )
+    if not state:
+        raise InputError(f"weights {path} (named in {spec_path}) holds no tensors")
+    for key, tensor in state.items():
+        if tensor.is_floating_point() or tensor.is_complex():
+            bad = ~torch.isfinite(tensor)
+            if bool(bad.any()):
+                first = [int(i) for i in bad.nonzero()[0].tolist()]
+                kind = "NaN" if bool(torch.isnan(tensor).any()) else "Inf"
+                raise InputError(
+                    f"weights {path}: tensor {key!r} holds {int(bad.sum())} non-finite value(s) "
+                    f"({kind}), first at index {tuple(first)}",
+                    hint="a certificate is about trained, finite weights; fix the training run",
+                )
+    # The mapping itself, not a dict() copy: torch.save keeps the state_dict's ``_metadata``
+    # (each module's state-dict version), which load_state_dict hands to modules that convert
+    # older layouts (torchvision's MNASNet refuses to load without it).
+    return state
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else ""
+
+
+def read_probe(path: Path, spec_path: Path) -> tuple[Any, Any]:
+    import numpy as np
+    import torch
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            raw: Any = load_file(str(path), device="cpu")
+        elif suffix == ".npz":
+            with np.load(str(path), allow_pickle=False) as npz:
+                raw = {}
+                for key in npz.files:
+                    arr = npz[key]
+                    if arr.dtype.kind not in "fiub":
+                        raise InputError(
+                            f"probe {path}: array {key!r} has unsupported dtype {arr.dtype}"
+                        )
+                    raw[key] = torch.from_numpy(np.ascontiguousarray(arr))
+        elif suffix in (".pt", ".pth"):
+            raw = torch.load(str(path), map_location="cpu", weights_only=True)
+        else:
+            raise InputError(
+                f"probe {path} (named in {spec_path}): unsupported file type {suffix or '(none)'!r}",
+                hint="use .safetensors, .npz or .pt holding tensors 'x' and optionally 'target'",
+            )
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(
+            f"probe {path} (named in {spec_path}) cannot be read: {type(exc).__name__}: {first_line(exc)}"
+        ) from None
+    if isinstance(raw, torch.Tensor):
+        raw = {"x": raw}
+    if not isinstance(raw, dict) or "x" not in raw or not isinstance(raw["x"], torch.Tensor):
+        raise InputError(
+            f"probe {path} (named in {spec_path}) has no tensor 'x'",
+            hint="store the probe batch as 'x' with shape (N, ...) and labels as 'target' (N,)",
+        )
+    x = raw["x"]
+    if not x.is_floating_point():
+        raise InputError(
+            f"probe {path}: 'x' has dtype {str(x.dtype).removeprefix('torch.')}, expected floating point",
+            hint="store the inputs as float32 (or float64/float16/bfloat16)",
+        )
+    if x.dim() < 1 or x.shape[0] < 1:
+        raise InputError(
+            f"probe {path}: 'x' has shape {tuple(x.shape)}; expected (N, ...) with N >= 1"
+        )
+    bad = ~torch.isfinite(x)
+    if bool(bad.any()):
+        first = [int(i) for i in bad.nonzero()[0].tolist()]
+        raise InputError(
+            f"probe {path}: 'x' holds non-finite values, first at index {tuple(first)}"
+        )
+    target = raw.get("target")
+    if target is not None:
+        if not isinstance(target, torch.Tensor):
+            raise InputError(f"probe {path}: 'target' is not a tensor")
+        if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+            raise InputError(
+                f"probe {path}: 'target' has dtype {str(target.dtype).removeprefix('torch.')}, "
+                "expected integer class labels"
+            )
+        # (N,) class labels, or (N, *spatial) label maps for a segmentation loss
+        if target.dim() < 1 or target.shape[0] != x.shape[0]:
+            raise InputError(
+                f"probe {path}: 'target' has shape {tuple(target.shape)}, expected ({x.shape[0]},) "
+                f"or ({x.shape[0]}, ...) to match 'x'"
+            )
+        # Negative labels are a loss's "ignore" marker (cross_entropy's ignore_index, -100 by
+        # default): kept for the loss; load_spec refuses them as classes for target: label.
+        target = target.to(torch.long).contiguous()
+    return x.contiguous(), target

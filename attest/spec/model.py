@@ -1,0 +1,136 @@
+"""What ``attest.yaml`` holds: the file as a user writes it (:class:`SpecFile`), and the spec
+loaded for collection (:class:`LoadedSpec`: the model factory, trained weights and probe inputs).
+
+The pydantic models need no torch; :class:`LoadedSpec` carries torch objects, named here only
+for type checkers, so importing this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+__all__ = [
+    "InputsSection",
+    "LoadedSpec",
+    "ModelSection",
+    "Precision",
+    "SpecFile",
+    "TargetSpec",
+]
+
+TargetSpec = int | Literal["argmax", "label"]
+Precision = Literal["float32", "bfloat16", "float16"]
+
+_DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
+FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSection(_Strict):
+    """``model:`` -- identity of the model line and how to build it with its trained weights."""
+
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    factory: str
+    factory_args: dict[str, Any] = Field(default_factory=dict)
+    weights: str = Field(min_length=1)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("must be a version string such as '1.2.0'")
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):
+            # YAML reads 1.10 as the float 1.1: refuse rather than silently change the version.
+            raise ValueError(f"{value!r} was read as a number; quote it, e.g. version: '{value}'")
+        return value
+
+    @field_validator("factory")
+    @classmethod
+    def _factory_shape(cls, value: str) -> str:
+        if not FACTORY_RE.match(value):
+            raise ValueError(f"{value!r} is not 'module:callable' (e.g. 'model:build')")
+        return value
+
+
+class InputsSection(_Strict):
+    """``inputs:`` -- the probe inputs every check runs on."""
+
+    probe: str = Field(min_length=1)
+
+
+class SpecFile(_Strict):
+    """The ``attest.yaml`` file, as written by a user (every field in docs/spec.md)."""
+
+    model: ModelSection
+    inputs: InputsSection
+    target: int | Literal["argmax", "label"] = "argmax"
+    loss: str | None = None
+    baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"
+    precision: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = "cpu"
+    threads: int = Field(default=2, ge=1, le=1024)
+    repeats: int = Field(default=20, ge=1, le=100000)
+    export: Literal["onnx"] | None = None
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("must be a class index, 'argmax' or 'label'")
+        if isinstance(value, int) and value < 0:
+            raise ValueError("a class index must be >= 0")
+        return value
+
+    @field_validator("loss")
+    @classmethod
+    def _loss_shape(cls, value: str | None) -> str | None:
+        if value is not None and not FACTORY_RE.match(value):
+            raise ValueError(f"{value!r} is not 'module:callable' (e.g. 'model:loss')")
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device_shape(cls, value: str) -> str:
+        if not _DEVICE_RE.match(value):
+            raise ValueError(f"{value!r} is not one of cpu, cuda, cuda:N")
+        return value
+
+
+@dataclass
+class LoadedSpec:
+    """A validated ``attest.yaml`` with its model factory, weights and probe inputs loaded."""
+
+    path: Path
+    name: str
+    version: str
+    factory: str
+    factory_args: dict[str, Any]
+    build_model: Callable[[], nn.Module]  # fresh module with the trained weights, as stored (CPU)
+    inputs: torch.Tensor  # probe inputs "x", shape (N, ...)
+    labels: torch.Tensor | None  # probe "target", shape (N,) or None
+    target: TargetSpec = "argmax"
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    loss: str | None = None
+    baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"
+    precision: Precision = "float32"
+    device: str = "cpu"
+    threads: int = 2
+    repeats: int = 20
+    export: Literal["onnx"] | None = None
+    artifacts: dict[str, Path] = field(default_factory=dict)  # role -> path (weights, spec, probe)
