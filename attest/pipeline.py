@@ -39,10 +39,10 @@ from attest.certificate.statement import (
 from attest.core.io import atomic_write_bytes, atomic_write_text, dumps_pretty, sha256_file
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
-from attest.evidence.model import Evidence
+from attest.evidence.model import Evidence, ExportedFile
 from attest.policy.engine import evaluate
 from attest.policy.model import Findings, Policy, load_policy
-from attest.spec import parse_spec_file
+from attest.spec import LoadedSpec, load_spec, parse_spec_file
 
 __all__ = [
     "CertifyResult",
@@ -96,24 +96,15 @@ def _recorded_digest(evidence: Evidence, role: str) -> str | None:
 
 
 def _deployment_files(evidence: Evidence, out_dir: Path) -> dict[str, Path]:
-    """The ONNX file and probe bundle the export check wrote, placed next to the certificate
-    (copied there if the check wrote them elsewhere) and checked against their recorded digests."""
-    export = evidence.checks.get("export")
-    artifacts = (
-        export.parameters.get("artifacts") if export and export.status == "computed" else None
-    )
-    if not isinstance(artifacts, Mapping):
+    """The ONNX file and probe bundle the export check wrote (:attr:`Evidence.export`), placed
+    next to the certificate (copied there if the check wrote them elsewhere) and checked against
+    their recorded digests."""
+    if evidence.export is None:
         return {}
     files: dict[str, Path] = {}
-    for role in ("onnx", "probe_bundle"):
-        entry = artifacts.get(role)
-        if not isinstance(entry, Mapping):
-            continue
-        name, source, digest = (
-            str(entry.get("name")),
-            Path(str(entry.get("path"))),
-            entry.get("sha256"),
-        )
+    exported: tuple[ExportedFile, ...] = (evidence.export.onnx, evidence.export.probe_bundle)
+    for entry in exported:
+        name, source, digest = entry.name, Path(entry.path), entry.sha256
         target = out_dir / name
         if not source.is_file():
             raise InputError(f"the exported {name} ({source}) is gone; rerun attest certify")
@@ -127,19 +118,18 @@ def _deployment_files(evidence: Evidence, out_dir: Path) -> dict[str, Path]:
     return files
 
 
-def certificate_subjects(evidence: Evidence, spec: Path, out_dir: Path) -> dict[str, str]:
+def certificate_subjects(
+    evidence: Evidence, spec: Path | LoadedSpec, out_dir: Path
+) -> dict[str, str]:
     """``{subject name: sha256}``: the spec, its weights and probe inputs, and (when the spec
     exports) the ONNX file and the probe bundle, written next to the certificate.
 
-    Names are base names (what the verifier's ``--artifact`` matches). A file whose digest
-    differs from the one recorded in the evidence changed after collection and is refused.
+    ``spec`` is the loaded spec the evidence was collected from, or the path of its
+    ``attest.yaml`` (then read again, without loading the model). Names are base names (what
+    the verifier's ``--artifact`` matches). A file whose digest differs from the one recorded
+    in the evidence changed after collection and is refused.
     """
-    parsed = parse_spec_file(spec)
-    spec_files = {
-        "spec": spec,
-        "weights": spec.parent / parsed.model.weights,
-        "probe": spec.parent / parsed.inputs.probe,
-    }
+    spec_files = _spec_files(spec)
     chosen: dict[str, Path] = {}
     for role, path in spec_files.items():
         recorded = _recorded_digest(evidence, role)
@@ -154,13 +144,21 @@ def certificate_subjects(evidence: Evidence, spec: Path, out_dir: Path) -> dict[
     return subjects_from_paths(chosen)
 
 
+def _spec_files(spec: Path | LoadedSpec) -> dict[str, Path]:
+    """The spec file, its weights and its probe inputs, by role."""
+    if isinstance(spec, LoadedSpec):
+        return {role: spec.artifacts[role] for role in ("spec", "weights", "probe")}
+    parsed = parse_spec_file(spec)
+    return {
+        "spec": spec,
+        "weights": spec.parent / parsed.model.weights,
+        "probe": spec.parent / parsed.inputs.probe,
+    }
+
+
 def _deployment(evidence: Evidence) -> DeploymentEnvelope:
-    export = evidence.checks.get("export")
-    recorded = (
-        export.parameters.get("deployment") if export and export.status == "computed" else None
-    )
-    if isinstance(recorded, Mapping):  # the export check's envelope (onnxruntime settings)
-        return DeploymentEnvelope.model_validate(recorded)
+    if evidence.export is not None:  # the export check's envelope (onnxruntime settings)
+        return DeploymentEnvelope.model_validate(evidence.export.deployment.model_dump())
     env = evidence.environment
     runtime: dict[str, Any] = {
         key: env[key]
@@ -180,11 +178,9 @@ def _deployment(evidence: Evidence) -> DeploymentEnvelope:
 
 
 def _onnx_mapping(evidence: Evidence) -> dict[str, Any]:
-    export = evidence.checks.get("export")
-    mapping = (
-        export.parameters.get("onnx_mapping") if export and export.status == "computed" else None
-    )
-    return dict(mapping) if isinstance(mapping, Mapping) else {}
+    if evidence.export is None:
+        return {}
+    return evidence.export.onnx_mapping.model_dump(mode="json")
 
 
 def check_settings(policy: Policy) -> Any:
@@ -219,19 +215,17 @@ def check_settings(policy: Policy) -> Any:
 
 
 def _collect(
-    spec: str | Path, policy: Policy, progress: Progress | None, out_dir: Path
+    spec: LoadedSpec, policy: Policy, progress: Progress | None, out_dir: Path
 ) -> Evidence:
     from attest.collection import collect
 
-    settings = check_settings(policy)
-    # The export check writes model.onnx and probe.npz here, next to the certificate that
-    # binds them (not into a temporary folder left behind).
-    settings.extra = {**settings.extra, "output_dir": str(out_dir)}
-    return collect(spec, settings=settings, progress=progress)
+    # The export check writes model.onnx and probe.npz into out_dir, next to the certificate
+    # that binds them (not into a temporary folder left behind).
+    return collect(spec, settings=check_settings(policy), progress=progress, output_dir=out_dir)
 
 
 def certify(
-    spec: str | Path,
+    spec: str | Path | LoadedSpec,
     *,
     policy: str | Path | Policy,
     key: str | Path | PrivateKey,
@@ -245,6 +239,7 @@ def certify(
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
+    ``spec`` is the path of ``attest.yaml`` (loaded once, here) or an already loaded spec.
     ``out`` is the certificate path; evidence and findings default to ``evidence.json`` and
     ``findings.json`` next to it. ``report`` (optional) also writes the HTML report where that
     stage is installed. ``at`` fixes the time used for waiver expiry and the certificate's
@@ -265,8 +260,9 @@ def certify(
     report_writer = _report_writer() if report is not None else None
 
     say = progress or (lambda _message: None)
-    say(f"collecting evidence for {spec}")
-    evidence = _collect(spec, loaded_policy, progress, out_path.parent)
+    say(f"collecting evidence for {spec.path if isinstance(spec, LoadedSpec) else spec}")
+    loaded_spec = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent)
     atomic_write_text(evidence_path, dumps_pretty(evidence.model_dump(mode="json")))
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)
@@ -276,9 +272,8 @@ def certify(
     certificate_path: Path | None = None
     if findings.passed:
         say("signing the certificate")
-        spec_file = Path(spec).resolve()
         statement = build_statement(
-            subjects=certificate_subjects(evidence, spec_file, out_path.parent),
+            subjects=certificate_subjects(evidence, loaded_spec, out_path.parent),
             model={
                 "name": str(evidence.model.get("name")),
                 "version": str(evidence.model.get("version")),

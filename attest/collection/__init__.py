@@ -184,13 +184,16 @@ def collect(
     out: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
     runners: list[Runner] | None = None,
+    output_dir: str | Path | None = None,
 ) -> Evidence:
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
     ``spec`` is a path to ``attest.yaml`` or an already loaded spec. ``progress`` receives
     short stage descriptions, some with step counts (:mod:`attest.core.progress` writes and reads
     them; the command line shows them on a terminal). ``runners``
-    replaces :data:`CHECK_RUNNERS` (tests use it to run a subset). A model that raises gives
+    replaces :data:`CHECK_RUNNERS` (tests use it to run a subset). ``output_dir`` is where the
+    export check writes model.onnx and the probe bundle (default: a new temporary folder; the
+    evidence records where). A model that raises gives
     evidence saying where (``Evidence.model_failure`` and ``error`` results), not an
     exception; a spec that cannot be loaded raises :class:`~attest.errors.AttestError`.
     """
@@ -205,7 +208,11 @@ def collect(
     if progress is not None:
         progress(f"loaded {loaded.name} {loaded.version}")
     with environment.runtime(loaded, settings) as envelope:
-        ctx = CollectContext(spec=loaded, settings=settings)
+        ctx = CollectContext(
+            spec=loaded,
+            settings=settings,
+            output_dir=Path(output_dir) if output_dir is not None else None,
+        )
         if progress is not None:
             ctx.extras[PROGRESS_KEY] = progress
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
@@ -227,6 +234,7 @@ def collect(
             annotations=rows.model_annotations(ctx),
             model_failure=rows.failure_of(profile),
             targets=[envelope["target"]],
+            export=ctx.export,
         )
         evidence.modules = rows.module_rows(evidence.operators, evidence.annotations)
         _attach_attributions(ctx, evidence)

@@ -225,6 +225,7 @@ def merge_evidence(evidences: list[Evidence], names: list[str] | None = None) ->
         attributions=first.attributions,
         model_failure=failures[0] if failures else None,
         targets=targets,
+        export=next((ev.export for ev in evidences if ev.export is not None), None),
     )
     merged.modules = module_rows(merged.operators, merged.annotations)
     return merged

@@ -3,8 +3,9 @@
 With ``export: onnx`` in the spec this check exports the model (:func:`export_onnx`), runs the
 file with onnxruntime in the certified deterministic configuration on the probe inputs and
 compares each output with eager PyTorch in the deployed precision and with a float64 eager
-run. It writes the ONNX file and the probe bundle and leaves, in ``ctx.extras["onnx"]``,
-what the certify pipeline binds into the certificate (see :func:`run`).
+run. It writes the ONNX file and the probe bundle and leaves, in ``ctx.export`` (an
+:class:`~attest.evidence.model.ExportRecord`, which the collector puts into the evidence), what
+the certify pipeline binds into the certificate (see :func:`run`).
 
 Errors are normwise: ``max_abs_error`` is the largest elementwise difference and
 ``max_rel_error`` that divided by the largest magnitude of the reference output. An output
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -36,7 +38,17 @@ from attest.deployment.environment import (
 from attest.deployment.probe_bundle import ProbeBundle, write_probe_bundle
 from attest.deployment.runtime import RuntimeSettings, create_session
 from attest.errors import AttestError
-from attest.evidence.model import CheckItem, CheckResult, CheckStatus, Subject
+from attest.evidence.model import (
+    CheckItem,
+    CheckResult,
+    CheckStatus,
+    ExportDeployment,
+    ExportedFile,
+    ExportRecord,
+    OnnxMapping,
+    OnnxNode,
+    Subject,
+)
 
 __all__ = ["DEFAULT_RTOL", "ONNX_FILE_NAME", "PROBE_FILE_NAME", "run"]
 
@@ -48,10 +60,10 @@ _NUMPY_DTYPES = {torch.float32, torch.float16, torch.float64}
 
 
 def _output_dir(ctx: CollectContext) -> Path:
-    """Where model.onnx and probe.npz go: ``ctx.extras["output_dir"]`` or
-    ``settings.extra["output_dir"]`` when the caller names one, else a new temporary folder
-    (recorded in the evidence; ``attest certify`` copies the files next to the certificate)."""
-    chosen = ctx.extras.get("output_dir") or ctx.settings.extra.get("output_dir")
+    """Where model.onnx and probe.npz go: ``ctx.output_dir`` or ``settings.extra["output_dir"]``
+    when the caller names one, else a new temporary folder (recorded in the evidence;
+    ``attest certify`` copies the files next to the certificate)."""
+    chosen = ctx.output_dir or ctx.settings.extra.get("output_dir")
     if chosen:
         return Path(chosen)
     return Path(tempfile.mkdtemp(prefix="attest-export-"))
@@ -149,17 +161,33 @@ def _runtime_failure(message: str, parameters: dict[str, Any], started: float) -
     )
 
 
+@dataclass
+class _Runs:
+    """The probe inputs and what eager PyTorch and onnxruntime computed from them."""
+
+    feed: list[np.ndarray]
+    eager: list[torch.Tensor]
+    exact: list[torch.Tensor | None]  # float64 eager; None each when that run raised
+    float64_problem: str | None
+    ort_outputs: list[np.ndarray]
+    repeat_bit_exact: bool
+
+
+class _RuntimeProblem(Exception):
+    """A run of the exported model or of eager PyTorch that cannot be compared: the message
+    becomes the check's failing item."""
+
+
 def run(ctx: CollectContext) -> list[CheckResult]:
     """Export, compare and write the deployment artifacts; see the module docstring.
 
-    On success ``ctx.extras["onnx"]`` holds: ``exported`` (True); ``path``/``sha256`` of the
-    ONNX file and ``probe_path``/``probe_sha256`` of the probe bundle; ``subjects`` (subject
-    name -> path: ``model.onnx``, ``probe.npz``, for ``subjects_from_paths``); ``deployment``
-    (shaped as ``attest.certificate.statement.DeploymentEnvelope``: ``targets``, ``runtime`` = the
-    environment and session settings, ``fatal_differences``); ``onnx_mapping`` (the
-    predicate section: file, digest, opset, inputs, outputs, exporter versions, tolerances and
-    one entry per deployed node). On an export failure it holds ``exported`` (False) and
-    ``failure``.
+    On success ``ctx.export`` holds the :class:`~attest.evidence.model.ExportRecord` (the
+    collector copies it into :attr:`Evidence.export <attest.evidence.model.Evidence.export>`):
+    the ONNX file and the probe bundle (name, path, sha256), the deployment envelope
+    (``targets``, ``runtime`` = the environment and session settings, ``fatal_differences``)
+    and the node mapping (file, digest, opset, inputs, outputs, exporter versions, tolerances
+    and one entry per deployed node). When the model could not be exported or probed it stays
+    None and the check's items say why.
     """
     started = time.perf_counter()
     spec = ctx.spec
@@ -187,26 +215,69 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     result = export_onnx(ctx, None, onnx_path)
     parameters["exporter"] = result.exporter
     if not result.ok:
-        ctx.extras["onnx"] = {
-            "exported": False,
-            "failure": result.failure.to_dict() if result.failure else None,
-        }
         return [_failure_result(result, parameters, started)]
     parameters["opset"] = result.opset
     parameters["dynamic_batch"] = result.dynamic_batch
+    try:
+        runs = _run_models(ctx, result, onnx_path, settings, parameters)
+    except _RuntimeProblem as problem:
+        return [_runtime_failure(str(problem), parameters, started)]
 
+    items, tolerances, worst_eager, worst_exact = _compare_outputs(
+        result, runs, rtol=rtol, precision=precision
+    )
+    if len(tolerances) != len(runs.ort_outputs):  # an output's shape differs: nothing to probe
+        return [
+            CheckResult(
+                check=CHECK_ID,
+                status="computed",
+                parameters=parameters,
+                summary={"exported": True, "outputs": len(runs.ort_outputs)},
+                items=items,
+                duration_s=time.perf_counter() - started,
+            )
+        ]
+    items.append(_repeatability_item(runs.repeat_bit_exact))
+    ctx.export = _write_release(ctx, result, runs, tolerances, settings, out_dir)
+    summary: dict[str, Any] = {
+        "exported": True,
+        "outputs": len(runs.ort_outputs),
+        "max_rel_error_vs_eager": worst_eager,
+        "max_rel_error_vs_float64": worst_exact if runs.float64_problem is None else None,
+        "onnxruntime_repeat_bit_exact": runs.repeat_bit_exact,
+        **result.mapping_summary(),
+    }
+    return [
+        CheckResult(
+            check=CHECK_ID,
+            status="computed",
+            parameters=parameters,
+            summary=summary,
+            items=items,
+            duration_s=time.perf_counter() - started,
+        )
+    ]
+
+
+def _run_models(
+    ctx: CollectContext,
+    result: ExportResult,
+    onnx_path: Path,
+    settings: RuntimeSettings,
+    parameters: dict[str, Any],
+) -> _Runs:
+    """Eager PyTorch in the deployed precision and in float64, and the ONNX file twice with
+    onnxruntime, on the probe inputs. A float64 run that raises is recorded in ``parameters``
+    (the outputs are then judged against eager alone); any other failure raises
+    :class:`_RuntimeProblem`."""
     inputs_deployed = ctx.inputs()
     try:
         with torch.no_grad():
             eager = _flat_tensors(ctx.fresh_model()(inputs_deployed))
     except Exception as exc:  # the model's own code: report, never crash the collection
-        return [
-            _runtime_failure(
-                f"eager PyTorch raised on the probe inputs: {type(exc).__name__}: {exc}",
-                parameters,
-                started,
-            )
-        ]
+        raise _RuntimeProblem(
+            f"eager PyTorch raised on the probe inputs: {type(exc).__name__}: {exc}"
+        ) from exc
     exact: list[torch.Tensor | None]
     float64_problem: str | None = None
     try:
@@ -219,51 +290,53 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         parameters["float64_reference"] = float64_problem
     feed = [inputs_deployed.detach().cpu().numpy()]
     if len(result.input_names) != len(feed):
-        return [
-            _runtime_failure(
-                f"the ONNX graph takes {len(result.input_names)} inputs, the probe has {len(feed)}",
-                parameters,
-                started,
-            )
-        ]
-    try:
-        session = create_session(onnx_path, settings)
-        ort_outputs = [
-            np.asarray(o)
-            for o in session.run(None, dict(zip(result.input_names, feed, strict=True)))
-        ]
-        repeat = [
-            np.asarray(o)
-            for o in session.run(None, dict(zip(result.input_names, feed, strict=True)))
-        ]
-    except AttestError as exc:
-        return [_runtime_failure(exc.message, parameters, started)]
-    except Exception as exc:  # onnxruntime's pybind error types share no public base
-        return [
-            _runtime_failure(
-                f"onnxruntime failed on the exported model: {type(exc).__name__}: {exc}",
-                parameters,
-                started,
-            )
-        ]
+        raise _RuntimeProblem(
+            f"the ONNX graph takes {len(result.input_names)} inputs, the probe has {len(feed)}"
+        )
+    ort_outputs, repeat = _run_onnxruntime(onnx_path, settings, result.input_names, feed)
     if len(ort_outputs) != len(eager) or len(eager) != len(exact):
-        return [
-            _runtime_failure(
-                f"the ONNX graph has {len(ort_outputs)} outputs, eager PyTorch {len(eager)}",
-                parameters,
-                started,
-            )
-        ]
+        raise _RuntimeProblem(
+            f"the ONNX graph has {len(ort_outputs)} outputs, eager PyTorch {len(eager)}"
+        )
     repeat_bit_exact = all(
         a.tobytes() == b.tobytes() for a, b in zip(ort_outputs, repeat, strict=True)
     )
+    return _Runs(feed, eager, exact, float64_problem, ort_outputs, repeat_bit_exact)
 
+
+def _run_onnxruntime(
+    onnx_path: Path, settings: RuntimeSettings, input_names: list[str], feed: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Two runs of the ONNX file with the certified settings (their outputs, to compare)."""
+    try:
+        session = create_session(onnx_path, settings)
+        first = [
+            np.asarray(o) for o in session.run(None, dict(zip(input_names, feed, strict=True)))
+        ]
+        repeat = [
+            np.asarray(o) for o in session.run(None, dict(zip(input_names, feed, strict=True)))
+        ]
+    except AttestError as exc:
+        raise _RuntimeProblem(exc.message) from exc
+    except Exception as exc:  # onnxruntime's pybind error types share no public base
+        raise _RuntimeProblem(
+            f"onnxruntime failed on the exported model: {type(exc).__name__}: {exc}"
+        ) from exc
+    return first, repeat
+
+
+def _compare_outputs(
+    result: ExportResult, runs: _Runs, *, rtol: float, precision: str
+) -> tuple[list[CheckItem], dict[str, dict[str, float]], float, float]:
+    """One item per output (onnxruntime against eager and against float64), the probe
+    bundle's tolerances of the outputs whose shapes match, and the worst relative errors
+    (against eager, against float64)."""
     items: list[CheckItem] = []
     tolerances: dict[str, dict[str, float]] = {}
     worst_eager = 0.0
     worst_exact = 0.0
     for index, (name, got, ref, ref64) in enumerate(
-        zip(result.output_names, ort_outputs, eager, exact, strict=True)
+        zip(result.output_names, runs.ort_outputs, runs.eager, runs.exact, strict=True)
     ):
         ref_np = (
             ref.detach().cpu().float().numpy()
@@ -312,37 +385,41 @@ def run(ctx: CollectContext) -> list[CheckResult]:
                     + (
                         f"vs float64 rel {rel_exact:.3g} (eager vs float64 {rel_eager_exact:.3g}); "
                         if rel_exact is not None
-                        else f"vs float64 not computed ({float64_problem}); "
+                        else f"vs float64 not computed ({runs.float64_problem}); "
                     )
                     + f"tolerance {rtol:g}"
                 ),
                 details={"shape": list(got.shape), "dtype": str(got.dtype)},
             )
         )
-    if len(tolerances) != len(ort_outputs):  # an output's shape differs: nothing to probe
-        return [
-            CheckResult(
-                check=CHECK_ID,
-                status="computed",
-                parameters=parameters,
-                summary={"exported": True, "outputs": len(ort_outputs)},
-                items=items,
-                duration_s=time.perf_counter() - started,
-            )
-        ]
-    items.append(
-        CheckItem(
-            subject=Subject(kind="model", name="onnxruntime repeatability"),
-            status="pass" if repeat_bit_exact else "fail",
-            metrics={"onnxruntime_repeat_bit_exact": repeat_bit_exact},
-            message=(
-                "two onnxruntime runs with the certified settings are bit-exact"
-                if repeat_bit_exact
-                else "two onnxruntime runs with the certified settings differ: the probe cannot be bit-exact"
-            ),
-        )
+    return items, tolerances, worst_eager, worst_exact
+
+
+def _repeatability_item(repeat_bit_exact: bool) -> CheckItem:
+    return CheckItem(
+        subject=Subject(kind="model", name="onnxruntime repeatability"),
+        status="pass" if repeat_bit_exact else "fail",
+        metrics={"onnxruntime_repeat_bit_exact": repeat_bit_exact},
+        message=(
+            "two onnxruntime runs with the certified settings are bit-exact"
+            if repeat_bit_exact
+            else "two onnxruntime runs with the certified settings differ: the probe cannot be bit-exact"
+        ),
     )
 
+
+def _write_release(
+    ctx: CollectContext,
+    result: ExportResult,
+    runs: _Runs,
+    tolerances: dict[str, dict[str, float]],
+    settings: RuntimeSettings,
+    out_dir: Path,
+) -> ExportRecord:
+    """Write the probe bundle next to the ONNX file and describe both for the certificate:
+    the deployment envelope (the certified runtime and the environment the probe outputs were
+    produced in) and the node mapping."""
+    spec = ctx.spec
     fatal = [str(k) for k in ctx.settings.extra.get("environment_fatal", DEFAULT_FATAL)]
     deployment = deployment_envelope(
         settings.to_dict(),
@@ -353,74 +430,40 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     )
     environment = {k: v for k, v in deployment["runtime"].items() if k in (*COMPARED_KEYS, "os")}
     assert result.sha256 is not None
+    onnx_path = out_dir / ONNX_FILE_NAME
     probe_path = out_dir / _probe_file_name(ctx)
     probe_sha = write_probe_bundle(
         probe_path,
         ProbeBundle(
             input_names=list(result.input_names),
-            inputs=feed,
+            inputs=runs.feed,
             output_names=list(result.output_names),
-            outputs=ort_outputs,
+            outputs=runs.ort_outputs,
             tolerances=tolerances,
             onnx_sha256=result.sha256,
             runtime=settings.to_dict(),
             environment=environment,
-            extra={"model": spec.name, "version": spec.version, "precision": precision},
+            extra={"model": spec.name, "version": spec.version, "precision": spec.precision},
         ),
     )
-    ctx.extras["onnx"] = {
-        "exported": True,
-        "path": str(onnx_path.resolve()),
-        "sha256": result.sha256,
-        "probe_path": str(probe_path.resolve()),
-        "probe_sha256": probe_sha,
-        "subjects": {
-            ONNX_FILE_NAME: str(onnx_path.resolve()),
-            probe_path.name: str(probe_path.resolve()),
-        },
-        # Shaped as attest.certificate.statement.DeploymentEnvelope: pass as build_statement(deployment=...).
-        "deployment": deployment,
-        # The predicate's onnx_mapping section: build_statement(onnx_mapping=...).
-        "onnx_mapping": {
-            "file": ONNX_FILE_NAME,
-            "sha256": result.sha256,
-            "probe": probe_path.name,
-            "opset": result.opset,
-            "dynamic_batch": result.dynamic_batch,
-            "inputs": list(result.input_names),
-            "outputs": list(result.output_names),
-            "exporter": dict(result.exporter),
-            "tolerances": tolerances,
-            "nodes": [m.to_dict() for m in result.node_mapping],
-        },
-    }
-    # The same facts in the evidence, which (unlike ctx.extras) outlives collect() and may be
-    # certified on another machine.
-    parameters["artifacts"] = {
-        "onnx": {"name": ONNX_FILE_NAME, "path": str(onnx_path.resolve()), "sha256": result.sha256},
-        "probe_bundle": {
-            "name": probe_path.name,
-            "path": str(probe_path.resolve()),
-            "sha256": probe_sha,
-        },
-    }
-    parameters["deployment"] = ctx.extras["onnx"]["deployment"]
-    parameters["onnx_mapping"] = ctx.extras["onnx"]["onnx_mapping"]
-    summary: dict[str, Any] = {
-        "exported": True,
-        "outputs": len(ort_outputs),
-        "max_rel_error_vs_eager": worst_eager,
-        "max_rel_error_vs_float64": worst_exact if float64_problem is None else None,
-        "onnxruntime_repeat_bit_exact": repeat_bit_exact,
-        **result.mapping_summary(),
-    }
-    return [
-        CheckResult(
-            check=CHECK_ID,
-            status="computed",
-            parameters=parameters,
-            summary=summary,
-            items=items,
-            duration_s=time.perf_counter() - started,
-        )
-    ]
+    # In the evidence, which (unlike the context) outlives collect() and may be certified on
+    # another machine.
+    return ExportRecord(
+        onnx=ExportedFile(name=ONNX_FILE_NAME, path=str(onnx_path.resolve()), sha256=result.sha256),
+        probe_bundle=ExportedFile(
+            name=probe_path.name, path=str(probe_path.resolve()), sha256=probe_sha
+        ),
+        deployment=ExportDeployment.model_validate(deployment),
+        onnx_mapping=OnnxMapping(
+            file=ONNX_FILE_NAME,
+            sha256=result.sha256,
+            probe=probe_path.name,
+            opset=result.opset,
+            dynamic_batch=result.dynamic_batch,
+            inputs=list(result.input_names),
+            outputs=list(result.output_names),
+            exporter=dict(result.exporter),
+            tolerances=tolerances,
+            nodes=[OnnxNode.model_validate(m.to_dict()) for m in result.node_mapping],
+        ),
+    )

@@ -132,22 +132,18 @@ def test_exported_files_are_placed_next_to_the_certificate(tmp_path: Path) -> No
     (elsewhere / "model.onnx").write_bytes(b"onnx")
     (elsewhere / "probe.npz").write_bytes(b"npz")
     export = {
-        "check": "export",
-        "status": "computed",
-        "parameters": {
-            "artifacts": {
-                role: {
-                    "name": name,
-                    "path": str(elsewhere / name),
-                    "sha256": sha256_file(elsewhere / name),
-                }
-                for role, name in (("onnx", "model.onnx"), ("probe_bundle", "probe.npz"))
+        **{
+            role: {
+                "name": name,
+                "path": str(elsewhere / name),
+                "sha256": sha256_file(elsewhere / name),
             }
+            for role, name in (("onnx", "model.onnx"), ("probe_bundle", "probe.npz"))
         },
+        "deployment": {},
+        "onnx_mapping": {"file": "model.onnx", "sha256": "0" * 64, "probe": "probe.npz"},
     }
-    evidence = Evidence.model_validate(
-        {**_evidence(spec).model_dump(), "checks": {"export": export}}
-    )
+    evidence = Evidence.model_validate({**_evidence(spec).model_dump(), "export": export})
     out = tmp_path / "release"
     subjects = certificate_subjects(evidence, spec, out)
     assert subjects["model.onnx"] == sha256_file(out / "model.onnx")

@@ -136,8 +136,7 @@ def _context(
         threads=1,
         **kw,
     )
-    extras: dict[str, Any] = {"output_dir": str(out_dir)} if out_dir else {}
-    return CollectContext(spec=spec, settings=CheckSettings(), extras=extras)
+    return CollectContext(spec=spec, settings=CheckSettings(), output_dir=out_dir)
 
 
 @pytest.fixture(scope="module")
@@ -159,15 +158,15 @@ def test_export_check_within_tolerance(conv_export: tuple[CollectContext, Any]) 
     assert 0 <= metrics["max_rel_error_vs_eager"] <= 1e-5
     assert 0 <= metrics["max_rel_error_vs_float64"] <= 1e-5
     assert result.summary["onnxruntime_repeat_bit_exact"] is True
-    onnx_info = ctx.extras["onnx"]
-    assert onnx_info["exported"] is True
-    assert sha256_file(onnx_info["path"]) == onnx_info["sha256"]
-    assert sha256_file(onnx_info["probe_path"]) == onnx_info["probe_sha256"]
-    onnx.checker.check_model(onnx_info["path"], full_check=True)
-    bundle = read_probe_bundle(onnx_info["probe_path"])
-    assert bundle.onnx_sha256 == onnx_info["sha256"]
+    record = ctx.export
+    assert record is not None
+    assert sha256_file(record.onnx.path) == record.onnx.sha256
+    assert sha256_file(record.probe_bundle.path) == record.probe_bundle.sha256
+    onnx.checker.check_model(record.onnx.path, full_check=True)
+    bundle = read_probe_bundle(record.probe_bundle.path)
+    assert bundle.onnx_sha256 == record.onnx.sha256
     assert bundle.inputs[0].tobytes() == ctx.inputs().numpy().tobytes()
-    runtime = onnx_info["deployment"]["runtime"]
+    runtime = record.deployment.runtime
     assert runtime["deterministic_compute"] is True and runtime["intra_op_threads"] == 1
 
 
@@ -175,7 +174,8 @@ def test_fused_conv_bn_node_maps_to_all_absorbed_operators(
     conv_export: tuple[CollectContext, Any],
 ) -> None:
     ctx, result = conv_export
-    nodes = ctx.extras["onnx"]["onnx_mapping"]["nodes"]
+    assert ctx.export is not None
+    nodes = [n.model_dump() for n in ctx.export.onnx_mapping.nodes]
     assert ctx.operators is not None
     by_module: dict[str, list[int]] = {}
     for record in ctx.operators:
@@ -226,7 +226,7 @@ def test_spec_without_export_is_not_applicable() -> None:
     (result,) = export_check.run(ctx)
     assert result.status == "not_applicable"
     assert result.reason == "spec does not request export"
-    assert "onnx" not in ctx.extras
+    assert ctx.export is None
 
 
 def test_bfloat16_is_not_computed_with_reason() -> None:
@@ -245,7 +245,7 @@ def test_data_dependent_control_flow_is_a_finding_naming_the_module(tmp_path: Pa
     assert item.metrics["failure_kind"] == "data_dependent_control_flow"
     assert "x.sum() > 0" in (item.details["location"] or "")
     assert "gate" in item.message and "data-dependent" in item.message
-    assert ctx.extras["onnx"]["exported"] is False
+    assert ctx.export is None
     assert not (tmp_path / "model.onnx").exists()
 
 
@@ -284,14 +284,15 @@ def test_exported_release_verifies_with_probe(
     conv_export: tuple[CollectContext, Any], tmp_path: Path
 ) -> None:
     ctx, _ = conv_export
-    info = ctx.extras["onnx"]
+    info = ctx.export
+    assert info is not None
     statement = build_statement(
-        subjects={info["onnx_mapping"]["file"]: info["sha256"], "probe.npz": info["probe_sha256"]},
+        subjects={info.onnx_mapping.file: info.onnx.sha256, "probe.npz": info.probe_bundle.sha256},
         model={"name": "conv", "version": "1.0.0"},
         policy={"id": "test", "version": "1", "digest": {"sha256": "0" * 64}},
         verdict="pass",
-        deployment=info["deployment"],
-        onnx_mapping=info["onnx_mapping"],
+        deployment=info.deployment.model_dump(),
+        onnx_mapping=info.onnx_mapping.model_dump(mode="json"),
     )
     key, pem = keypair(tmp_path, "release")
     cert = write_certificate(tmp_path / "cert.json", sign_statement(statement, [key]))
@@ -299,13 +300,13 @@ def test_exported_release_verifies_with_probe(
     report = verify(
         cert,
         trust=trust,
-        artifacts=[Path(info["path"])],
-        probe=Path(info["probe_path"]),
+        artifacts=[Path(info.onnx.path)],
+        probe=Path(info.probe_bundle.path),
         check_environment=True,
     )
     assert report.verified, report.reasons
     assert report.probe is not None and report.probe["mode"] == "bit_exact"
-    assert run_probe(info["path"], info["probe_path"]).passed
+    assert run_probe(info.onnx.path, info.probe_bundle.path).passed
 
 
 class Float32Only(nn.Module):
@@ -346,7 +347,8 @@ def test_batch_is_dynamic_only_where_the_model_allows_it(
 ) -> None:
     ctx, result = conv_export
     assert result.parameters["dynamic_batch"] is True
-    first = onnx.load(ctx.extras["onnx"]["path"]).graph.input[0].type.tensor_type.shape.dim[0]
+    assert ctx.export is not None
+    first = onnx.load(ctx.export.onnx.path).graph.input[0].type.tensor_type.shape.dim[0]
     assert first.HasField("dim_param")
     fixed = export_onnx(FixedBatch().eval(), torch.randn(2, 4), tmp_path / "fixed.onnx")
     assert fixed.ok and fixed.dynamic_batch is False
