@@ -28,11 +28,13 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
+from attest.core.files import read_bytes_checked
 from attest.core.io import atomic_write_bytes
 from attest.errors import InputError, KeyError_, SigningError
 
 __all__ = [
     "ED25519_SMALL_ORDER",
+    "MAX_KEY_BYTES",
     "PASSPHRASE_ENV",
     "Algorithm",
     "PrivateKey",
@@ -53,6 +55,7 @@ __all__ = [
 ]
 
 PASSPHRASE_ENV = "ATTEST_KEY_PASSPHRASE"
+MAX_KEY_BYTES = 64 * 1024  # a PEM key file (an encrypted P-256 key is under 1 KiB)
 Algorithm = Literal["ed25519", "ecdsa-p256"]
 PublicKey = ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey
 PrivateKeyObj = ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey
@@ -273,12 +276,7 @@ def load_public_key_pem(pem: str | bytes, *, source: str = "public key") -> Publ
 def load_public_key(path: str | Path) -> PublicKey:
     """Load a public key PEM file."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise KeyError_(
-            f"cannot read public key {p}: {exc.strerror}", hint="check the path"
-        ) from None
+    data = read_bytes_checked(p, what="public key", max_bytes=MAX_KEY_BYTES, error=KeyError_)
     return load_public_key_pem(data, source=str(p))
 
 
@@ -299,14 +297,13 @@ def load_private_key(path: str | Path, *, prompt: bool = True) -> PrivateKey:
     The passphrase comes from ``ATTEST_KEY_PASSPHRASE`` or, on a terminal, a prompt.
     """
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise KeyError_(
-            f"private key {p} does not exist", hint="create one with: attest keygen --out DIR/NAME"
-        ) from None
-    except OSError as exc:
-        raise KeyError_(f"cannot read private key {p}: {exc.strerror}") from None
+    data = read_bytes_checked(
+        p,
+        what="private key",
+        max_bytes=MAX_KEY_BYTES,
+        error=KeyError_,
+        missing_hint="create one with: attest keygen --out DIR/NAME",
+    )
     encrypted = b"ENCRYPTED" in data
     password = _passphrase(prompt) if encrypted else None
     if encrypted and password is None:

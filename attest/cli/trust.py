@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from attest.errors import InputError
+from attest.errors import InputError, KeyError_
 
 _TRUST_OPTION = click.option(
     "--trust",
@@ -60,6 +60,8 @@ def add(
     """Add a public key (PEM file) to the trust store, creating the store if needed."""
     from dataclasses import replace
 
+    from attest.certificate.signing import MAX_KEY_BYTES
+    from attest.core.files import read_bytes_checked
     from attest.verification.trust import (
         add_key,
         empty_trust_store,
@@ -67,10 +69,7 @@ def add(
         save_trust_store,
     )
 
-    try:
-        pem = pubkey.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read public key {pubkey}: {exc.strerror}") from None
+    pem = read_bytes_checked(pubkey, what="public key", max_bytes=MAX_KEY_BYTES, error=KeyError_)
     store = (
         load_trust_store(trust_path) if trust_path.exists() else empty_trust_store(str(trust_path))
     )

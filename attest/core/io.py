@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from attest.core.files import read_bytes_checked
 from attest.errors import InputError
 
 MAX_JSON_BYTES = 16 * 1024 * 1024
@@ -90,19 +91,7 @@ def read_json_file(
 ) -> Any:
     """Read and strictly parse a JSON file; any problem is an :class:`InputError` naming the file."""
     p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise InputError(f"{what} {p} is {size} bytes, over the {max_bytes}-byte limit")
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{what} {p} does not exist", hint="check the path") from None
-    except IsADirectoryError:
-        raise InputError(f"{what} {p} is a directory, expected a file") from None
-    except PermissionError:
-        raise InputError(f"{what} {p} is not readable (permission denied)") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {p}: {exc.strerror}") from None
+    data = read_bytes_checked(p, what=what, max_bytes=max_bytes)
     try:
         return loads_strict(data, max_bytes=max_bytes)
     except StrictJSONError as exc:

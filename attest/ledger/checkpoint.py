@@ -28,12 +28,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from attest.certificate.signing import (
+    MAX_KEY_BYTES,
     PrivateKey,
     PublicKey,
     check_public_key,
     load_public_key_pem,
     verify_signature,
 )
+from attest.core.files import read_bytes_checked
 from attest.errors import KeyError_, LedgerError
 from attest.ledger.merkle import HASH_SIZE
 
@@ -244,10 +246,7 @@ def load_checkpoint_key(path: str | Path) -> tuple[PublicKey, str | None]:
     """A verification key: a PEM public key file, or a file holding a note verifier key
     (``name+keyid+base64``). Returns the key and the name a verifier key fixes (or None)."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise KeyError_(f"cannot read key {p}: {exc.strerror}", hint="check the path") from None
+    data = read_bytes_checked(p, what="key", max_bytes=MAX_KEY_BYTES, error=KeyError_)
     if b"-----BEGIN" in data:
         return load_public_key_pem(data, source=str(p)), None
     try:

@@ -29,7 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from attest._version import __version__
 from attest.certificate.signing import canonical_json
-from attest.core.io import StrictJSONError, loads_strict, sha256_bytes
+from attest.core.files import read_bytes_checked
+from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict, sha256_bytes
+from attest.core.validation import validation_problems
 from attest.errors import AttestError, InputError, LedgerError
 
 __all__ = [
@@ -138,7 +140,9 @@ def entry_from_leaf_data(data: bytes) -> LedgerEntry:
     try:
         entry = LedgerEntry.model_validate_json(data)
     except ValidationError as exc:
-        raise LedgerError(f"leaf data is not a valid ledger entry: {_short(exc)}") from None
+        raise LedgerError(
+            f"leaf data is not a valid ledger entry: {validation_problems(exc, limit=3)}"
+        ) from None
     if not _is_canonical(entry, data):
         raise LedgerError("leaf data is not the RFC 8785 canonical encoding of its entry")
     return entry
@@ -171,15 +175,6 @@ def _is_canonical(entry: LedgerEntry, data: bytes) -> bool:
 def utc_now() -> str:
     """The current time as RFC 3339 UTC with microseconds, e.g. ``2026-01-31T12:00:00.000001Z``."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _short(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-            for err in exc.errors()[:3]
-        )
-    return str(exc)
 
 
 def _who() -> tuple[str | None, str | None]:
@@ -267,12 +262,7 @@ def entry_for_certificate(
     is false): the ledger records what the certificate claims; ``attest verify --ledger``
     records a checked verification."""
     path = Path(certificate_path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"certificate {path} does not exist", hint="check the path") from None
-    except OSError as exc:
-        raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
+    raw = read_bytes_checked(path, what="certificate", max_bytes=MAX_JSON_BYTES)
     try:
         envelope = loads_strict(raw)
     except StrictJSONError as exc:
@@ -314,7 +304,9 @@ def entry_for_certificate(
             host=host,
         )
     except ValidationError as exc:
-        raise InputError(f"cannot record certificate {path}: {_short(exc)}") from None
+        raise InputError(
+            f"cannot record certificate {path}: {validation_problems(exc, limit=3)}"
+        ) from None
 
 
 def entry_for_verification(
@@ -363,7 +355,9 @@ def entry_for_verification(
             host=host,
         )
     except ValidationError as exc:
-        raise LedgerError(f"cannot record the verification: {_short(exc)}") from None
+        raise LedgerError(
+            f"cannot record the verification: {validation_problems(exc, limit=3)}"
+        ) from None
 
 
 def is_reason_code(text: str) -> bool:

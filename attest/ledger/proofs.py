@@ -26,7 +26,8 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from attest.certificate.signing import PublicKey
-from attest.core.io import StrictJSONError, loads_strict
+from attest.core.files import read_bytes_checked
+from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict
 from attest.errors import InputError, LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from attest.ledger.entries import entry_from_leaf_data
@@ -320,10 +321,7 @@ def verify_proof_document(
             "to, for a consistency proof the earlier one the proof starts from",
         )
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read proof {p}: {exc.strerror}", hint="check the path") from None
+    raw = read_bytes_checked(p, what="proof", max_bytes=MAX_JSON_BYTES)
     try:
         document = loads_strict(raw)
     except StrictJSONError as exc:

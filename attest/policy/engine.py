@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from attest.core.strict_yaml import validation_problems
+from attest.core.validation import validation_problems
 from attest.errors import EvidenceError
 from attest.evidence.model import CheckItem, Evidence, Metric, Subject
 from attest.policy.model import (

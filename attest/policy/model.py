@@ -44,7 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from attest._version import __version__
 from attest.certificate.signing import canonical_json
 from attest.core.io import read_json_file
-from attest.core.strict_yaml import load_yaml_mapping, validation_problems
+from attest.core.strict_yaml import load_yaml_mapping
+from attest.core.validation import validation_problems
 from attest.errors import EvidenceError, PolicyError
 from attest.evidence.model import CHECK_IDS, CheckId, Evidence, Metric, Subject
 

@@ -9,19 +9,17 @@ window never count. Nothing here looks at the payload beyond its bytes.
 from __future__ import annotations
 
 import base64
-import os
 import re
-import stat
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from attest.certificate.signing import pae, verify_signature
+from attest.core.files import read_bytes_checked
 from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict
 from attest.core.text import safe_text
 from attest.core.times import format_timestamp
-from attest.errors import InputError
 from attest.verification.trust import TrustedKey, TrustStore
 
 __all__ = [
@@ -47,22 +45,18 @@ class Rejected(Exception):
 
 
 def read_certificate(path: Path) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise InputError(f"certificate {path} is not a regular file")
-            data = fh.read(MAX_JSON_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"certificate {path} does not exist", hint="check the path") from None
-    except IsADirectoryError:
-        raise InputError(f"certificate {path} is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
-    except ValueError:  # a NUL or unencodable text in the path
-        raise InputError(f"certificate {safe_text(path)} is not a usable file name") from None
-    if len(data) > MAX_JSON_BYTES:
-        raise Rejected("MALFORMED", f"the certificate is over the {MAX_JSON_BYTES}-byte limit")
-    return data
+    """The certificate's bytes (a regular file only). An unusable path is the caller's
+    :class:`~attest.errors.InputError`; a file over the size limit is a rejected
+    certificate (MALFORMED)."""
+    return read_bytes_checked(
+        path,
+        what="certificate",
+        max_bytes=MAX_JSON_BYTES,
+        regular_only=True,
+        too_large=lambda: Rejected(
+            "MALFORMED", f"the certificate is over the {MAX_JSON_BYTES}-byte limit"
+        ),
+    )
 
 
 def _b64(value: Any, what: str) -> bytes:

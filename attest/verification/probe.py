@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from attest.core.files import read_bytes_checked
 from attest.core.io import sha256_bytes
 from attest.deployment.environment import (
     EnvironmentDifference,
@@ -46,6 +47,9 @@ BIT_EXACT_KEYS: tuple[str, ...] = (
     "cpu_features",
 )
 ProbeMode = Literal["bit_exact", "tolerance"]
+# An ONNX file is one protobuf message, which cannot exceed 2 GiB (larger models keep their
+# weights in external data files).
+MAX_ONNX_BYTES = 2**31
 
 
 @dataclass
@@ -228,15 +232,6 @@ def compare_output(
     )
 
 
-def _read_bytes(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{what} {path} does not exist", hint="check the path") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror}") from None
-
-
 def _session_inputs(session: Any, bundle: ProbeBundle) -> str | None:
     names = [i.name for i in session.get_inputs()]
     if names != bundle.input_names:
@@ -276,7 +271,11 @@ def run_probe(
     """
     started = time.perf_counter()
     onnx_name = "the ONNX model" if isinstance(onnx, bytes) else Path(onnx).name
-    model = onnx if isinstance(onnx, bytes) else _read_bytes(Path(onnx), "ONNX model")
+    model = (
+        onnx
+        if isinstance(onnx, bytes)
+        else read_bytes_checked(onnx, what="ONNX model", max_bytes=MAX_ONNX_BYTES)
+    )
     bundle = read_probe_bundle(probe)
     digest = onnx_sha256 or sha256_bytes(model)
     certified = {**(certified_env or {}), **bundle.environment}

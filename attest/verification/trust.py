@@ -27,8 +27,6 @@ written atomically. This module imports neither pydantic nor torch: the verifier
 
 from __future__ import annotations
 
-import reprlib
-from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -43,7 +41,9 @@ from attest.certificate.signing import (
     load_public_key_pem,
     public_key_pem,
 )
+from attest.core.files import read_text_checked
 from attest.core.io import atomic_write_text
+from attest.core.strict_yaml import cut, excerpt, parse_yaml
 from attest.core.times import bounded_time, format_timestamp, parse_timestamp
 from attest.errors import ConfigError, InputError
 
@@ -145,111 +145,10 @@ class TrustStore:
         }
 
 
-# Bounds on what an error message quotes from the file: a value, a YAML parser's text.
-_EXCERPT = 200
-_MAX_DEPTH = 32  # a trust store nests 3 levels; this stops recursion long before Python would
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-_VALUE_TAG = "tag:yaml.org,2002:value"
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxset = 2, 6, 6, 6
-_REPR.maxstring, _REPR.maxlong, _REPR.maxother = _EXCERPT, _EXCERPT, _EXCERPT
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "...(cut)"
-
-
-def _excerpt(value: Any) -> str:
-    """A bounded ``repr`` of a value read from the file (never its whole expansion)."""
-    return _cut(_REPR.repr(value))
-
-
-class _Refused(yaml.MarkedYAMLError):
-    """YAML a trust store never needs (anchors, aliases, merge keys, lists or maps as keys,
-    deep nesting) or a duplicate key: refused while reading, before anything is expanded."""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML without anchors, aliases, merge keys, non-scalar or duplicate mapping keys
-    (PyYAML silently keeps the last of two equal keys), nesting deeper than ``_MAX_DEPTH``,
-    and with every value error of a constructor (a date like 2026-13-01, a 5000-digit number)
-    turned into a YAML error that says where."""
-
-    _depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        # Refused at the first anchor or alias event, before any node is composed twice:
-        # an alias bomb never gets the chance to expand (into memory or into a message).
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise _Refused(
-                None, None, "anchors and aliases (&name, *name) are not allowed", event.start_mark
-            )
-        if self._depth >= _MAX_DEPTH:
-            raise _Refused(None, None, f"nesting deeper than {_MAX_DEPTH} levels", event.start_mark)
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, OverflowError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read this value: {_cut(str(exc))}", node.start_mark
-            ) from None
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        if not isinstance(node, yaml.MappingNode):
-            raise _Refused(None, None, f"expected a mapping, found {node.id}", node.start_mark)
-        result: dict[Hashable, Any] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == _VALUE_TAG:  # "=" as a key is the text "=" (as PyYAML reads it)
-                key_node.tag = "tag:yaml.org,2002:str"
-            if key_node.tag == _MERGE_TAG:
-                raise _Refused(None, None, "merge keys (<<) are not allowed", key_node.start_mark)
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise _Refused(
-                    None,
-                    None,
-                    f"a mapping key must be a plain value, not a {_NODE_KINDS[type(key_node)]}",
-                    key_node.start_mark,
-                )
-            key = self.construct_object(key_node, deep=True)
-            if key in result:
-                raise _Refused(None, None, f"duplicate key {_excerpt(key)}", key_node.start_mark)
-            result[key] = self.construct_object(value_node, deep=True)
-        return result
-
-
-_NODE_KINDS = {yaml.SequenceNode: "list", yaml.MappingNode: "mapping"}
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """The parser's explanation, bounded, and where in the file."""
-    if not isinstance(exc, yaml.MarkedYAMLError):
-        return _cut(str(exc))
-    text = "; ".join(_cut(str(part)) for part in (exc.context, exc.problem) if part)
-    mark = exc.problem_mark or exc.context_mark
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + (text or "invalid")
-
-
-def _read_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_StrictLoader)
-    except _Refused as exc:
-        raise ConfigError(
-            f"{source}: {_yaml_problem(exc)}",
-            hint="write plain YAML as attest trust add does: no anchors (&), aliases (*), "
-            "merge keys (<<), lists or mappings as keys, or repeated keys",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source} is not valid YAML: {_yaml_problem(exc)}") from None
-    except (ValueError, OverflowError, TypeError, RecursionError) as exc:  # a last resort
-        raise ConfigError(f"{source} cannot be read: {_cut(str(exc))}") from None
+_PLAIN_HINT = (
+    "write plain YAML as attest trust add does: no anchors (&), aliases (*), "
+    "merge keys (<<), lists or mappings as keys, or repeated keys"
+)
 
 
 def _fields(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
@@ -257,9 +156,9 @@ def _fields(entry: Any, allowed: set[str], required: set[str], where: str) -> di
         raise ConfigError(f"{where} must be a mapping")
     unknown = sorted(set(map(str, entry)) - allowed)
     if unknown:
-        listed = ", ".join(_cut(name) for name in unknown[:5])
+        listed = ", ".join(cut(name) for name in unknown[:5])
         raise ConfigError(
-            f"{where} has unknown field(s) {_cut(listed)}"
+            f"{where} has unknown field(s) {cut(listed)}"
             + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""),
             hint=f"allowed fields: {', '.join(sorted(allowed))}",
         )
@@ -281,11 +180,11 @@ def _time(value: Any, where: str) -> datetime | None:
         if isinstance(value, date):  # an unquoted date: midnight UTC, like the quoted text
             return parse_timestamp(value.isoformat())
         if not isinstance(value, str):
-            raise ValueError(f"expected text like 2027-01-31T00:00:00Z, got {_excerpt(value)}")
+            raise ValueError(f"expected text like 2027-01-31T00:00:00Z, got {excerpt(value)}")
         return parse_timestamp(value)
     except ValueError as exc:
         raise ConfigError(
-            f"{where} is not a timestamp: {_cut(str(exc))}",
+            f"{where} is not a timestamp: {cut(str(exc))}",
             hint='write RFC 3339 UTC text between 1970 and 9000, e.g. "2027-01-31T00:00:00Z"',
         ) from None
 
@@ -300,13 +199,13 @@ def _parse(data: Any, source: str) -> TrustStore:
     top = _fields(data, {"version", "threshold", "keys", "revoked"}, {"keys"}, source)
     if top.get("version", TRUST_FORMAT_VERSION) != TRUST_FORMAT_VERSION:
         raise ConfigError(
-            f"{source}: version {_excerpt(top.get('version'))} is not supported "
+            f"{source}: version {excerpt(top.get('version'))} is not supported "
             f"(expected {TRUST_FORMAT_VERSION})"
         )
     threshold = top.get("threshold", 1)
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
         raise ConfigError(
-            f"{source}: threshold must be a whole number >= 1, got {_excerpt(threshold)}"
+            f"{source}: threshold must be a whole number >= 1, got {excerpt(threshold)}"
         )
     raw_keys = top.get("keys") or []
     if not isinstance(raw_keys, list):
@@ -324,12 +223,12 @@ def _parse(data: Any, source: str) -> TrustStore:
         actual = key_id(public)
         if "keyid" in entry and entry["keyid"] != actual:
             raise ConfigError(
-                f"{where}.keyid {_excerpt(entry['keyid'])} does not match its PEM (key id {actual})",
+                f"{where}.keyid {excerpt(entry['keyid'])} does not match its PEM (key id {actual})",
                 hint="remove the entry and add the key again with: attest trust add PUBKEY",
             )
         if "algorithm" in entry and entry["algorithm"] != algorithm_of(public):
             raise ConfigError(
-                f"{where}.algorithm says {_excerpt(entry['algorithm'])}, "
+                f"{where}.algorithm says {excerpt(entry['algorithm'])}, "
                 f"the PEM is {algorithm_of(public)}"
             )
         if any(k.keyid == actual for k in keys):
@@ -369,22 +268,15 @@ def _parse(data: Any, source: str) -> TrustStore:
 def load_trust_store(path: str | Path) -> TrustStore:
     """Load and validate ``trust.yaml``; any problem is a :class:`ConfigError` naming the file."""
     p = Path(path)
-    try:
-        if p.stat().st_size > _MAX_TRUST_BYTES:
-            raise ConfigError(f"trust store {p} is over {_MAX_TRUST_BYTES} bytes")
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(
-            f"trust store {p} does not exist",
-            hint="create it with: attest trust add PUBKEY --trust FILE",
-        ) from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"trust store {p} is not UTF-8 text") from None
-    except IsADirectoryError:
-        raise InputError(f"trust store {p} is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(f"cannot read trust store {p}: {exc.strerror}") from None
-    return _parse(_read_yaml(text, f"trust store {p}"), f"trust store {p}")
+    text = read_text_checked(
+        p,
+        what="trust store",
+        max_bytes=_MAX_TRUST_BYTES,
+        error=ConfigError,
+        missing_hint="create it with: attest trust add PUBKEY --trust FILE",
+    )
+    source = f"trust store {p}"
+    return _parse(parse_yaml(text, source, hint=_PLAIN_HINT), source)
 
 
 class _BlockDumper(yaml.SafeDumper):

@@ -43,6 +43,8 @@ VERIFY_MODULES = {
     "attest.cli.verify",
     "attest.verification.envelope",
     "attest.core.io",
+    "attest.core.files",
+    "attest.core.strict_yaml",
     "attest.deployment.onnx_refs",
     "attest.verification.rollback",
     "attest.certificate.statement_validator",
