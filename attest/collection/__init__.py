@@ -33,7 +33,16 @@ from attest._version import __version__
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
 from attest.core.progress import step_message
 from attest.errors import AttestError
-from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
+from attest.evidence.model import (
+    CHECK_IDS,
+    EXPORT_CHECKS,
+    GRADIENT_CHECKS,
+    IG_CHECKS,
+    PROFILE_CHECKS,
+    TOPOLOGY_CHECKS,
+    CheckResult,
+    Evidence,
+)
 
 __all__ = ["CHECK_RUNNERS", "RUNNER_CHECKS", "Runner", "collect"]
 
@@ -52,30 +61,11 @@ CHECK_RUNNERS: list[Runner] = [
 # The check ids each named runner produces: reported as not_implemented when its module is
 # missing, as error when it raises.
 RUNNER_CHECKS: dict[str, tuple[str, ...]] = {
-    "attest.collection.profile.topology:run": ("topology",),
-    "attest.collection.profile.profiler:run": (
-        "determinism",
-        "fidelity",
-        "numerics",
-        "thread_sensitivity",
-    ),
-    "attest.collection.gradients.runner:run": (
-        "gradcheck",
-        "custom_ops",
-        "kinks",
-        "gradient_flow",
-        "accumulation",
-        "second_order",
-    ),
-    "attest.collection.ig.checks:run": (
-        "ig_completeness",
-        "ig_convergence",
-        "ig_baseline",
-        "ig_monotonicity",
-        "ig_randomization",
-        "ig_determinism",
-    ),
-    "attest.collection.export.check:run": ("export",),
+    "attest.collection.profile.topology:run": TOPOLOGY_CHECKS,
+    "attest.collection.profile.profiler:run": PROFILE_CHECKS,
+    "attest.collection.gradients.runner:run": GRADIENT_CHECKS,
+    "attest.collection.ig.checks:run": IG_CHECKS,
+    "attest.collection.export.check:run": EXPORT_CHECKS,
 }
 
 PROGRESS_KEY = "attest.progress"

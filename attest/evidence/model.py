@@ -19,6 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "CHECK_IDS",
+    "EXPORT_CHECKS",
+    "GRADIENT_CHECKS",
+    "IG_CHECKS",
+    "PROFILE_CHECKS",
+    "TOPOLOGY_CHECKS",
     "CheckId",
     "CheckItem",
     "CheckResult",
@@ -61,6 +66,28 @@ CheckId = Literal[
     "thread_sensitivity",
 ]
 CHECK_IDS: tuple[str, ...] = CheckId.__args__  # type: ignore[attr-defined]
+# The check ids by the stage of ``attest collect`` that produces them (one runner each), in
+# the order of CHECK_IDS; together exactly CHECK_IDS. The collector, the IG checks and the
+# report take their lists from here.
+TOPOLOGY_CHECKS: tuple[CheckId, ...] = ("topology",)
+PROFILE_CHECKS: tuple[CheckId, ...] = ("determinism", "fidelity", "numerics", "thread_sensitivity")
+GRADIENT_CHECKS: tuple[CheckId, ...] = (
+    "gradcheck",
+    "custom_ops",
+    "kinks",
+    "gradient_flow",
+    "accumulation",
+    "second_order",
+)
+IG_CHECKS: tuple[CheckId, ...] = (
+    "ig_completeness",
+    "ig_convergence",
+    "ig_baseline",
+    "ig_monotonicity",
+    "ig_randomization",
+    "ig_determinism",
+)
+EXPORT_CHECKS: tuple[CheckId, ...] = ("export",)
 
 # computed: the check ran and its items hold the measurements.
 # not_computed: the check could not be computed (reason says why, e.g. topology failed,

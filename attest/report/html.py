@@ -20,6 +20,7 @@ from typing import Any
 from attest._version import __version__
 from attest.core.io import atomic_write_text, sha256_file
 from attest.errors import InputError
+from attest.evidence.model import IG_CHECKS
 from attest.report._page import (
     NA,
     Cell,
@@ -36,7 +37,6 @@ from attest.report._page import (
 from attest.report._rows import Anchors, flagged_operator_ids, module_rows
 from attest.report._sections import (
     GRADIENT_CHECKS,
-    IG_CHECKS,
     PASSING,
     checks_section,
     findings_section,

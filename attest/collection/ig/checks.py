@@ -50,18 +50,9 @@ from attest.collection.ig.path_checks import (
     status_counts,
     summary_max,
 )
-from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric
+from attest.evidence.model import IG_CHECKS, CheckId, CheckItem, CheckResult, ItemStatus, Metric
 
 __all__ = ["IG_CHECKS", "run", "target_probability_limit"]
-
-IG_CHECKS: tuple[str, ...] = (
-    "ig_completeness",
-    "ig_convergence",
-    "ig_baseline",
-    "ig_monotonicity",
-    "ig_randomization",
-    "ig_determinism",
-)
 
 
 @contextmanager
@@ -74,8 +65,8 @@ def _threads(count: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _error_results(reason: str, checks: tuple[str, ...] = IG_CHECKS) -> list[CheckResult]:
-    return [CheckResult(check=c, status="error", reason=reason) for c in checks]  # type: ignore[arg-type]
+def _error_results(reason: str, checks: tuple[CheckId, ...] = IG_CHECKS) -> list[CheckResult]:
+    return [CheckResult(check=c, status="error", reason=reason) for c in checks]
 
 
 def _describe(exc: BaseException) -> str:
@@ -108,7 +99,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     if spec.target == "label" and labels is None:
         return [
             CheckResult(
-                check=c,  # type: ignore[arg-type]
+                check=c,
                 status="not_computed",
                 reason="target is 'label' but the probe has no 'target' tensor",
             )
