@@ -85,13 +85,13 @@ BAD_SPECS = [
         "unknown top-level key",
         lambda p: _edit(p, "inputs:", "colour: red\ninputs:"),
         ConfigError,
-        "unknown key 'colour'",
+        "colour: unknown key",
     ),
     (
         "unknown nested key",
         lambda p: _edit(p, "  name: tiny", "  name: tiny\n  nmae: x"),
         ConfigError,
-        "unknown key 'nmae' in model",
+        "model.nmae: unknown key",
     ),
     (
         "missing weights key",
