@@ -135,6 +135,12 @@ def completeness_scale(f_x: np.ndarray, f_b: np.ndarray, eps: float) -> np.ndarr
     return scale
 
 
+# A path sample of a round: (input, t, weight into acc, sink panel or None, role). The role
+# says what the sample's F or slope fills in: ("node", panel, weight) a panel's integral,
+# ("end", left, right) the F shared by two neighbouring panels, ("undo",) nothing.
+_Point = tuple[int, float, float, _Panel | None, Any]
+
+
 def adaptive_paths(
     evaluator: _Evaluator,
     b64: torch.Tensor,
@@ -158,38 +164,87 @@ def adaptive_paths(
     ``vector_budget_bytes``; a split panel whose sum was not kept is evaluated again to take
     it out of the running sum (counted in ``evaluations``).
     """
-    n = b64.shape[0]
-    nodes, weights = gauss_legendre(panel_nodes)
-    element_bytes = int(diff64[0].numel()) * 8
-    keep = {"bytes": 0}
+    state = _Adaptive(evaluator, b64, diff64, panel_nodes, chunk, vector_budget_bytes)
+    points = state.initial_points(panels, f_x, f_b)
+    _assign(points, state.evaluate(points))
+    delta = completeness_scale(f_x, f_b, model_eps)
+    scale = np.where(delta > 0, delta, 1.0)
+    curve: list[dict[str, Any]] = []
+    previous_attr: torch.Tensor | None = None
+    active = np.ones(state.n, dtype=bool)
+    while True:
+        attr = (state.acc * diff64).reshape(state.n, -1)
+        listed = np.flatnonzero(active)
+        rel = state.record_round(curve, attr, previous_attr, listed, f_x - f_b, delta, scale)
+        if tolerance is None:
+            break
+        previous_attr = attr.clone()
+        points = []
+        for i in map(int, listed):
+            if rel[i] <= tolerance:
+                # Completeness is met: stop here. The local errors only bound the global one
+                # (they do not cancel); refining until their sum is under the tolerance
+                # spends the whole budget on piecewise-linear (ReLU) paths for nothing. A true
+                # jump keeps the global error up, so it is still refined down to its panel.
+                active[i] = False
+                continue
+            refined = state.refine(i, tolerance * scale[i], max_evaluations, model_eps)
+            if refined is None:
+                active[i] = False
+                continue
+            points += refined
+        if not points:
+            break
+        _assign(points, state.evaluate(points))
+    return state.outcome(curve, model_eps)
 
-    def new_vector() -> torch.Tensor | None:
-        if keep["bytes"] + element_bytes > vector_budget_bytes:
+
+class _Adaptive:
+    """The running state of :func:`adaptive_paths`: the weighted gradient sums (``acc``), each
+    input's panels, evaluations and path samples, and the bytes of panel sums kept."""
+
+    def __init__(
+        self,
+        evaluator: _Evaluator,
+        b64: torch.Tensor,
+        diff64: torch.Tensor,
+        panel_nodes: int,
+        chunk: int,
+        vector_budget_bytes: int,
+    ) -> None:
+        self.evaluator, self.b64, self.diff64, self.chunk = evaluator, b64, diff64, chunk
+        self.n = b64.shape[0]
+        self.panel_nodes = panel_nodes
+        self.nodes, self.weights = gauss_legendre(panel_nodes)
+        self.element_bytes = int(diff64[0].numel()) * 8
+        self.vector_budget_bytes = vector_budget_bytes
+        self.kept_bytes = 0
+        self.acc = torch.zeros_like(diff64)
+        self.evaluations = np.zeros(self.n, dtype=np.int64)
+        self.samples: list[list[tuple[float, float, float]]] = [[] for _ in range(self.n)]
+        self.per_input: list[list[_Panel]] = []
+        self.recomputed = 0
+
+    def new_vector(self) -> torch.Tensor | None:
+        """A zero panel sum, or None when keeping it would exceed the budget."""
+        if self.kept_bytes + self.element_bytes > self.vector_budget_bytes:
             return None
-        keep["bytes"] += element_bytes
-        return torch.zeros_like(diff64[0])
+        self.kept_bytes += self.element_bytes
+        return torch.zeros_like(self.diff64[0])
 
-    acc = torch.zeros_like(diff64)
-    evaluations = np.zeros(n, dtype=np.int64)
-    samples: list[list[tuple[float, float, float]]] = [[] for _ in range(n)]
-    per_input: list[list[_Panel]] = []
-    recomputed = 0
-
-    # Points of a round: (input, t, weight into acc, sink panel or None, role).
-    def run(
-        points: list[tuple[int, float, float, _Panel | None, Any]],
-    ) -> list[tuple[float, float]]:
+    def evaluate(self, points: list[_Point]) -> list[tuple[float, float]]:
         """F and slope at each point; gradients weighted into ``acc`` and panel vectors.
         Gradients are added in the points' order whatever the chunk size (same bits)."""
+        b64, diff64, acc = self.b64, self.diff64, self.acc
         out: list[tuple[float, float]] = []
         shape = (-1,) + (1,) * (b64.dim() - 1)
-        for start in range(0, len(points), chunk):
-            part = points[start : start + chunk]
+        for start in range(0, len(points), self.chunk):
+            part = points[start : start + self.chunk]
             pos = torch.tensor([p[0] for p in part], dtype=torch.long)
             t = torch.tensor([p[1] for p in part], dtype=torch.float64, device=b64.device)
             pos_dev = pos.to(b64.device)
             diff = diff64[pos_dev]
-            grads, fs = evaluator.grad(torch.addcmul(b64[pos_dev], t.view(shape), diff), pos)
+            grads, fs = self.evaluator.grad(torch.addcmul(b64[pos_dev], t.view(shape), diff), pos)
             slopes = (grads * diff).reshape(len(part), -1).sum(dim=1).cpu().numpy()
             fs_np = fs.cpu().numpy()
             for k, (i, tk, weight, sink, _role) in enumerate(part):
@@ -197,57 +252,60 @@ def adaptive_paths(
                     acc[i].add_(grads[k], alpha=weight)
                     if sink is not None and sink.vector is not None:
                         sink.vector.add_(grads[k], alpha=weight)
-                evaluations[i] += 1
-                samples[i].append((tk, float(fs_np[k]), float(slopes[k])))
+                self.evaluations[i] += 1
+                self.samples[i].append((tk, float(fs_np[k]), float(slopes[k])))
                 out.append((float(fs_np[k]), float(slopes[k])))
         return out
 
-    def panel_points(i: int, panel: _Panel) -> list[tuple[int, float, float, _Panel | None, Any]]:
+    def panel_points(self, i: int, panel: _Panel) -> list[_Point]:
+        """The Gauss-Legendre nodes of ``panel`` for input ``i``."""
         h = panel.b - panel.a
         return [
             (i, panel.a + h * float(x), h * float(w), panel, ("node", panel, float(w) * h))
-            for x, w in zip(nodes, weights, strict=True)
+            for x, w in zip(self.nodes, self.weights, strict=True)
         ]
 
-    # ---- the initial uniform panels
-    edges = np.linspace(0.0, 1.0, panels + 1)
-    points: list[tuple[int, float, float, _Panel | None, Any]] = []
-    for i in range(n):
-        row = [
-            _Panel(float(edges[k]), float(edges[k + 1]), float("nan"), float("nan"))
-            for k in range(panels)
-        ]
-        row[0].f_a, row[-1].f_b = float(f_b[i]), float(f_x[i])
-        for panel in row:
-            panel.vector = new_vector()
-            points += panel_points(i, panel)
-        for k in range(1, panels):
-            points.append((i, float(edges[k]), 0.0, None, ("end", row[k - 1], row[k])))
-        per_input.append(row)
-    _assign(points, run(points))
+    def initial_points(self, panels: int, f_x: np.ndarray, f_b: np.ndarray) -> list[_Point]:
+        """The initial uniform panels of every input, and the points that evaluate them."""
+        edges = np.linspace(0.0, 1.0, panels + 1)
+        points: list[_Point] = []
+        for i in range(self.n):
+            row = [
+                _Panel(float(edges[k]), float(edges[k + 1]), float("nan"), float("nan"))
+                for k in range(panels)
+            ]
+            row[0].f_a, row[-1].f_b = float(f_b[i]), float(f_x[i])
+            for panel in row:
+                panel.vector = self.new_vector()
+                points += self.panel_points(i, panel)
+            for k in range(1, panels):
+                points.append((i, float(edges[k]), 0.0, None, ("end", row[k - 1], row[k])))
+            self.per_input.append(row)
+        return points
 
-    delta = completeness_scale(f_x, f_b, model_eps)
-    scale = np.where(delta > 0, delta, 1.0)
-    curve: list[dict[str, Any]] = []
-    previous_attr: torch.Tensor | None = None
-    cost = 2 * panel_nodes + 1
-    active = np.ones(n, dtype=bool)
-    while True:
-        attr = (acc * diff64).reshape(n, -1)
+    def record_round(
+        self,
+        curve: list[dict[str, Any]],
+        attr: torch.Tensor,
+        previous_attr: torch.Tensor | None,
+        listed: np.ndarray,
+        gap: np.ndarray,
+        delta: np.ndarray,
+        scale: np.ndarray,
+    ) -> np.ndarray:
+        """Append this round to ``curve`` (the inputs still refined: ``listed``); return every
+        input's relative completeness error (``gap``: F(x) - F(b), relative to ``delta``)."""
+        n, per_input = self.n, self.per_input
         sums = attr.sum(dim=1).cpu().numpy()
         local = np.array([sum(p.error() for p in row) for row in per_input])
-        excess = [
-            np.array([max(0.0, p.error() - _noise(p.f_a, p.f_b, model_eps)) for p in row])
-            for row in per_input
-        ]
         with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.where(np.abs(sums - (f_x - f_b)) == 0, 0.0, np.abs(sums - (f_x - f_b)) / delta)
+            rel: np.ndarray = np.where(np.abs(sums - gap) == 0, 0.0, np.abs(sums - gap) / delta)
             change = (
                 ((attr - previous_attr).norm(dim=1) / attr.norm(dim=1)).cpu().numpy()
                 if previous_attr is not None
                 else np.full(n, np.nan)
             )
-        listed = np.flatnonzero(active)
+        evaluations = self.evaluations
         curve.append(
             {
                 "round": len(curve),
@@ -260,96 +318,98 @@ def adaptive_paths(
                 "attribution_change": [_finite(change[i]) for i in listed],
             }
         )
-        if tolerance is None:
-            break
-        previous_attr = attr.clone()
-        points = []
-        for i in map(int, listed):
-            row = per_input[i]
-            if rel[i] <= tolerance:
-                # Completeness is met: stop here. The local errors only bound the global one
-                # (they do not cancel); refining until their sum is under the tolerance
-                # spends the whole budget on piecewise-linear (ReLU) paths for nothing. A true
-                # jump keeps the global error up, so it is still refined down to its panel.
-                active[i] = False
-                continue
-            budget = max_evaluations - int(evaluations[i])
-            marked = _mark(row, excess[i], tolerance * scale[i])
-            chosen = []
-            for k in marked:
-                price = cost + (panel_nodes if row[k].vector is None else 0)
-                if price > budget:
-                    break
-                budget -= price
-                chosen.append(k)
-            if not chosen:
-                active[i] = False
-                continue
-            for k in sorted(chosen, reverse=True):
-                parent = row[k]
-                error = parent.error()
-                mid = 0.5 * (parent.a + parent.b)
-                left = _Panel(parent.a, mid, parent.f_a, float("nan"), 0.0, error, parent.depth + 1)
-                right = _Panel(
-                    mid, parent.b, float("nan"), parent.f_b, 0.0, error, parent.depth + 1
-                )
-                if parent.vector is not None:
-                    acc[i].sub_(parent.vector)
-                    keep["bytes"] -= element_bytes
-                    parent.vector = None
-                else:  # its sum was not kept: evaluate it again, with negative weights
-                    recomputed += 1
-                    points += [
-                        (i, tk, -w, None, ("undo",)) for i, tk, w, _, _ in panel_points(i, parent)
-                    ]
-                left.vector, right.vector = new_vector(), new_vector()
-                points += panel_points(i, left) + panel_points(i, right)
-                points.append((i, mid, 0.0, None, ("end", left, right)))
-                row[k : k + 1] = [left, right]
-        if not points:
-            break
-        _assign(points, run(points))
+        return rel
 
-    # The attributions as the ordered sum of the final panels' kept sums (no cancellation
-    # residue from the running sum) when every one was kept.
-    stored = all(p.vector is not None for row in per_input for p in row)
-    if stored:
-        for i, row in enumerate(per_input):
-            total = torch.zeros_like(diff64[0])
-            for panel in row:
-                assert panel.vector is not None
-                total.add_(panel.vector)
-            acc[i] = total
-    layouts = [_layout(row, model_eps) for row in per_input]
-    out_samples = []
-    for rows in samples:
-        t, f, s = (
-            (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True))
-            if rows
-            else (
-                np.empty(0),
-                np.empty(0),
-                np.empty(0),
-            )
+    def refine(
+        self, i: int, allowed: float, max_evaluations: int, model_eps: float
+    ) -> list[_Point] | None:
+        """Split input ``i``'s marked panels that its remaining budget pays for; the points
+        that evaluate the halves, or None when no panel is split (the input is done)."""
+        row = self.per_input[i]
+        excess = np.array([max(0.0, p.error() - _noise(p.f_a, p.f_b, model_eps)) for p in row])
+        budget = max_evaluations - int(self.evaluations[i])
+        cost = 2 * self.panel_nodes + 1
+        chosen = []
+        for k in _mark(row, excess, allowed):
+            price = cost + (self.panel_nodes if row[k].vector is None else 0)
+            if price > budget:
+                break
+            budget -= price
+            chosen.append(k)
+        if not chosen:
+            return None
+        points: list[_Point] = []
+        for k in sorted(chosen, reverse=True):
+            points += self._split(i, row, k)
+        return points
+
+    def _split(self, i: int, row: list[_Panel], k: int) -> list[_Point]:
+        """Bisect panel ``k`` of ``row``: its sum leaves ``acc`` (kept, or evaluated again with
+        negative weights), and the points of its halves and their shared end are returned."""
+        parent = row[k]
+        error = parent.error()
+        mid = 0.5 * (parent.a + parent.b)
+        left = _Panel(parent.a, mid, parent.f_a, float("nan"), 0.0, error, parent.depth + 1)
+        right = _Panel(mid, parent.b, float("nan"), parent.f_b, 0.0, error, parent.depth + 1)
+        points: list[_Point] = []
+        if parent.vector is not None:
+            self.acc[i].sub_(parent.vector)
+            self.kept_bytes -= self.element_bytes
+            parent.vector = None
+        else:  # its sum was not kept: evaluate it again, with negative weights
+            self.recomputed += 1
+            points += [
+                (j, tk, -w, None, ("undo",)) for j, tk, w, _, _ in self.panel_points(i, parent)
+            ]
+        left.vector, right.vector = self.new_vector(), self.new_vector()
+        points += self.panel_points(i, left) + self.panel_points(i, right)
+        points.append((i, mid, 0.0, None, ("end", left, right)))
+        row[k : k + 1] = [left, right]
+        return points
+
+    def outcome(self, curve: list[dict[str, Any]], model_eps: float) -> AdaptiveOutcome:
+        """The result. The attributions are the ordered sum of the final panels' kept sums
+        (no cancellation residue from the running sum) when every one was kept."""
+        per_input, acc = self.per_input, self.acc
+        stored = all(p.vector is not None for row in per_input for p in row)
+        if stored:
+            for i, row in enumerate(per_input):
+                total = torch.zeros_like(self.diff64[0])
+                for panel in row:
+                    assert panel.vector is not None
+                    total.add_(panel.vector)
+                acc[i] = total
+        return AdaptiveOutcome(
+            acc=acc,
+            evaluations=self.evaluations,
+            layouts=[_layout(row, model_eps) for row in per_input],
+            curve=curve,
+            samples=[_sorted_samples(rows) for rows in self.samples],
+            local_error=np.array([sum(p.error() for p in row) for row in per_input]),
+            recomputed=self.recomputed,
+            stored_vectors=stored,
         )
-        order = np.argsort(t, kind="stable")
-        t_sorted, first = np.unique(t[order], return_index=True)
-        out_samples.append((t_sorted, f[order][first], s[order][first]))
-    return AdaptiveOutcome(
-        acc=acc,
-        evaluations=evaluations,
-        layouts=layouts,
-        curve=curve,
-        samples=out_samples,
-        local_error=np.array([sum(p.error() for p in row) for row in per_input]),
-        recomputed=recomputed,
-        stored_vectors=stored,
+
+
+def _sorted_samples(
+    rows: list[tuple[float, float, float]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One input's path samples as (t, f, slope) arrays sorted by t, the first of equal t kept."""
+    t, f, s = (
+        (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True))
+        if rows
+        else (
+            np.empty(0),
+            np.empty(0),
+            np.empty(0),
+        )
     )
+    order = np.argsort(t, kind="stable")
+    t_sorted, first = np.unique(t[order], return_index=True)
+    return t_sorted, f[order][first], s[order][first]
 
 
-def _assign(
-    points: list[tuple[int, float, float, _Panel | None, Any]], values: list[tuple[float, float]]
-) -> None:
+def _assign(points: list[_Point], values: list[tuple[float, float]]) -> None:
     """Panel integrals from node slopes, panel ends from end-point F, in point order."""
     for (_, _, _, _, role), (f, slope) in zip(points, values, strict=True):
         if role[0] == "node":

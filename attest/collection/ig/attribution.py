@@ -60,7 +60,7 @@ from attest.collection.ig.evaluator import (
     probe,
     samples_per_chunk,
 )
-from attest.collection.ig.fixed import Level, fixed_paths
+from attest.collection.ig.fixed import FixedOutcome, Level, fixed_paths
 from attest.collection.ig.quadrature import (
     METHODS,
     canonical_method,
@@ -206,17 +206,7 @@ def integrated_gradients(
     integrand at every evaluated node of each path (``IGResult.path``).
     """
     method = canonical_method(method or (ADAPTIVE if tolerance is not None else "trapezoid"))
-    if method == ADAPTIVE:
-        if isinstance(steps, bool) or int(steps) != steps or steps < 1:
-            raise InputError(f"steps must be an integer >= 1, got {steps!r}")
-        if isinstance(panel_nodes, bool) or int(panel_nodes) != panel_nodes or panel_nodes < 1:
-            raise InputError(f"panel_nodes must be an integer >= 1, got {panel_nodes!r}")
-    else:
-        quadrature(method, steps)  # validates steps
-    if inputs.dim() < 1 or inputs.shape[0] == 0:
-        raise InputError("inputs must be a non-empty batch (N, ...)")
-    if memory_budget_bytes <= 0:
-        raise InputError(f"memory_budget_bytes must be positive, got {memory_budget_bytes}")
+    _check_arguments(method, steps, panel_nodes, inputs, memory_budget_bytes)
     n = inputs.shape[0]
     dtype = inputs.dtype if inputs.is_floating_point() else torch.float32
     x64 = inputs.detach().to(torch.float64)
@@ -226,37 +216,17 @@ def integrated_gradients(
         b64 = torch.broadcast_to(baseline.detach().to(x64.device, torch.float64), x64.shape).clone()
     diff64 = x64 - b64
     classes, pending, target_fn = _resolve_target(target, labels, n)
-    everyone = torch.arange(n)
+    find_classes = pending == "argmax"
 
     with eval_mode(model) as model_info:
-        key = (tuple(x64.shape[1:]), dtype, str(x64.device))
-        cache = SAMPLE_BYTES.setdefault(model, {})
-        layout = cache[key][1] if key in cache else preferred_memory_format(model, x64)
-        evaluator = PathEvaluator(model, dtype, classes, target_fn, layout)
-        if pending == "argmax":  # the probe step needs input 0's class before the rest
-            with torch.no_grad():
-                evaluator.classes = torch.zeros(n, dtype=torch.long)
-                evaluator.classes[:1] = argmax_classes(evaluator.output(x64[:1]))
-        if key not in cache:  # one probe step per model and input shape
-            cache[key] = probe(evaluator, x64[:1], everyone[:1])
-        per_sample = cache[key][0]
-        model_info["memory_format"] = str(evaluator.memory_format).replace("torch.", "")
+        evaluator, per_sample = _path_evaluator(
+            model, x64, dtype, classes, target_fn, find_classes, model_info
+        )
         chunk = samples_per_chunk(per_sample, memory_budget_bytes, x64.device)
         model_eps = float(torch.finfo(dtype).eps)
-        # When the first level and the endpoints fit in one chunk (a small model), F(x) and
-        # F(b) share its forward pass; else they take a forward pass of their own first.
-        merge = (
-            method != ADAPTIVE
-            and not model_info["still_training_after_eval"]
-            and (int(steps) + 2) * n <= chunk
-        )
-        f_x, f_b = np.empty(0), np.empty(0)  # (found with the first level when merged)
-        if not merge:
-            f_x, f_b = evaluator.endpoints(
-                x64, b64, max(1, chunk // 2), find_classes=pending == "argmax"
-            )
-            error_scale = completeness_scale(f_x, f_b, model_eps)
         if method == ADAPTIVE:
+            f_x, f_b = evaluator.endpoints(x64, b64, max(1, chunk // 2), find_classes=find_classes)
+            error_scale = completeness_scale(f_x, f_b, model_eps)
             outcome = adaptive_paths(
                 evaluator,
                 b64,
@@ -273,21 +243,18 @@ def integrated_gradients(
                 vector_budget_bytes=memory_budget_bytes,
             )
         else:
-            fixed = fixed_paths(
+            fixed = _fixed_rule(
                 evaluator,
                 method,
                 int(steps),
                 tolerance,
                 max_steps,
-                b64,
-                diff64,
+                (x64, b64, diff64),
                 chunk,
                 return_diagnostics,
                 model_eps,
-                f_x,
-                f_b,
-                (x64, b64) if merge else None,
-                find_classes=pending == "argmax",
+                model_info,
+                find_classes=find_classes,
             )
             f_x, f_b, error_scale = fixed.f_x, fixed.f_b, fixed.error_scale
     model_info["dtype"] = str(dtype).replace("torch.", "")
@@ -306,7 +273,100 @@ def integrated_gradients(
     }
     if method == ADAPTIVE:
         return _adaptive_result(outcome, diff64, common, return_diagnostics, int(panel_nodes))
+    return _fixed_result(fixed, diff64, common, return_diagnostics)
+
+
+def _check_arguments(
+    method: str, steps: int, panel_nodes: int, inputs: torch.Tensor, memory_budget_bytes: int
+) -> None:
+    """Raise :class:`InputError` for a step count, panel size, batch or budget that cannot be."""
+    if method == ADAPTIVE:
+        if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+            raise InputError(f"steps must be an integer >= 1, got {steps!r}")
+        if isinstance(panel_nodes, bool) or int(panel_nodes) != panel_nodes or panel_nodes < 1:
+            raise InputError(f"panel_nodes must be an integer >= 1, got {panel_nodes!r}")
+    else:
+        quadrature(method, steps)  # validates steps
+    if inputs.dim() < 1 or inputs.shape[0] == 0:
+        raise InputError("inputs must be a non-empty batch (N, ...)")
+    if memory_budget_bytes <= 0:
+        raise InputError(f"memory_budget_bytes must be positive, got {memory_budget_bytes}")
+
+
+def _path_evaluator(
+    model: nn.Module,
+    x64: torch.Tensor,
+    dtype: torch.dtype,
+    classes: torch.Tensor | None,
+    target_fn: Callable[[torch.Tensor], torch.Tensor] | None,
+    find_classes: bool,
+    model_info: dict[str, Any],
+) -> tuple[PathEvaluator, int]:
+    """The evaluator of the path integrand (in the memory format the model prefers) and the
+    bytes one path sample needs, measured by one probe step per model and input shape."""
+    n = x64.shape[0]
+    key = (tuple(x64.shape[1:]), dtype, str(x64.device))
+    cache = SAMPLE_BYTES.setdefault(model, {})
+    layout = cache[key][1] if key in cache else preferred_memory_format(model, x64)
+    evaluator = PathEvaluator(model, dtype, classes, target_fn, layout)
+    if find_classes:  # the probe step needs input 0's class before the rest
+        with torch.no_grad():
+            evaluator.classes = torch.zeros(n, dtype=torch.long)
+            evaluator.classes[:1] = argmax_classes(evaluator.output(x64[:1]))
+    if key not in cache:  # one probe step per model and input shape
+        cache[key] = probe(evaluator, x64[:1], torch.arange(n)[:1])
+    model_info["memory_format"] = str(evaluator.memory_format).replace("torch.", "")
+    return evaluator, cache[key][0]
+
+
+def _fixed_rule(
+    evaluator: PathEvaluator,
+    method: str,
+    steps: int,
+    tolerance: float | None,
+    max_steps: int,
+    path: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    chunk: int,
+    return_diagnostics: bool,
+    model_eps: float,
+    model_info: dict[str, Any],
+    *,
+    find_classes: bool,
+) -> FixedOutcome:
+    """A fixed rule along the paths ``(x64, b64, diff64)``. When the first level and the
+    endpoints fit in one chunk (a small model), F(x) and F(b) share its forward pass; else
+    they take a forward pass of their own first."""
+    x64, b64, diff64 = path
+    n = x64.shape[0]
+    merge = not model_info["still_training_after_eval"] and (steps + 2) * n <= chunk
+    f_x, f_b = np.empty(0), np.empty(0)  # (found with the first level when merged)
+    if not merge:
+        f_x, f_b = evaluator.endpoints(x64, b64, max(1, chunk // 2), find_classes=find_classes)
+    return fixed_paths(
+        evaluator,
+        method,
+        steps,
+        tolerance,
+        max_steps,
+        b64,
+        diff64,
+        chunk,
+        return_diagnostics,
+        model_eps,
+        f_x,
+        f_b,
+        (x64, b64) if merge else None,
+        find_classes=find_classes,
+    )
+
+
+def _fixed_result(
+    fixed: FixedOutcome, diff64: torch.Tensor, common: dict[str, Any], return_diagnostics: bool
+) -> IGResult:
+    """The :class:`IGResult` of a fixed rule."""
     rel_error = fixed.rel_error
+    tolerance = common["tolerance"]
+    n = diff64.shape[0]
     return IGResult(
         attributions=fixed.acc * diff64,
         attribution_sum=fixed.attr_sum,
@@ -316,7 +376,7 @@ def integrated_gradients(
         evaluations=fixed.evaluations,
         converged=(rel_error <= tolerance) if tolerance is not None else np.ones(n, dtype=bool),
         error_curve=fixed.curve,
-        path=_path_samples(fixed.levels, f_x, f_b) if return_diagnostics else None,
+        path=_path_samples(fixed.levels, fixed.f_x, fixed.f_b) if return_diagnostics else None,
         **common,
     )
 

@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from attest.collection.context import CollectContext
+from attest.collection.context import CheckSettings, CollectContext
 from attest.collection.ig.analysis import cascade_layers, path_behaviour, randomize_layer, spearman
 from attest.collection.ig.attribution import IGResult, integrated_gradients
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric, Subject
@@ -172,78 +173,8 @@ def randomization(
         return result.attributions.reshape(k, -1).cpu().numpy()
 
     original = attribute(model)
-    count = len(layers)
-    checkpoints = sorted(
-        {
-            round(1 + j * (count - 1) / max(1, settings.ig_randomization_max_layers - 1))
-            for j in range(min(count, settings.ig_randomization_max_layers))
-        }
-    )
-    curve: list[dict[str, Any]] = []
-    randomized = 0
-    for stop in checkpoints:
-        while randomized < stop:
-            randomize_layer(layers[randomized][1], seed=settings.seed + randomized)
-            randomized += 1
-        attributions = attribute(model)
-        curve.append(
-            {
-                "layers_randomized": stop,
-                "last_layer": layers[stop - 1][0],
-                "spearman": [spearman(original[i], attributions[i]) for i in range(k)],
-                "spearman_abs": [
-                    spearman(np.abs(original[i]), np.abs(attributions[i])) for i in range(k)
-                ],
-            }
-        )
-    items = []
-    for i in range(k):
-        per_layer = [c["spearman"][i] for c in curve]
-        final = per_layer[-1]
-        metrics: dict[str, Metric] = {
-            "spearman_top_layer": per_layer[0],
-            "spearman_final": final,
-            "spearman_abs_final": curve[-1]["spearman_abs"][i],
-            "layers_randomized": count,
-        }
-        status: ItemStatus
-        if not np.any(original[i]):
-            status, message = "not_computed", "the original attributions are all zero"
-        elif final is None:
-            status, message = (
-                "pass",
-                "attributions of the randomized model are constant (no rank order left)",
-            )
-        elif final >= settings.ig_randomization_max_spearman or (
-            final <= -settings.ig_randomization_max_spearman
-            and (curve[-1]["spearman_abs"][i] or 0.0) >= SIGN_FLIP_ABS_SPEARMAN
-        ):
-            status = "fail"
-            flipped = " of the magnitudes, signs flipped" if final < 0 else ""
-            message = (
-                f"attributions barely change when all {count} parameterized layers are randomized "
-                f"(Spearman {final:.3f}{flipped}): they reflect the input, not what the model "
-                "learned"
-            )
-        else:
-            status, message = (
-                "pass",
-                f"Spearman falls to {final:.3f} after randomizing {count} layers",
-            )
-        items.append(
-            CheckItem(
-                subject=input_subject(i),
-                status=status,
-                metrics=metrics,
-                message=message,
-                details={
-                    "layers": [c["last_layer"] for c in curve],
-                    "layers_randomized": [c["layers_randomized"] for c in curve],
-                    "spearman": per_layer,
-                    "spearman_abs": [c["spearman_abs"][i] for c in curve],
-                },
-            )
-        )
+    curve = _cascade(model, layers, original, attribute, settings)
+    items = [_randomization_item(i, original[i], curve, len(layers), settings) for i in range(k)]
     return CheckResult(
         check="ig_randomization",
         status="computed",
@@ -264,6 +195,99 @@ def randomization(
             **status_counts(items),
         },
         items=items,
+    )
+
+
+def _cascade(
+    model: torch.nn.Module,
+    layers: list[tuple[str, torch.nn.Module]],
+    original: np.ndarray,
+    attribute: Callable[[torch.nn.Module], np.ndarray],
+    settings: CheckSettings,
+) -> list[dict[str, Any]]:
+    """Randomize ``layers`` from the top, one after another, and at up to
+    ``ig_randomization_max_layers`` checkpoints compare the attributions with ``original``:
+    one entry per checkpoint with each input's signed and absolute-value Spearman."""
+    count = len(layers)
+    checkpoints = sorted(
+        {
+            round(1 + j * (count - 1) / max(1, settings.ig_randomization_max_layers - 1))
+            for j in range(min(count, settings.ig_randomization_max_layers))
+        }
+    )
+    curve: list[dict[str, Any]] = []
+    randomized = 0
+    for stop in checkpoints:
+        while randomized < stop:
+            randomize_layer(layers[randomized][1], seed=settings.seed + randomized)
+            randomized += 1
+        attributions = attribute(model)
+        curve.append(
+            {
+                "layers_randomized": stop,
+                "last_layer": layers[stop - 1][0],
+                "spearman": [spearman(original[i], attributions[i]) for i in range(len(original))],
+                "spearman_abs": [
+                    spearman(np.abs(original[i]), np.abs(attributions[i]))
+                    for i in range(len(original))
+                ],
+            }
+        )
+    return curve
+
+
+def _randomization_item(
+    i: int,
+    original: np.ndarray,
+    curve: list[dict[str, Any]],
+    count: int,
+    settings: CheckSettings,
+) -> CheckItem:
+    """Input ``i``'s item: fails when its attributions (``original``) keep their rank order
+    after all ``count`` layers are randomized."""
+    per_layer = [c["spearman"][i] for c in curve]
+    final = per_layer[-1]
+    metrics: dict[str, Metric] = {
+        "spearman_top_layer": per_layer[0],
+        "spearman_final": final,
+        "spearman_abs_final": curve[-1]["spearman_abs"][i],
+        "layers_randomized": count,
+    }
+    status: ItemStatus
+    if not np.any(original):
+        status, message = "not_computed", "the original attributions are all zero"
+    elif final is None:
+        status, message = (
+            "pass",
+            "attributions of the randomized model are constant (no rank order left)",
+        )
+    elif final >= settings.ig_randomization_max_spearman or (
+        final <= -settings.ig_randomization_max_spearman
+        and (curve[-1]["spearman_abs"][i] or 0.0) >= SIGN_FLIP_ABS_SPEARMAN
+    ):
+        status = "fail"
+        flipped = " of the magnitudes, signs flipped" if final < 0 else ""
+        message = (
+            f"attributions barely change when all {count} parameterized layers are randomized "
+            f"(Spearman {final:.3f}{flipped}): they reflect the input, not what the model "
+            "learned"
+        )
+    else:
+        status, message = (
+            "pass",
+            f"Spearman falls to {final:.3f} after randomizing {count} layers",
+        )
+    return CheckItem(
+        subject=input_subject(i),
+        status=status,
+        metrics=metrics,
+        message=message,
+        details={
+            "layers": [c["last_layer"] for c in curve],
+            "layers_randomized": [c["layers_randomized"] for c in curve],
+            "spearman": per_layer,
+            "spearman_abs": [c["spearman_abs"][i] for c in curve],
+        },
     )
 
 
