@@ -30,6 +30,7 @@ the item names). The item fails when ``count > 0`` and warns when only ``paramet
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -109,116 +110,22 @@ def run(ctx: CollectContext) -> CheckResult:
         r.id: scan_kinks(op_short_name(r.op), bind_schema(r.func, r.args, r.kwargs))
         for r in candidates
     }
-    perturbed: dict[int, OpRecord] = {}
-    with_parameters: dict[int, OpRecord] = {}
-    note = "no operator with non-differentiable points"
-    if candidates:
-        note = "no exact hit: the perturbed run was not needed"
-
-    def judged(record: OpRecord, twin: OpRecord | None, scan: KinkScan) -> KinkScan | None:
-        if twin is None:
-            return None
-        if scan.judge is not None:  # judged from the probe scan's hits, without rescanning
-            return scan.judge(bind_schema(twin.func, twin.args, twin.kwargs))
-        bound = bind_schema(record.func, record.args, record.kwargs)
-        return scan_kinks(
-            op_short_name(record.op), bound, bind_schema(twin.func, twin.args, twin.kwargs)
-        )
-
     hits: dict[int, tuple[OpRecord, KinkScan]] = {}
     for record in candidates:
         found = raw[record.id]
         if found is not None and found.raw_hits > 0:
             hits[record.id] = (record, found)
-    input_scans: dict[int, KinkScan | None] = {}
-    both_scans: dict[int, KinkScan | None] = {}
+    judged = _Judged()
+    if candidates:
+        judged.note = "no exact hit: the perturbed run was not needed"
     if hits:
-        # The run that moves inputs and parameters together comes first: a hit it leaves in
-        # place is locally constant, and (generically) so it is when only the inputs move.
-        # When it moves none (a clean ReLU network: only zeros tying in max-pool windows), the
-        # inputs-only run cannot count anything and is not needed.
-        try:
-            with_parameters, joint_note = perturbed_records(ctx, parameters=True)
-        except Exception:  # without it, fall back to the inputs-only run alone
-            with_parameters, joint_note = {}, ""
-        both_scans = {i: judged(r, with_parameters.get(i), sc) for i, (r, sc) in hits.items()}
-        if joint_note and all(s is not None and s.count == 0 for s in both_scans.values()):
-            input_scans, perturbed = dict(both_scans), with_parameters
-            note = f"{joint_note}; inputs and parameters moved together and no hit moved off its kink, so no inputs-only run was needed"
-        else:
-            try:
-                perturbed, note = perturbed_records(ctx, parameters=False)
-            except Exception as exc:  # liveness is a refinement; without it every hit counts
-                note = f"the perturbed run failed ({type(exc).__name__}: {exc}): every hit counted"
-            input_scans = {i: judged(r, perturbed.get(i), sc) for i, (r, sc) in hits.items()}
-    parameters["alignment"] = note
+        judged = _judge_hits(ctx, hits)
+    parameters["alignment"] = judged.note
     items: list[CheckItem] = []
     for record in candidates:
         scan = raw[record.id]
-        if scan is None:
-            continue
-        aligned = perturbed.get(record.id) is not None
-        parameter_hits = 0
-        input_scan = input_scans.get(record.id)
-        if input_scan is not None:
-            both = both_scans.get(record.id)
-            if both is not None and input_scan.count == 0 and both.count:
-                # Only the parameter values hold these on the kink (generically, a hit the
-                # inputs move also moves when the parameters move too).
-                parameter_hits = both.count
-                scan = both
-            else:
-                scan = input_scan
-        count = scan.count - parameter_hits
-        first = scan.first_indices
-        subject = Subject(
-            kind="operator",
-            operator_id=record.id,
-            op=record.op,
-            module=record.module,
-            indices=first[0] if first else None,
-        )
-        metrics: dict[str, Any] = {
-            "count": count,
-            "parameter_hits": parameter_hits,
-            "locally_constant_hits": scan.constant_hits,
-            "kind": scan.kind,
-            "index_space": scan.index_space,
-            "first_index": ",".join(str(i) for i in first[0]) if first else None,
-            "perturbation_aligned": aligned,
-        }
-        if count:
-            message = (
-                f"{count} probe value(s) exactly on a non-differentiable point ({scan.kind}); "
-                f"first at {[tuple(i) for i in first]} ({scan.index_space}): the derivative returned "
-                "there is a convention of the program, not of the function"
-            )
-        elif parameter_hits:
-            message = (
-                f"{parameter_hits} value(s) exactly on a non-differentiable point ({scan.kind}) "
-                f"because of the current parameter values, not the probe inputs; first at "
-                f"{[tuple(i) for i in first]} ({scan.index_space}): the derivative convention "
-                "decides those parameters' gradients (typical of an untrained normalization "
-                "layer passing exact zeros on)"
-            )
-        elif scan.constant_hits:
-            message = (
-                f"{scan.constant_hits} hit(s) on {scan.kind} stay put when inputs and parameters move "
-                "(locally constant), so both one-sided derivatives agree: not counted"
-            )
-        else:
-            message = ""
-        if not aligned and scan.raw_hits:
-            message += "; no aligned perturbed run for this operator, so every hit was counted"
-        items.append(
-            CheckItem(
-                subject=subject,
-                status="fail" if count else ("warn" if parameter_hits else "pass"),
-                metrics=metrics,
-                message=message,
-                details={"first_indices": first},
-            )
-        )
+        if scan is not None:
+            items.append(_item(record, scan, judged))
     summary: dict[str, Any] = {
         "operators_scanned": len(items),
         "operators_with_kinks": sum(1 for i in items if i.status == "fail"),
@@ -229,3 +136,120 @@ def run(ctx: CollectContext) -> CheckResult:
     return CheckResult(
         check="kinks", status="computed", parameters=parameters, summary=summary, items=items
     )
+
+
+@dataclass
+class _Judged:
+    """The perturbed runs' verdicts on the hits: each operator's scan with only the inputs
+    moved (``input_scans``) and with the parameters moved too (``both_scans``), the
+    inputs-only run's records (``perturbed``) and how the runs were aligned (``note``)."""
+
+    input_scans: dict[int, KinkScan | None] = field(default_factory=dict)
+    both_scans: dict[int, KinkScan | None] = field(default_factory=dict)
+    perturbed: dict[int, OpRecord] = field(default_factory=dict)
+    note: str = "no operator with non-differentiable points"
+
+
+def _rescan(record: OpRecord, twin: OpRecord | None, scan: KinkScan) -> KinkScan | None:
+    """``scan``'s hits judged against ``twin``, the operator's call in a perturbed run."""
+    if twin is None:
+        return None
+    if scan.judge is not None:  # judged from the probe scan's hits, without rescanning
+        return scan.judge(bind_schema(twin.func, twin.args, twin.kwargs))
+    bound = bind_schema(record.func, record.args, record.kwargs)
+    return scan_kinks(
+        op_short_name(record.op), bound, bind_schema(twin.func, twin.args, twin.kwargs)
+    )
+
+
+def _judge_hits(ctx: CollectContext, hits: dict[int, tuple[OpRecord, KinkScan]]) -> _Judged:
+    """Run the perturbed runs the hits need and judge every hit against them.
+
+    The run that moves inputs and parameters together comes first: a hit it leaves in place
+    is locally constant, and (generically) so it is when only the inputs move. When it moves
+    none (a clean ReLU network: only zeros tying in max-pool windows), the inputs-only run
+    cannot count anything and is not needed."""
+    judged = _Judged()
+    try:
+        with_parameters, joint_note = perturbed_records(ctx, parameters=True)
+    except Exception:  # without it, fall back to the inputs-only run alone
+        with_parameters, joint_note = {}, ""
+    judged.both_scans = {i: _rescan(r, with_parameters.get(i), sc) for i, (r, sc) in hits.items()}
+    if joint_note and all(s is not None and s.count == 0 for s in judged.both_scans.values()):
+        judged.input_scans, judged.perturbed = dict(judged.both_scans), with_parameters
+        judged.note = f"{joint_note}; inputs and parameters moved together and no hit moved off its kink, so no inputs-only run was needed"
+        return judged
+    try:
+        judged.perturbed, judged.note = perturbed_records(ctx, parameters=False)
+    except Exception as exc:  # liveness is a refinement; without it every hit counts
+        judged.note = f"the perturbed run failed ({type(exc).__name__}: {exc}): every hit counted"
+    judged.input_scans = {i: _rescan(r, judged.perturbed.get(i), sc) for i, (r, sc) in hits.items()}
+    return judged
+
+
+def _item(record: OpRecord, scan: KinkScan, judged: _Judged) -> CheckItem:
+    """One operator's item: its hits, counted as the perturbed runs judged them."""
+    aligned = judged.perturbed.get(record.id) is not None
+    parameter_hits = 0
+    input_scan = judged.input_scans.get(record.id)
+    if input_scan is not None:
+        both = judged.both_scans.get(record.id)
+        if both is not None and input_scan.count == 0 and both.count:
+            # Only the parameter values hold these on the kink (generically, a hit the
+            # inputs move also moves when the parameters move too).
+            parameter_hits = both.count
+            scan = both
+        else:
+            scan = input_scan
+    count = scan.count - parameter_hits
+    first = scan.first_indices
+    subject = Subject(
+        kind="operator",
+        operator_id=record.id,
+        op=record.op,
+        module=record.module,
+        indices=first[0] if first else None,
+    )
+    metrics: dict[str, Any] = {
+        "count": count,
+        "parameter_hits": parameter_hits,
+        "locally_constant_hits": scan.constant_hits,
+        "kind": scan.kind,
+        "index_space": scan.index_space,
+        "first_index": ",".join(str(i) for i in first[0]) if first else None,
+        "perturbation_aligned": aligned,
+    }
+    message = _message(scan, count, parameter_hits)
+    if not aligned and scan.raw_hits:
+        message += "; no aligned perturbed run for this operator, so every hit was counted"
+    return CheckItem(
+        subject=subject,
+        status="fail" if count else ("warn" if parameter_hits else "pass"),
+        metrics=metrics,
+        message=message,
+        details={"first_indices": first},
+    )
+
+
+def _message(scan: KinkScan, count: int, parameter_hits: int) -> str:
+    first = scan.first_indices
+    if count:
+        return (
+            f"{count} probe value(s) exactly on a non-differentiable point ({scan.kind}); "
+            f"first at {[tuple(i) for i in first]} ({scan.index_space}): the derivative returned "
+            "there is a convention of the program, not of the function"
+        )
+    if parameter_hits:
+        return (
+            f"{parameter_hits} value(s) exactly on a non-differentiable point ({scan.kind}) "
+            f"because of the current parameter values, not the probe inputs; first at "
+            f"{[tuple(i) for i in first]} ({scan.index_space}): the derivative convention "
+            "decides those parameters' gradients (typical of an untrained normalization "
+            "layer passing exact zeros on)"
+        )
+    if scan.constant_hits:
+        return (
+            f"{scan.constant_hits} hit(s) on {scan.kind} stay put when inputs and parameters move "
+            "(locally constant), so both one-sided derivatives agree: not counted"
+        )
+    return ""
