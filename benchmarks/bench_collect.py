@@ -170,12 +170,11 @@ def profiler_work(spec: Any) -> int:
 def collect_work(spec: Any) -> int:
     """``collect`` with the profiler's checks; returns the bytes written to spill files."""
     from attest.collection import collect
-    from attest.collection.profile.profiler import PROFILE_KEY
 
     seen: dict[str, Any] = {}
 
     def keep_profile(ctx: Any) -> list[Any]:
-        seen["profile"] = ctx.extras.get(PROFILE_KEY)
+        seen["profile"] = ctx.profiler.profile
         return []
 
     collect(

@@ -34,13 +34,13 @@ from attest.collection.capture.aten_args import BoundCall, to_float64
 from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import CollectContext
 from attest.collection.gradients.flow import probe_input, probe_objective
-from attest.collection.gradients.gradcheck import (
+from attest.collection.gradients.gradcheck_cases import (
     SLICE_NUMEL,
     CaseSkipped,
-    _signature,
-    _slice_pointwise,
     is_random,
     prepare_case,
+    signature,
+    slice_pointwise,
 )
 
 __all__ = ["prepare_floor"]
@@ -78,10 +78,10 @@ def _operator_cases(ctx: CollectContext) -> tuple[list[_Case], list[_Case]]:
         if n_in > settings.gradcheck_full_jacobian_max_numel and torch.Tag.pointwise in getattr(
             record.func, "tags", ()
         ):
-            signature = _signature(record)
-            if signature not in signatures:
-                signatures.add(signature)
-                small = _slice_pointwise(call, use, SLICE_NUMEL // max(len(use), 1))
+            key = signature(record)
+            if key not in signatures:
+                signatures.add(key)
+                small = slice_pointwise(call, use, SLICE_NUMEL // max(len(use), 1))
                 if small is not None:
                     slices.append((small.function(use), [small.tensors[i] for i in use], 0))
     return cases, slices

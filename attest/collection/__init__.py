@@ -27,7 +27,6 @@ import traceback
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from attest._version import __version__
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
@@ -67,8 +66,6 @@ RUNNER_CHECKS: dict[str, tuple[str, ...]] = {
     "attest.collection.ig.checks:run": IG_CHECKS,
     "attest.collection.export.check:run": EXPORT_CHECKS,
 }
-
-PROGRESS_KEY = "attest.progress"
 
 
 def _runner_name(runner: Runner) -> str:
@@ -189,7 +186,7 @@ def collect(
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
-    from attest.collection.profile.profiler import PROFILE_KEY, Profile, capture_reference
+    from attest.collection.profile.profiler import capture_reference
     from attest.core.io import atomic_write_json
     from attest.spec import load_spec
 
@@ -202,16 +199,16 @@ def collect(
             spec=loaded,
             settings=settings,
             output_dir=Path(output_dir) if output_dir is not None else None,
+            progress=progress,
         )
         if progress is not None:
-            ctx.extras[PROGRESS_KEY] = progress
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
         capture_reference(ctx)
         checks = _run_checks(ctx, list(CHECK_RUNNERS if runners is None else runners), progress)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
-        profile = ctx.extras.get(PROFILE_KEY)
-        assert isinstance(profile, Profile)
+        profile = ctx.profiler.profile
+        assert profile is not None
         evidence = Evidence(
             tool_version=__version__,
             created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -234,7 +231,5 @@ def collect(
 
 
 def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:
-    # the IG checks store theirs under "ig_attributions"
-    value: Any = ctx.extras.get("attributions", ctx.extras.get("ig_attributions"))
-    if isinstance(value, dict):
-        evidence.attributions = value
+    if ctx.ig.attributions is not None:  # stored by the IG checks
+        evidence.attributions = ctx.ig.attributions

@@ -15,7 +15,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from attest.collection.capture.records import OpRecord, target_scalar
 from attest.collection.gradients.shared_model import SharedModel
+from attest.collection.gradients.state import GradientState
+from attest.collection.ig.state import IGState
+from attest.collection.profile.state import ProfileState
+from attest.core.progress import ProgressFn
 from attest.evidence.model import ExportRecord
 from attest.spec import LoadedSpec, TargetSpec
 
@@ -99,52 +104,6 @@ class CheckSettings:
 
 
 @dataclass
-class OpRecord:
-    """One ATen call seen in a forward pass of the probe batch (filled by the profiler's capture).
-
-    ``args``/``kwargs`` hold the call's arguments with tensors detached and cloned, in the
-    dtype they were called with, so a check can re-run the operator alone
-    (``record.func(*args, **kwargs)``), e.g. in float64 for gradcheck.
-    """
-
-    id: int
-    op: str  # ATen overload name, e.g. "aten.convolution.default"
-    module: str  # module path that called it, "" for the root module
-    func: Any  # torch._ops.OpOverload
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    output_shapes: list[list[int]]
-    output_dtypes: list[str]
-
-
-def target_scalar(
-    output: torch.Tensor, spec: LoadedSpec, labels: torch.Tensor | None = None
-) -> torch.Tensor:
-    """F(x) per example, the quantity IG and gradients differentiate: shape (N,).
-
-    ``output[:, k]`` summed over any further dims (for segmentation, the class-k channel),
-    where k is the spec's int target, the per-example argmax of the output, or the
-    per-example label from the probe's "target".
-    """
-    if output.dim() < 2:
-        return output.reshape(output.shape[0], -1).sum(dim=1)
-    n, c = output.shape[0], output.shape[1]
-    if isinstance(spec.target, int):
-        k = torch.full((n,), spec.target, dtype=torch.long, device=output.device)
-    elif spec.target == "label":
-        lab = labels if labels is not None else spec.labels
-        if lab is None:
-            raise ValueError("target: label needs a 'target' tensor in the probe inputs")
-        k = lab.to(device=output.device, dtype=torch.long).reshape(n)
-    else:
-        k = output.detach().reshape(n, c, -1).sum(dim=2).argmax(dim=1)
-    picked = output.reshape(n, c, -1).gather(
-        1, k.view(n, 1, 1).expand(n, 1, output.reshape(n, c, -1).shape[2])
-    )
-    return picked.reshape(n, -1).sum(dim=1)
-
-
-@dataclass
 class CollectContext:
     """Everything a check needs. ``operators`` is filled by the profiler before other checks run."""
 
@@ -157,9 +116,17 @@ class CollectContext:
     # "output_dir", else a new temporary folder), and what it wrote (None until it exported).
     output_dir: Path | None = None
     export: ExportRecord | None = None
+    # The progress callback of ``collect`` (None: nothing is shown; see attest.core.progress).
+    progress: ProgressFn | None = None
+    # What the check families hand on, one typed record per sub-package: the reference run's
+    # profile (filled before any check runs), the gradient checks' hand-offs to each other,
+    # and the IG attributions the collector copies into the evidence.
+    profiler: ProfileState = field(default_factory=ProfileState)
+    gradients: GradientState = field(default_factory=GradientState)
+    ig: IGState = field(default_factory=IGState)
     extras: dict[str, Any] = field(
         default_factory=dict
-    )  # room for checks to share results (e.g. IG attributions)
+    )  # room for checks to share results not typed above
     _shared: dict[torch.dtype, SharedModel] = field(default_factory=dict, repr=False)
 
     def shared_model(self, dtype: torch.dtype | None = None) -> nn.Module:

@@ -2,7 +2,7 @@
 
 The library reports progress through one callback, ``Callable[[str], None]``: the ``progress``
 argument of :func:`attest.collection.collect` and :func:`attest.pipeline.certify`, which the
-collector hands to the check runners as ``ctx.extras[PROGRESS_KEY]``. Each call names the stage
+collector hands to the check runners as ``ctx.progress``. Each call names the stage
 that starts now. Two forms carry counts, and this module is the one place that writes and reads
 them:
 

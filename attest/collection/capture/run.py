@@ -4,7 +4,7 @@
 observers given (the profiler's phases, the checks' captures) and returns a
 :class:`RunOutcome`: the model output, the class indices differentiated, the gradients, and
 a :class:`ModelFailure` saying where the model raised instead of an exception.
-:func:`capture_operators` is the plain inventory (:class:`~attest.collection.context.OpRecord`
+:func:`capture_operators` is the plain inventory (:class:`~attest.collection.capture.records.OpRecord`
 per forward ATen call, arguments kept as the operator read them).
 """
 
@@ -28,13 +28,14 @@ from attest.collection.capture.capture import (
     OperatorCapture,
     _ModuleStack,
 )
+from attest.collection.capture.records import OpRecord, target_scalar
 from attest.collection.capture.tensors import (
     TensorVault,
     VaultBox,
     flat_tensors,
     map_tensors,
 )
-from attest.collection.context import LoadedSpec, OpRecord, target_scalar
+from attest.spec import LoadedSpec
 
 __all__ = [
     "ModelFailure",
@@ -232,7 +233,7 @@ def run_model(
 ) -> RunOutcome:
     """One forward (+ backward) pass of ``model`` on ``inputs`` under :class:`OperatorCapture`.
 
-    Backward differentiates ``sum_n F(x_n)`` (:func:`~attest.collection.context.target_scalar`)
+    Backward differentiates ``sum_n F(x_n)`` (:func:`~attest.collection.capture.records.target_scalar`)
     with respect to the inputs and every trainable parameter. ``classes`` fixes the class index
     per example (so that runs in other precisions differentiate the same quantity); without it
     the spec's target decides and the chosen classes are returned. A model that raises gives a

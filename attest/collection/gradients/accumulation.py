@@ -104,11 +104,11 @@ def run(ctx: CollectContext) -> CheckResult:
     x = probe_input(ctx, torch.float64)
     y = spec.labels.to(spec.device)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    shared = ctx.extras.get("full_batch_loss_gradients")  # from gradient_flow, same model
+    shared = ctx.gradients.full_batch_loss_gradients  # from gradient_flow, same model
     try:
-        if isinstance(shared, dict) and all(n in shared for n, _ in params):
+        if shared is not None and all(n in shared for n, _ in params):
             full_flat = _flat(
-                [torch.zeros_like(p) if shared[n] is None else shared[n] for n, p in params]
+                [torch.zeros_like(p) if (g := shared[n]) is None else g for n, p in params]
             )
         else:
             full_flat = _flat(_loss_gradients(model, params, spec.loss_fn, x, y))
@@ -128,59 +128,69 @@ def run(ctx: CollectContext) -> CheckResult:
             parameters=parameters,
             reason=f"the full-batch loss gradient has norm {full_norm}: nothing to compare",
         )
-    n = x.shape[0]
-    sizes_of = [p.numel() for _, p in params]
-    owner = torch.repeat_interleave(
-        torch.arange(len(params), device=full_flat.device),
-        torch.tensor(sizes_of, dtype=torch.long, device=full_flat.device),
+    reference = _FullBatch(model, params, spec.loss_fn, x, y, full_flat, full_norm)
+    items = [reference.item(k, rtol) for k in counts]
+    failed = [i for i in items if i.status == "fail"]
+    errors_seen = [i.metrics.get("max_rel_error") for i in items]
+    finite = [e for e in errors_seen if isinstance(e, float)]
+    summary: dict[str, Any] = {
+        "max_rel_error": max(finite) if finite else None,
+        "failed": len(failed),
+    }
+    return CheckResult(
+        check="accumulation", status="computed", parameters=parameters, summary=summary, items=items
     )
-    param_norms = _segment_norms(full_flat, owner, len(params)).tolist()
-    items: list[CheckItem] = []
-    for k in counts:
+
+
+class _FullBatch:
+    """The full batch's flattened loss gradient, against which accumulated micro-batch
+    gradients are compared (per parameter too: each one's segment of the flat vector)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        params: list[tuple[str, nn.Parameter]],
+        loss_fn: Any,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        flat: torch.Tensor,
+        norm: float,
+    ) -> None:
+        self.model, self.params, self.loss_fn = model, params, loss_fn
+        self.x, self.y, self.flat, self.norm = x, y, flat, norm
+        sizes_of = [p.numel() for _, p in params]
+        self.owner = torch.repeat_interleave(
+            torch.arange(len(params), device=flat.device),
+            torch.tensor(sizes_of, dtype=torch.long, device=flat.device),
+        )
+        self.param_norms = _segment_norms(flat, self.owner, len(params)).tolist()
+
+    def item(self, k: int, rtol: float) -> CheckItem:
+        """The item of ``k`` micro-batches."""
+        n, x = self.x.shape[0], self.x
         subject = Subject(kind="model", name=f"{k} micro-batches")
         if n < k:
-            items.append(
-                CheckItem(
-                    subject=subject,
-                    status="not_computed",
-                    message=f"the probe batch has {n} examples, fewer than {k} micro-batches",
-                )
+            return CheckItem(
+                subject=subject,
+                status="not_computed",
+                message=f"the probe batch has {n} examples, fewer than {k} micro-batches",
             )
-            continue
         chunks = torch.arange(n, device=x.device).tensor_split(k)
-        # accumulated per parameter with foreach kernels (two per micro-batch), flattened once
-        means = [torch.zeros_like(p) for _, p in params]
-        sums = [torch.zeros_like(p) for _, p in params]
         try:
-            for idx in chunks:
-                grads = _loss_gradients(model, params, spec.loss_fn, x[idx], y[idx])
-                if grads:
-                    torch._foreach_add_(means, grads, alpha=len(idx) / n)
-                    torch._foreach_add_(sums, grads)
-            mean_acc, sum_acc = _flat(means), _flat(sums)
+            mean_acc, sum_acc = self._accumulate(chunks)
         except Exception as exc:
-            items.append(
-                CheckItem(
-                    subject=subject,
-                    status="error",
-                    message=f"the loss of a micro-batch raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
-                )
+            return CheckItem(
+                subject=subject,
+                status="error",
+                message=f"the loss of a micro-batch raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
             )
-            continue
         errors = {
-            "mean": float((mean_acc - full_flat).norm()) / full_norm,
-            "sum": float((sum_acc - full_flat).norm()) / full_norm,
+            "mean": float((mean_acc - self.flat).norm()) / self.norm,
+            "sum": float((sum_acc - self.flat).norm()) / self.norm,
         }
         convention = min(errors, key=lambda c: errors[c])
         error = errors[convention]
-        acc = mean_acc if convention == "mean" else sum_acc
-        worst_name, worst = "", 0.0
-        diff_norms = _segment_norms(acc - full_flat, owner, len(params)).tolist()
-        for (name, _), diff_norm, norm in zip(params, diff_norms, param_norms, strict=True):
-            if norm > 0:
-                rel = diff_norm / norm
-                if rel > worst:
-                    worst_name, worst = name, rel
+        worst_name, worst = self._worst_parameter(mean_acc if convention == "mean" else sum_acc)
         passed = error <= rtol
         metrics: dict[str, Any] = {
             "microbatches": k,
@@ -203,22 +213,37 @@ def run(ctx: CollectContext) -> CheckResult:
                 f"{k} micro-batches of sizes {sizes} accumulate to a gradient {error:.2%} away from the "
                 f"full batch's (relative L2; best convention: {convention}). {FIX_SENTENCE}"
             )
-        items.append(
-            CheckItem(
-                subject=subject,
-                status="pass" if passed else "fail",
-                metrics=metrics,
-                message=message,
-                details={"microbatch_sizes": sizes},
-            )
+        return CheckItem(
+            subject=subject,
+            status="pass" if passed else "fail",
+            metrics=metrics,
+            message=message,
+            details={"microbatch_sizes": sizes},
         )
-    failed = [i for i in items if i.status == "fail"]
-    errors_seen = [i.metrics.get("max_rel_error") for i in items]
-    finite = [e for e in errors_seen if isinstance(e, float)]
-    summary: dict[str, Any] = {
-        "max_rel_error": max(finite) if finite else None,
-        "failed": len(failed),
-    }
-    return CheckResult(
-        check="accumulation", status="computed", parameters=parameters, summary=summary, items=items
-    )
+
+    def _accumulate(self, chunks: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The micro-batches' loss gradients accumulated by both conventions, flattened:
+        per parameter with foreach kernels (two per micro-batch), flattened once."""
+        n = self.x.shape[0]
+        means = [torch.zeros_like(p) for _, p in self.params]
+        sums = [torch.zeros_like(p) for _, p in self.params]
+        for idx in chunks:
+            grads = _loss_gradients(self.model, self.params, self.loss_fn, self.x[idx], self.y[idx])
+            if grads:
+                torch._foreach_add_(means, grads, alpha=len(idx) / n)
+                torch._foreach_add_(sums, grads)
+        return _flat(means), _flat(sums)
+
+    def _worst_parameter(self, acc: torch.Tensor) -> tuple[str, float]:
+        """The parameter whose accumulated gradient is relatively furthest from the full
+        batch's, and that relative error."""
+        worst_name, worst = "", 0.0
+        diff_norms = _segment_norms(acc - self.flat, self.owner, len(self.params)).tolist()
+        for (name, _), diff_norm, norm in zip(
+            self.params, diff_norms, self.param_norms, strict=True
+        ):
+            if norm > 0:
+                rel = diff_norm / norm
+                if rel > worst:
+                    worst_name, worst = name, rel
+        return worst_name, worst

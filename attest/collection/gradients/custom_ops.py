@@ -37,7 +37,6 @@ from attest.collection.capture.aten_args import floating
 from attest.collection.capture.capture import _ModuleStack
 from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import CollectContext
-from attest.collection.gradients import flow as gradient_flow
 from attest.collection.gradients.finite_differences import (
     BackwardCheck,
     FiniteDifferenceSettings,
@@ -47,6 +46,7 @@ from attest.collection.gradients.finite_differences import (
     finite_or_none,
 )
 from attest.collection.gradients.flow import probe_input
+from attest.collection.gradients.state import CustomCall
 from attest.errors import InputError
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
@@ -163,17 +163,6 @@ def discover_custom_functions(roots: Sequence[torch.Tensor]) -> list[type]:
                 classes.append(cls)
         queue.extend(next_node for next_node, _ in node.next_functions if next_node is not None)
     return classes
-
-
-@dataclass
-class CustomCall:
-    """One call of a custom Function: its arguments (detached copies) and where it happened."""
-
-    cls: Any  # a torch.autograd.Function subclass
-    module: str | None
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    differentiate: list[bool]  # per floating tensor leaf of (args, kwargs): required grad
 
 
 def _snapshot(
@@ -390,8 +379,9 @@ def run(ctx: CollectContext) -> CheckResult:
     # calls are then captured in the deployed precision.
     x = probe_input(ctx)
     x = x.detach().requires_grad_(True) if x.is_floating_point() else x
-    output = ctx.extras.pop(gradient_flow.OUTPUT, None)  # its float64 forward, when it ran first
-    if not isinstance(output, torch.Tensor):
+    # gradient_flow's float64 forward, when it ran first (taken: the hand-off ends here)
+    output, ctx.gradients.output = ctx.gradients.output, None
+    if output is None:
         try:
             x64 = probe_input(ctx, torch.float64)
             x64 = x64.detach().requires_grad_(True) if x64.is_floating_point() else x64
@@ -403,8 +393,8 @@ def run(ctx: CollectContext) -> CheckResult:
     classes = discover_custom_functions([output])
     del output
     calls = captured_custom_calls(ctx.fresh_model(), x, classes, max_calls) if classes else []
-    ctx.extras["custom_functions"] = classes
-    ctx.extras["custom_calls"] = calls
+    ctx.gradients.custom_functions = classes
+    ctx.gradients.custom_calls = calls
     items: list[CheckItem] = []
     for call in calls:
         subject = Subject(kind="custom_op", name=_qualified_name(call.cls), module=call.module)
@@ -434,7 +424,7 @@ def run(ctx: CollectContext) -> CheckResult:
                     settings,
                 )
             )
-    ctx.extras["custom_ops_failed"] = sorted(
+    ctx.gradients.custom_ops_failed = sorted(
         {i.subject.name or "" for i in items if i.status == "fail"}
     )
     used = {_qualified_name(c) for c in classes}

@@ -36,12 +36,10 @@ from attest.collection.gradients.diagnosis import (
     reason_for,
     trace_parameters,
 )
+from attest.collection.gradients.state import GradientGraph
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 
 __all__ = [
-    "GRAPH",
-    "KEEP_GRAPH",
-    "OUTPUT",
     "GradientGraph",
     "ParameterGradients",
     "parameter_gradients",
@@ -83,28 +81,6 @@ class ParameterGradients:
     graph: tuple[list[torch.Tensor], list[torch.Tensor | None]] | None = None
     # With ``create_graph``: the model's output, whose autograd graph is the forward pass
     output: torch.Tensor | None = None
-
-
-@dataclass
-class GradientGraph:
-    """The probe objective's gradient with its graph, handed from ``gradient_flow`` to
-    ``second_order`` (which would otherwise rebuild the very same graph on the very same
-    float64 model and probe batch). ``wrt``/``grads`` as :attr:`ParameterGradients.graph`."""
-
-    model: nn.Module
-    x: torch.Tensor
-    wrt: list[torch.Tensor]
-    grads: list[torch.Tensor | None]
-
-
-# ``ctx.extras`` keys of that hand-off. ``gradchecks.run`` sets KEEP_GRAPH and runs
-# ``custom_ops`` then ``second_order`` right after ``gradient_flow``; ``custom_ops`` pops
-# OUTPUT (the forward's output: the custom Functions it uses are nodes of its graph) and
-# ``second_order`` pops GRAPH: the graph lives from one check to the next and no longer.
-# Without KEEP_GRAPH (a check run alone) nothing is kept.
-KEEP_GRAPH = "gradient_flow_keep_graph"
-GRAPH = "gradient_flow_graph"
-OUTPUT = "gradient_flow_output"
 
 
 def parameter_gradients(
@@ -172,59 +148,86 @@ def run(ctx: CollectContext) -> CheckResult:
         "dtype": "float64",
         "objective": "loss" if ctx.spec.loss_fn is not None and labels is not None else "target",
     }
-    keep = bool(ctx.extras.get(KEEP_GRAPH))
-    measured = parameter_gradients(model, x, ctx.spec, labels, create_graph=keep)
+    state = ctx.gradients
+    measured = parameter_gradients(model, x, ctx.spec, labels, create_graph=state.keep_graph)
     if measured.graph is not None:
         wrt, graph_grads = measured.graph
         leaf = wrt[-1] if x.is_floating_point() else x
-        ctx.extras[GRAPH] = GradientGraph(model, leaf, wrt, graph_grads)
-        ctx.extras[OUTPUT] = measured.output
+        state.graph = GradientGraph(model, leaf, wrt, graph_grads)
+        state.output = measured.output
         measured.graph = measured.output = None
-    ctx.extras["gradient_flow_error"] = measured.error
+    state.flow_error = measured.error
     if measured.error is None and parameters["objective"] == "loss":
         # The float64 full-batch loss gradient: the accumulation check's reference.
-        ctx.extras["full_batch_loss_gradients"] = measured.grads
-    items: list[CheckItem] = []
+        state.full_batch_loss_gradients = measured.grads
     if measured.error is not None:
-        message = " ".join(str(measured.error).split())[:400]
-        if measured.phase == "backward" and any(m in message for m in INPLACE_MARKERS):
-            for hit in locate_inplace(ctx.fresh_model(torch.float64), x) or [
-                {"writer": "?", "saved_by": "?"}
-            ]:
-                items.append(
-                    CheckItem(
-                        subject=Subject(
-                            kind="module", module=hit["writer"] if hit["writer"] != "?" else None
-                        ),
-                        status="fail",
-                        metrics={"inplace_on_saved_tensor": True},
-                        message=(
-                            f"in-place write in {module_phrase(hit['writer'])} modifies a tensor saved for backward "
-                            f"by {module_phrase(hit['saved_by'])}; backward raises: {message}"
-                        ),
-                        details=hit,
-                    )
-                )
-        else:
+        return _result(parameters, _raised_items(ctx, model, x, measured), measured)
+    severed: list[str] = []
+    state.severed = severed
+    items = _parameter_items(ctx, model, x, measured, severed)
+    if x.is_floating_point():
+        items.append(_input_item(measured.input_grad))
+    return _result(parameters, items, measured)
+
+
+def _raised_items(
+    ctx: CollectContext, model: nn.Module, x: torch.Tensor, measured: ParameterGradients
+) -> list[CheckItem]:
+    """The items when the forward or backward pass raised: the in-place writes to tensors
+    saved for backward when that is why (located by an instrumented run), else the error;
+    then every trainable parameter, not computed."""
+    assert measured.error is not None
+    items: list[CheckItem] = []
+    message = " ".join(str(measured.error).split())[:400]
+    if measured.phase == "backward" and any(m in message for m in INPLACE_MARKERS):
+        for hit in locate_inplace(ctx.fresh_model(torch.float64), x) or [
+            {"writer": "?", "saved_by": "?"}
+        ]:
             items.append(
                 CheckItem(
-                    subject=Subject(kind="model"),
-                    status="error",
-                    message=f"the model raised {type(measured.error).__name__} in {measured.phase}: "
-                    f"{message}{mixed_precision_hint(message)}",
+                    subject=Subject(
+                        kind="module", module=hit["writer"] if hit["writer"] != "?" else None
+                    ),
+                    status="fail",
+                    metrics={"inplace_on_saved_tensor": True},
+                    message=(
+                        f"in-place write in {module_phrase(hit['writer'])} modifies a tensor saved for backward "
+                        f"by {module_phrase(hit['saved_by'])}; backward raises: {message}"
+                    ),
+                    details=hit,
                 )
             )
-        for name, p in model.named_parameters():
-            if p.requires_grad:
-                items.append(
-                    CheckItem(
-                        subject=Subject(kind="parameter", name=name),
-                        status="not_computed",
-                        message=f"no gradient could be computed: the {measured.phase} pass raised",
-                    )
+    else:
+        items.append(
+            CheckItem(
+                subject=Subject(kind="model"),
+                status="error",
+                message=f"the model raised {type(measured.error).__name__} in {measured.phase}: "
+                f"{message}{mixed_precision_hint(message)}",
+            )
+        )
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="parameter", name=name),
+                    status="not_computed",
+                    message=f"no gradient could be computed: the {measured.phase} pass raised",
                 )
-        return _result(parameters, items, measured)
+            )
+    return items
 
+
+def _parameter_items(
+    ctx: CollectContext,
+    model: nn.Module,
+    x: torch.Tensor,
+    measured: ParameterGradients,
+    severed: list[str],
+) -> list[CheckItem]:
+    """One item per parameter of a pass that did not raise: frozen, missing or zero (with the
+    reason an instrumented run finds; ``severed`` collects the parameters whose path is cut),
+    non-finite, or a pass."""
     stats = _gradient_stats(measured.grads)
     problems: dict[str, tuple[str, bool]] = {}  # name -> (what is wrong, zero)
     for name, grad in measured.grads.items():
@@ -234,14 +237,8 @@ def run(ctx: CollectContext) -> CheckResult:
             continue
         elif stats[name][2] == 0:
             problems[name] = ("gradient is identically zero", True)
-    trace: Trace = Trace()
-    bits: dict[str, int] = {}
-    severed: list[str] = []
-    ctx.extras["gradient_flow_severed"] = severed
-    if problems:
-        trace, bits = trace_parameters(ctx.fresh_model(torch.float64), x, list(problems))
-    training_ran: set[str] | None = None  # modules a training-mode forward calls (on demand)
-    zero_weights: list[str] | None = None  # the model's all-zero weights (on demand)
+    diagnosis = _Diagnosis(ctx, model, x, list(problems))
+    items: list[CheckItem] = []
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=owner_of(name))
         if name in measured.frozen:
@@ -257,78 +254,110 @@ def run(ctx: CollectContext) -> CheckResult:
         grad = measured.grads.get(name)
         if name in problems:
             what, zero = problems[name]
-            kind, reason = reason_for(name, bits[name], trace, zero)
-            if kind == "zero":
-                if zero_weights is None:  # once per run, only when some gradient is zero
-                    zero_weights = _all_zero_weights(model)
-                reason += _zero_weights_hint(zero_weights, name)
-            if kind in SEVERING_KINDS or kind == "untracked":
-                severed.append(name)
-            status: ItemStatus = "fail"
-            if kind == "unused" and owner_of(name) not in trace.ran:
-                if training_ran is None:
-                    training_ran = modules_run_in_training(ctx.fresh_model(torch.float64), x)
-                if owner_of(name) in training_ran:
-                    # an auxiliary branch (a VAE regularizer, an auxiliary classifier) that
-                    # forward calls in training only: trained there, just not by this probe
-                    status = "warn"
-                    reason += " in eval mode; it runs in training mode, where it gets gradients"
-            items.append(
-                CheckItem(
-                    subject=subject,
-                    status=status,
-                    metrics={
-                        "has_grad": grad is not None,
-                        "grad_norm": 0.0 if grad is not None else None,
-                        "frozen": False,
-                        "reason_kind": kind,
-                    },
-                    message=f"{what}: {reason}",
-                    details={"reason": reason},
-                )
-            )
+            items.append(diagnosis.item(subject, name, what, zero, grad, severed))
             continue
         assert grad is not None
-        finite, norm, nonzero = stats[name]
-        metrics: dict[str, Any] = {
-            "has_grad": True,
-            "frozen": False,
-            "finite": finite,
-            "nonzero_fraction": nonzero / grad.numel() if grad.numel() else float("nan"),
-        }
-        if finite:
-            metrics["grad_norm"] = norm
-            items.append(CheckItem(subject=subject, status="pass", metrics=metrics))
-        else:
-            metrics["nan_count"] = int(torch.isnan(grad).sum())
-            metrics["inf_count"] = int(torch.isinf(grad).sum())
-            items.append(
-                CheckItem(
-                    subject=subject,
-                    status="fail",
-                    metrics=metrics,
-                    message="gradient has non-finite entries (see the numerics check for where)",
+        items.append(_measured_item(subject, grad, stats[name]))
+    return items
+
+
+class _Diagnosis:
+    """Why parameters lack a gradient: one instrumented run for them all (when any does), and
+    the model's all-zero weights and the modules a training-mode forward calls, on demand."""
+
+    def __init__(
+        self, ctx: CollectContext, model: nn.Module, x: torch.Tensor, problems: list[str]
+    ) -> None:
+        self.ctx, self.model, self.x = ctx, model, x
+        self.trace: Trace = Trace()
+        self.bits: dict[str, int] = {}
+        if problems:
+            self.trace, self.bits = trace_parameters(ctx.fresh_model(torch.float64), x, problems)
+        self.training_ran: set[str] | None = None  # modules a training-mode forward calls
+        self.zero_weights: list[str] | None = None  # the model's all-zero weights
+
+    def item(
+        self,
+        subject: Subject,
+        name: str,
+        what: str,
+        zero: bool,
+        grad: torch.Tensor | None,
+        severed: list[str],
+    ) -> CheckItem:
+        """The item of a parameter with no gradient, or an identically zero one."""
+        kind, reason = reason_for(name, self.bits[name], self.trace, zero)
+        if kind == "zero":
+            if self.zero_weights is None:  # once per run, only when some gradient is zero
+                self.zero_weights = _all_zero_weights(self.model)
+            reason += _zero_weights_hint(self.zero_weights, name)
+        if kind in SEVERING_KINDS or kind == "untracked":
+            severed.append(name)
+        status: ItemStatus = "fail"
+        if kind == "unused" and owner_of(name) not in self.trace.ran:
+            if self.training_ran is None:
+                self.training_ran = modules_run_in_training(
+                    self.ctx.fresh_model(torch.float64), self.x
                 )
-            )
-    if x.is_floating_point():
-        g = measured.input_grad
-        ok = g is not None and bool(torch.isfinite(g).all()) and bool((g != 0).any())
-        items.append(
-            CheckItem(
-                subject=Subject(kind="input", name="x"),
-                status="pass" if ok else "warn",
-                metrics={
-                    "has_grad": g is not None,
-                    "grad_norm": float(g.norm())
-                    if g is not None and math.isfinite(float(g.norm()))
-                    else None,
-                },
-                message=""
-                if ok
-                else "the probe objective has no usable gradient with respect to the input (saliency and IG need one)",
-            )
+            if owner_of(name) in self.training_ran:
+                # an auxiliary branch (a VAE regularizer, an auxiliary classifier) that
+                # forward calls in training only: trained there, just not by this probe
+                status = "warn"
+                reason += " in eval mode; it runs in training mode, where it gets gradients"
+        return CheckItem(
+            subject=subject,
+            status=status,
+            metrics={
+                "has_grad": grad is not None,
+                "grad_norm": 0.0 if grad is not None else None,
+                "frozen": False,
+                "reason_kind": kind,
+            },
+            message=f"{what}: {reason}",
+            details={"reason": reason},
         )
-    return _result(parameters, items, measured)
+
+
+def _measured_item(
+    subject: Subject, grad: torch.Tensor, stats: tuple[bool, float, int]
+) -> CheckItem:
+    """A parameter with a non-zero gradient: a pass when it is finite."""
+    finite, norm, nonzero = stats
+    metrics: dict[str, Any] = {
+        "has_grad": True,
+        "frozen": False,
+        "finite": finite,
+        "nonzero_fraction": nonzero / grad.numel() if grad.numel() else float("nan"),
+    }
+    if finite:
+        metrics["grad_norm"] = norm
+        return CheckItem(subject=subject, status="pass", metrics=metrics)
+    metrics["nan_count"] = int(torch.isnan(grad).sum())
+    metrics["inf_count"] = int(torch.isinf(grad).sum())
+    return CheckItem(
+        subject=subject,
+        status="fail",
+        metrics=metrics,
+        message="gradient has non-finite entries (see the numerics check for where)",
+    )
+
+
+def _input_item(g: torch.Tensor | None) -> CheckItem:
+    """The floating input: a usable gradient (finite, not all zero) or a warning."""
+    ok = g is not None and bool(torch.isfinite(g).all()) and bool((g != 0).any())
+    return CheckItem(
+        subject=Subject(kind="input", name="x"),
+        status="pass" if ok else "warn",
+        metrics={
+            "has_grad": g is not None,
+            "grad_norm": float(g.norm())
+            if g is not None and math.isfinite(float(g.norm()))
+            else None,
+        },
+        message=""
+        if ok
+        else "the probe objective has no usable gradient with respect to the input (saliency and IG need one)",
+    )
 
 
 def _all_zero_weights(model: nn.Module) -> list[str]:

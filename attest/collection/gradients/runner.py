@@ -73,9 +73,8 @@ def _where(exc: BaseException) -> str:
 
 def run_check(check_id: str, fn: CheckFn, ctx: CollectContext) -> CheckResult:
     """One check, timed; an exception becomes an ``error`` result that says where."""
-    progress = ctx.extras.get("attest.progress")
-    if callable(progress):
-        progress(f"checks: {check_id}")
+    if ctx.progress is not None:
+        ctx.progress(f"checks: {check_id}")
     started = time.perf_counter()
     try:
         with torch.random.fork_rng(devices=[]):
@@ -96,15 +95,14 @@ def run_check(check_id: str, fn: CheckFn, ctx: CollectContext) -> CheckResult:
 
 def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
     """Each check's result as it is computed, in :data:`EXECUTION` order, with the hand-offs
-    between checks switched on (and dropped at the end, even if the caller stops early)."""
-    ctx.extras[gradient_flow.KEEP_GRAPH] = True
+    between checks switched on (and dropped at the end, even if the caller stops early; see
+    :class:`~attest.collection.gradients.state.GradientState`)."""
+    ctx.gradients.keep_graph = True
     try:
         for check_id, fn in EXECUTION:
             yield check_id, run_check(check_id, fn, ctx)
     finally:
-        ctx.extras.pop(gradient_flow.KEEP_GRAPH, None)
-        ctx.extras.pop(gradient_flow.GRAPH, None)
-        ctx.extras.pop(gradient_flow.OUTPUT, None)
+        ctx.gradients.drop_hand_offs()
         ctx.release_shared_models()
 
 

@@ -12,7 +12,7 @@ off a few extra runs:
 - ``ig_determinism``: attributions bit-exact across repeats at fixed threads.
 
 Each item names its input (and, for non-finite values, the first tensor index). The
-attributions are stored, compressed and bounded, in ``ctx.extras["ig_attributions"]`` for
+attributions are stored, compressed and bounded, in ``ctx.ig.attributions`` for
 the orchestrator to copy into ``Evidence.attributions``. Monotonicity and Spearman live in
 :mod:`attest.collection.ig.analysis`.
 """
@@ -114,8 +114,8 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "seed": settings.seed,
         "inputs_analysed": int(inputs.shape[0]),
     }
-    progress = ctx.extras.get("attest.progress")  # set by the collector on a terminal
-    say: Callable[[str], None] = progress if callable(progress) else (lambda _text: None)
+    progress = ctx.progress  # set by the collector on a terminal
+    say: Callable[[str], None] = progress if progress is not None else (lambda _text: None)
     with _threads(spec.threads):
         try:
             say(f"integrated gradients: {settings.ig_method}, up to {settings.ig_max_steps} steps")
@@ -160,7 +160,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         for check, compute in steps:
             say(f"integrated gradients: {check}")
             results.append(_guarded(check, compute))
-    ctx.extras["ig_attributions"] = encode_attributions(
+    ctx.ig.attributions = encode_attributions(
         main.attributions.cpu().numpy(),
         inputs.detach().cpu().to(torch.float64).numpy(),
         max_bytes=settings.ig_attribution_max_bytes,

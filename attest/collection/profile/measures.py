@@ -1,6 +1,6 @@
 """What the profiler measured: one :class:`OpMeasure` per operator of the reference run and the
-:class:`Profile` of the whole run, shared with the checks built from it (``ctx.extras``
-under :data:`PROFILE_KEY`). Data types only, so the checks import them without importing the
+:class:`Profile` of the whole run, shared with the checks built from it (``ctx.profiler``,
+a :class:`~attest.collection.profile.state.ProfileState`). Data types only, so the checks import them without importing the
 profiler that fills them.
 """
 
@@ -16,17 +16,12 @@ from attest.collection.capture.run import ModelFailure, RunOutcome
 from attest.collection.capture.spill import SpillFile, TensorRef
 
 __all__ = [
-    "FAILURE_KEY",
-    "PROFILE_KEY",
     "OpMeasure",
     "Profile",
     "is_allocation_op",
     "is_random_op",
     "median_or_none",
 ]
-
-PROFILE_KEY = "attest.profile"
-FAILURE_KEY = "attest.model_failure"
 
 # The ATen random family: a forward that calls one of these is not deterministic unless the
 # generator is seeded identically before every call, which a deployment rarely guarantees.
@@ -134,7 +129,7 @@ class OpMeasure:
 
 @dataclass
 class Profile:
-    """The profiler's result, shared with the checks through ``ctx.extras[PROFILE_KEY]``."""
+    """The profiler's result, shared with the checks through ``ctx.profiler.profile``."""
 
     precision: str
     device: str

@@ -45,8 +45,6 @@ from attest.collection.capture.tensors import (
 from attest.collection.context import CollectContext, OpRecord
 from attest.collection.profile.float64_pass import measure_fidelity
 from attest.collection.profile.measures import (
-    FAILURE_KEY,
-    PROFILE_KEY,
     OpMeasure,
     Profile,
     is_allocation_op,
@@ -68,8 +66,6 @@ from attest.collection.profile.repeats import (
 from attest.evidence.model import CheckResult
 
 __all__ = [
-    "FAILURE_KEY",
-    "PROFILE_KEY",
     "OpMeasure",
     "Profile",
     "capture_reference",
@@ -210,9 +206,9 @@ def capture_reference(ctx: CollectContext) -> Profile:
         profile.extra["reference_peak_bytes"] = (
             int(torch.cuda.max_memory_allocated(x.device)) - base
         )
-    ctx.extras[PROFILE_KEY] = profile
+    ctx.profiler.profile = profile
     if outcome.failure is not None:
-        ctx.extras[FAILURE_KEY] = outcome.failure
+        ctx.profiler.failure = outcome.failure
     return profile
 
 
@@ -257,11 +253,10 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     thread_sensitivity results built from them."""
     from attest.collection.profile import results as checks
 
-    profile = ctx.extras.get(PROFILE_KEY)
-    if not isinstance(profile, Profile):
+    profile = ctx.profiler.profile
+    if profile is None:
         profile = capture_reference(ctx)
-    progress = ctx.extras.get("attest.progress")
-    report = progress if callable(progress) else None
+    report = ctx.progress
     if profile.failure is None:
         if report:
             report("float64 fidelity")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from attest.collection.capture.run import ModelFailure, run_model
+from attest.collection.capture.run import run_model
 from attest.collection.context import CollectContext
 from attest.evidence.model import CheckItem, CheckResult, Metric, Subject
 
@@ -55,8 +55,8 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     """Check runner for ``topology``."""
     started = time.perf_counter()
     spec = ctx.spec
-    failure = ctx.extras.get("attest.model_failure")
-    if isinstance(failure, ModelFailure):
+    failure = ctx.profiler.failure
+    if failure is not None:
         ctx.topology_ok = False
         ctx.topology_reason = f"not computed: {failure.describe()}"
         return [CheckResult(check="topology", status="error", reason=failure.describe())]

@@ -160,16 +160,18 @@ def test_fused_attention_without_double_backward_is_checked_on_the_math_backend(
 def test_gradient_flow_hands_its_graph_to_second_order_with_the_same_result() -> None:
     ctx = make_context(TanhNet, continuous(6, 6), class_labels(6), cross_entropy)
     alone = second_order.run(ctx)  # builds its own model and gradient graph
-    ctx.extras[gradient_flow.KEEP_GRAPH] = True
+    ctx.gradients.keep_graph = True
     gradient_flow.run(ctx)
-    shared = ctx.extras[gradient_flow.GRAPH]
+    shared = ctx.gradients.graph
+    assert shared is not None
     assert all(g is not None and g.requires_grad for g in shared.grads)
     handed = second_order.run(ctx)
-    assert gradient_flow.GRAPH not in ctx.extras  # popped: the graph is freed with the check
+    assert ctx.gradients.graph is None  # taken: the graph is freed with the check
     model = [i.metrics for i in handed.items if i.subject.kind == "model"]
     assert model == [i.metrics for i in alone.items if i.subject.kind == "model"]
     # The full-batch gradient kept for accumulation carries no graph.
-    kept = ctx.extras["full_batch_loss_gradients"]
+    kept = ctx.gradients.full_batch_loss_gradients
+    assert kept is not None
     assert all(g is not None and not g.requires_grad for g in kept.values())
 
 
@@ -178,8 +180,8 @@ def test_gradchecks_run_drops_the_hand_off_and_keeps_the_result_order() -> None:
     ctx = make_context(TinyAttention, continuous(3, 5, 4))
     results = gradchecks.run(ctx)
     assert [r.check for r in results] == [c for c, _ in gradchecks.CHECKS]
-    assert gradient_flow.GRAPH not in ctx.extras and gradient_flow.KEEP_GRAPH not in ctx.extras
-    assert gradient_flow.OUTPUT not in ctx.extras
+    assert ctx.gradients.graph is None and not ctx.gradients.keep_graph
+    assert ctx.gradients.output is None
     # The handed-over graph has no double backward for the fused kernel: the products are
     # redone on the math backend, as when second_order runs alone.
     so = results[-1]

@@ -110,7 +110,8 @@ def test_clean_small_models_pass_every_check(
     assert results["ig_randomization"].summary["max_abs_spearman_final"] < 0.5  # type: ignore[operator]
     curve = results["ig_randomization"].items[0].details["spearman"]
     assert 1 <= len(curve) <= FAST["ig_randomization_max_layers"]
-    stored = ctx.extras["ig_attributions"]
+    stored = ctx.ig.attributions
+    assert stored is not None
     decoded = decode_attributions(stored)
     assert decoded["attributions"].shape == inputs.shape
     assert decoded["inputs"].shape == inputs.shape
