@@ -62,11 +62,17 @@ def _prepare(example: str, work: Path) -> dict[str, Path]:
     torch.set_num_threads(2)
     out = work / example
     spec = load_spec(ROOT / "examples" / example / "attest.yaml")
-    ctx = CollectContext(spec=spec, extras={"output_dir": str(out)})
+    ctx = CollectContext(spec=spec, output_dir=out)
     (result,) = export_check.run(ctx)
-    if result.status != "computed" or not ctx.extras.get("onnx", {}).get("exported"):
+    record = ctx.export
+    if result.status != "computed" or record is None:
         raise SystemExit(f"{example}: export failed: {result.reason or result.items[0].message}")
-    info = ctx.extras["onnx"]
+    info = {
+        "path": record.onnx.path,
+        "probe_path": record.probe_bundle.path,
+        "deployment": record.deployment.model_dump(mode="json"),
+        "onnx_mapping": record.onnx_mapping.model_dump(mode="json"),
+    }
     key_path, pub_path, _ = generate_keypair(work / f"{example}-key", passphrase=None)
     statement = build_statement(
         subjects={
