@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from attest.core.text import check_path_text, json_safe, printable_json, safe_text
+from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, AttestError, InputError
 
 
@@ -35,17 +35,6 @@ def _at(text: str | None) -> datetime | None:
     from attest.core.times import parse_moment
 
     return None if text is None else parse_moment(text, option="--at")
-
-
-def _check_paths(**paths: object) -> None:
-    """Refuse path arguments no file can have (a NUL, text the file system cannot encode)
-    before anything is read, as a usage error."""
-    for option, values in paths.items():
-        for value in values if isinstance(values, tuple | list) else [values]:
-            if value is not None:
-                problem = check_path_text(str(value), option)
-                if problem is not None:
-                    raise InputError(problem, hint="check the argument")
 
 
 def _ledger_recorder(path: Path | None) -> Any:
@@ -197,11 +186,6 @@ def verify(
     from attest.verification.verifier import record_rollback
     from attest.verification.verifier import verify as run_verify
 
-    _check_paths(
-        CERTIFICATE=certificate,
-        **{"--trust": trust_path, "--artifact": artifacts, "--state-file": state_file},
-        **{"--probe": probe, "--ledger": ledger},
-    )
     record = _ledger_recorder(ledger)
     if no_state:
         state_file = None
@@ -245,7 +229,6 @@ def inspect(certificate: Path, as_json: bool) -> None:
     """Print what a certificate says, WITHOUT verifying it."""
     from attest.verification.envelope import Rejected, parse_envelope, read_certificate
 
-    _check_paths(CERTIFICATE=certificate)
     shown = safe_text(certificate)
     try:
         envelope = parse_envelope(read_certificate(certificate))
