@@ -49,9 +49,21 @@ def _wall(command: list[str]) -> float:
     return elapsed
 
 
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
 def _write_random(path: Path, size: int) -> None:
+    """A well-formed ONNX protobuf of about ``size`` bytes: random bytes in one unknown
+    length-delimited field (field 100), which the verifier's external-data scan reads past."""
     chunk = 16 * 1024 * 1024
     with path.open("wb") as fh:
+        fh.write(b"\x08\x07" + _varint((100 << 3) | 2) + _varint(size))
         left = size
         while left > 0:
             fh.write(os.urandom(min(chunk, left)))
