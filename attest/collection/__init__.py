@@ -39,6 +39,7 @@ from attest.evidence.model import (
     IG_CHECKS,
     PROFILE_CHECKS,
     TOPOLOGY_CHECKS,
+    TRAINING_CHECKS,
     CheckResult,
     Evidence,
 )
@@ -55,6 +56,7 @@ CHECK_RUNNERS: list[Runner] = [
     "attest.collection.gradients.runner:run",
     "attest.collection.ig.checks:run",
     "attest.collection.export.check:run",
+    "attest.collection.training.runner:run",
 ]
 
 # The check ids each named runner produces: reported as not_implemented when its module is
@@ -65,6 +67,7 @@ RUNNER_CHECKS: dict[str, tuple[str, ...]] = {
     "attest.collection.gradients.runner:run": GRADIENT_CHECKS,
     "attest.collection.ig.checks:run": IG_CHECKS,
     "attest.collection.export.check:run": EXPORT_CHECKS,
+    "attest.collection.training.runner:run": TRAINING_CHECKS,
 }
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "IG_CHECKS",
     "PROFILE_CHECKS",
     "TOPOLOGY_CHECKS",
+    "TRAINING_CHECKS",
     "CheckId",
     "CheckItem",
     "CheckResult",
@@ -64,6 +65,10 @@ CheckId = Literal[
     "ig_determinism",
     "export",
     "thread_sensitivity",
+    "mixed_precision",
+    "recompute",
+    "batch_invariance",
+    "resume",
 ]
 CHECK_IDS: tuple[str, ...] = CheckId.__args__  # type: ignore[attr-defined]
 # The check ids by the stage of ``attest collect`` that produces them (one runner each), in
@@ -88,6 +93,14 @@ IG_CHECKS: tuple[CheckId, ...] = (
     "ig_determinism",
 )
 EXPORT_CHECKS: tuple[CheckId, ...] = ("export",)
+# The training checks (docs/training.md): how the gradients behave under the ``training:``
+# configuration the spec declares; not_applicable without it.
+TRAINING_CHECKS: tuple[CheckId, ...] = (
+    "mixed_precision",
+    "recompute",
+    "batch_invariance",
+    "resume",
+)
 
 # computed: the check ran and its items hold the measurements.
 # not_computed: the check could not be computed (reason says why, e.g. topology failed,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from attest.errors import ConfigError, InputError
 from attest.spec.factory import resolve_callable
 from attest.spec.files import existing_file, first_line, read_probe, read_state_dict
-from attest.spec.model import LoadedSpec, SpecFile
+from attest.spec.model import LoadedSpec, SpecFile, TrainingConfig
 from attest.spec.parse import parse_spec_file
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
         repeats=spec.repeats,
         export=spec.export,
         artifacts={"spec": spec_path, "weights": weights_path, "probe": probe_path},
+        training=_training(spec, spec_dir, spec_path),
     )
 
 
@@ -157,3 +158,24 @@ def _summarize_state_dict_error(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     text = text.removeprefix("Error(s) in loading state_dict for ")
     return text[:600] + (" ..." if len(text) > 600 else "")
+
+
+def _training(spec: SpecFile, spec_dir: Path, spec_path: Path) -> TrainingConfig | None:
+    """The ``training:`` mapping with its optimizer factory resolved (None: not declared)."""
+    section = spec.training
+    if section is None:
+        return None
+    make_optimizer = (
+        resolve_callable(section.optimizer, spec_dir, what="optimizer", spec_path=spec_path)
+        if section.optimizer
+        else None
+    )
+    return TrainingConfig(
+        optimizer=section.optimizer,
+        make_optimizer=make_optimizer,
+        autocast=section.autocast,
+        grad_scaler=section.grad_scaler,
+        checkpoint=list(section.checkpoint),
+        batch_sizes=list(section.batch_sizes),
+        steps=section.steps,
+    )

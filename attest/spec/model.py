@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 if TYPE_CHECKING:
     import torch
@@ -26,6 +26,8 @@ __all__ = [
     "Precision",
     "SpecFile",
     "TargetSpec",
+    "TrainingConfig",
+    "TrainingSection",
 ]
 
 TargetSpec = int | Literal["argmax", "label"]
@@ -74,6 +76,64 @@ class InputsSection(_Strict):
     probe: str = Field(min_length=1)
 
 
+class TrainingSection(_Strict):
+    """``training:``: how the model is trained, for the training checks (docs/training.md).
+
+    Every key is optional; a spec without the mapping keeps the checks ``not_applicable``.
+    """
+
+    optimizer: str | None = None  # "module:callable": callable(params) -> torch.optim.Optimizer
+    autocast: Literal["float16", "bfloat16"] | None = None
+    grad_scaler: bool = False
+    checkpoint: list[str] = Field(default_factory=list)  # module-name globs, e.g. "encoder.*"
+    batch_sizes: list[int] = Field(default_factory=list)
+    steps: int = Field(default=3, ge=1, le=1000)
+
+    @field_validator("optimizer")
+    @classmethod
+    def _optimizer_shape(cls, value: str | None) -> str | None:
+        if value is not None and not FACTORY_RE.match(value):
+            raise ValueError(f"{value!r} is not 'module:callable' (e.g. 'model:make_optimizer')")
+        return value
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint_globs(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern or not pattern.strip():
+                raise ValueError("a checkpoint pattern must be a non-empty module name or glob")
+        return value
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _batch_sizes(cls, value: list[int]) -> list[int]:
+        for size in value:
+            if isinstance(size, bool) or size < 1 or size > 4096:
+                raise ValueError(f"batch size {size!r} must be an integer from 1 to 4096")
+        if len(set(value)) != len(value):
+            raise ValueError("batch sizes must be distinct")
+        return sorted(value)
+
+    @model_validator(mode="after")
+    def _scaler_needs_autocast(self) -> TrainingSection:
+        if self.grad_scaler and self.autocast is None:
+            raise ValueError("grad_scaler: true needs autocast: float16 (or bfloat16)")
+        return self
+
+
+@dataclass
+class TrainingConfig:
+    """The loaded ``training:`` mapping: the optimizer factory resolved to a callable."""
+
+    optimizer: str | None = None
+    make_optimizer: Callable[..., Any] | None = None  # callable(params) -> Optimizer
+    autocast: Literal["float16", "bfloat16"] | None = None
+    grad_scaler: bool = False
+    checkpoint: list[str] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    steps: int = 3
+
+
 class SpecFile(_Strict):
     """The ``attest.yaml`` file, as written by a user (every field in docs/spec.md)."""
 
@@ -87,6 +147,7 @@ class SpecFile(_Strict):
     threads: int = Field(default=2, ge=1, le=1024)
     repeats: int = Field(default=20, ge=1, le=100000)
     export: Literal["onnx"] | None = None
+    training: TrainingSection | None = None
 
     @field_validator("target", mode="before")
     @classmethod
@@ -134,3 +195,4 @@ class LoadedSpec:
     repeats: int = 20
     export: Literal["onnx"] | None = None
     artifacts: dict[str, Path] = field(default_factory=dict)  # role -> path (weights, spec, probe)
+    training: TrainingConfig | None = None  # the ``training:`` mapping; None: not declared

@@ -10,9 +10,17 @@ from attest.evidence.model import (
     IG_CHECKS,
     PROFILE_CHECKS,
     TOPOLOGY_CHECKS,
+    TRAINING_CHECKS,
 )
 
-GROUPS = (TOPOLOGY_CHECKS, PROFILE_CHECKS, GRADIENT_CHECKS, IG_CHECKS, EXPORT_CHECKS)
+GROUPS = (
+    TOPOLOGY_CHECKS,
+    PROFILE_CHECKS,
+    GRADIENT_CHECKS,
+    IG_CHECKS,
+    EXPORT_CHECKS,
+    TRAINING_CHECKS,
+)
 
 
 def test_the_groups_are_the_check_ids_each_once_in_their_order() -> None:
