@@ -37,7 +37,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     """The four training checks' results (not_applicable without ``training:``)."""
     if ctx.spec.training is None:
         return [
-            CheckResult(check=check_id, status="not_applicable", reason=NO_TRAINING_REASON)  # type: ignore[arg-type]
+            CheckResult(check=check_id, status="not_applicable", reason=NO_TRAINING_REASON)
             for check_id in TRAINING_CHECKS
         ]
     results: list[CheckResult] = []
