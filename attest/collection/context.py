@@ -84,7 +84,13 @@ class CheckSettings:
     ig_max_steps: int = 1024
     ig_tolerance: float = 1e-3
     ig_memory_budget_bytes: int = 256 * 1024 * 1024
-    ig_repeats: int = 3
+    # ig_determinism: the same batch of path points, ig_determinism_points per input, is
+    # evaluated ig_repeats times and compared bit for bit (not the whole search again)
+    ig_repeats: int = 2
+    ig_determinism_points: int = 2
+    # adaptive search: stop an input once a panel kept its error through this many halvings
+    # in a row (a jump or a far narrower stretch; 0: never stop early); docs/ig.md
+    ig_stall_halvings: int = 3
     ig_max_inputs: int | None = None  # IG on the first k probe inputs (None: all)
     ig_near_miss_factor: float = 10.0  # warn, not fail: error <= this * tolerance at the cap...
     ig_near_miss_min_reduction: float = 4.0  # ...and it fell by this factor as steps doubled
@@ -95,11 +101,16 @@ class CheckSettings:
     ig_monotonicity_max_spike_share: float = 0.05  # fail: one node's spike carries this share
     ig_monotonicity_flip_tolerance: float = 0.1  # warn: sign flips between slopes above this share
     ig_randomization_max_spearman: float = 0.5  # fail: |rank correlation| after full randomization
-    ig_randomization_max_layers: int = 8  # cascade checkpoints at which IG is recomputed
+    ig_randomization_max_layers: int = 3  # cascade checkpoints at which IG is recomputed
     ig_randomization_inputs: int = 2  # probe inputs used by the randomization test
+    ig_randomization_steps: int = 2  # Gauss-Legendre nodes of its (coarse, fixed) rule
     ig_attribution_max_bytes: int = 1 << 20  # stored attributions for the report
     accumulation_microbatches: tuple[int, ...] = (2, 4)
     second_order_directions: int = 2
+    # Hessian-vector products on the first k probe examples (None: the whole batch): in eval
+    # mode examples are independent, so any one runs every operator's double backward, at 1/N
+    # of the float64 double backward's time and memory (docs/gradient-checks.md)
+    second_order_batch: int | None = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from attest.collection.ig.stall import MIN_PANEL_WIDTH, STALL_RATIO, stop_reading
+
 __all__ = [
     "DEFAULT_PANEL_NODES",
     "MIN_PANEL_WIDTH",
@@ -36,16 +38,19 @@ __all__ = [
 ]
 
 DEFAULT_PANEL_NODES = 2
-# Panels narrower than this are not split (t resolves far below float32's input resolution).
-MIN_PANEL_WIDTH = 2.0**-40
 _DORFLER_SHARE = 0.5
 # Rounding allowance of F per panel end, in units of the model dtype's epsilon times |F|.
 _ROUNDING_ULPS = 8.0
 
 
 class _Evaluator(Protocol):
+    dtype: torch.dtype
+
     def grad(self, points: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradient (float64) and F (float64) at a batch of points of the given inputs."""
+
+    def values(self, points: torch.Tensor, idx: torch.Tensor) -> np.ndarray:
+        """F (float64) at a batch of points, forward only."""
 
 
 @functools.lru_cache(maxsize=16)
@@ -74,6 +79,9 @@ class PanelLayout:
     f_b: np.ndarray
     noise: np.ndarray
     min_width: float = MIN_PANEL_WIDTH
+    # Where the search stopped early (see ``stall``): the narrowest interval the F-only zoom
+    # reached inside the stalled panel, and how much F changes across it.
+    located: tuple[float, float, float] | None = None
 
     def summary(self) -> dict[str, Any]:
         """Panel count, narrowest and widest panel, deepest refinement, the largest error."""
@@ -100,10 +108,17 @@ class _Panel:
     value: float = 0.0  # integral estimate of dF/dt over the panel
     parent_error: float = float("nan")
     depth: int = 0
+    parent_stall: int = 0  # halvings in a row, up to its parent, that kept the error (stall)
     vector: torch.Tensor | None = None  # its attribution-gradient sum, when kept
 
     def error(self) -> float:
         return abs(self.value - (self.f_b - self.f_a))
+
+    def stall(self) -> int:
+        """Halvings in a row down its lineage that kept at least ``STALL_RATIO`` of the error:
+        a jump or a stretch far narrower than the panel (:mod:`attest.collection.ig.stall`)."""
+        kept = self.error() >= STALL_RATIO * self.parent_error  # False for an initial panel
+        return self.parent_stall + 1 if kept else 0
 
 
 @dataclass
@@ -118,7 +133,7 @@ class AdaptiveOutcome:
     local_error: np.ndarray  # (N,) sum of local errors
     recomputed: int = 0
     stored_vectors: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
+    stalls: list[dict[str, Any] | None] = field(default_factory=list)  # per input, see stall
 
 
 def _noise(f_a: float, f_b: float, eps: float) -> float:
@@ -155,6 +170,7 @@ def adaptive_paths(
     chunk: int,
     model_eps: float,
     vector_budget_bytes: int,
+    stall_halvings: int = 0,
 ) -> AdaptiveOutcome:
     """Adaptive composite Gauss-Legendre IG for every input (see the module docstring).
 
@@ -163,6 +179,10 @@ def adaptive_paths(
     passes, panel ends included). Panel gradient sums are kept while they fit in
     ``vector_budget_bytes``; a split panel whose sum was not kept is evaluated again to take
     it out of the running sum (counted in ``evaluations``).
+
+    ``stall_halvings`` > 0: an input stops early when a panel marked for splitting kept its
+    error through that many halvings in a row (:mod:`attest.collection.ig.stall`); F alone is
+    then followed into that panel to say where and why.
     """
     state = _Adaptive(evaluator, b64, diff64, panel_nodes, chunk, vector_budget_bytes)
     points = state.initial_points(panels, f_x, f_b)
@@ -186,6 +206,11 @@ def adaptive_paths(
                 # (they do not cancel); refining until their sum is under the tolerance
                 # spends the whole budget on piecewise-linear (ReLU) paths for nothing. A true
                 # jump keeps the global error up, so it is still refined down to its panel.
+                active[i] = False
+                continue
+            if stall_halvings > 0 and state.stalled(
+                i, tolerance * scale[i], stall_halvings, scale[i], model_eps
+            ):
                 active[i] = False
                 continue
             refined = state.refine(i, tolerance * scale[i], max_evaluations, model_eps)
@@ -224,6 +249,7 @@ class _Adaptive:
         self.samples: list[list[tuple[float, float, float]]] = [[] for _ in range(self.n)]
         self.per_input: list[list[_Panel]] = []
         self.recomputed = 0
+        self.stalls: list[dict[str, Any] | None] = [None] * self.n
 
     def new_vector(self) -> torch.Tensor | None:
         """A zero panel sum, or None when keeping it would exceed the budget."""
@@ -320,6 +346,26 @@ class _Adaptive:
         )
         return rel
 
+    def stalled(self, i: int, allowed: float, halvings: int, scale: float, eps: float) -> bool:
+        """Whether input ``i`` stops here: a panel it would split next kept its error through
+        ``halvings`` halvings in a row. If so F is followed into that panel
+        (:func:`~attest.collection.ig.stall.stop_reading`) and ``stalls[i]`` says where."""
+        row = self.per_input[i]
+        excess = np.array([max(0.0, p.error() - _noise(p.f_a, p.f_b, eps)) for p in row])
+        stuck = [k for k in _mark(row, excess, allowed) if row[k].stall() >= halvings]
+        if not stuck:
+            return False
+        panel = row[stuck[0]]
+        share = panel.error() / max(sum(p.error() for p in row), 1e-300)
+        ends = (panel.a, panel.b, panel.f_a, panel.f_b)
+        path = (self.b64[i], self.diff64[i], i)
+        self.stalls[i] = {
+            **{"evaluations": int(self.evaluations[i]), "halvings": panel.stall()},
+            **{"depth": panel.depth, "error": panel.error(), "parent_error": panel.parent_error},
+            **{"panel_error_share": share, **stop_reading(self.evaluator, path, ends, scale)},
+        }
+        return True
+
     def refine(
         self, i: int, allowed: float, max_evaluations: int, model_eps: float
     ) -> list[_Point] | None:
@@ -349,8 +395,9 @@ class _Adaptive:
         parent = row[k]
         error = parent.error()
         mid = 0.5 * (parent.a + parent.b)
-        left = _Panel(parent.a, mid, parent.f_a, float("nan"), 0.0, error, parent.depth + 1)
-        right = _Panel(mid, parent.b, float("nan"), parent.f_b, 0.0, error, parent.depth + 1)
+        stall = parent.stall()
+        left = _Panel(parent.a, mid, parent.f_a, float("nan"), 0.0, error, parent.depth + 1, stall)
+        right = _Panel(mid, parent.b, float("nan"), parent.f_b, 0.0, error, parent.depth + 1, stall)
         points: list[_Point] = []
         if parent.vector is not None:
             self.acc[i].sub_(parent.vector)
@@ -382,12 +429,16 @@ class _Adaptive:
         return AdaptiveOutcome(
             acc=acc,
             evaluations=self.evaluations,
-            layouts=[_layout(row, model_eps) for row in per_input],
+            layouts=[
+                _layout(row, model_eps, stall)
+                for row, stall in zip(per_input, self.stalls, strict=True)
+            ],
             curve=curve,
             samples=[_sorted_samples(rows) for rows in self.samples],
             local_error=np.array([sum(p.error() for p in row) for row in per_input]),
             recomputed=self.recomputed,
             stored_vectors=stored,
+            stalls=self.stalls,
         )
 
 
@@ -395,18 +446,10 @@ def _sorted_samples(
     rows: list[tuple[float, float, float]],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One input's path samples as (t, f, slope) arrays sorted by t, the first of equal t kept."""
-    t, f, s = (
-        (np.array(v, dtype=np.float64) for v in zip(*rows, strict=True))
-        if rows
-        else (
-            np.empty(0),
-            np.empty(0),
-            np.empty(0),
-        )
-    )
-    order = np.argsort(t, kind="stable")
-    t_sorted, first = np.unique(t[order], return_index=True)
-    return t_sorted, f[order][first], s[order][first]
+    table = np.array(rows, dtype=np.float64).reshape(-1, 3)
+    order = np.argsort(table[:, 0], kind="stable")
+    t_sorted, first = np.unique(table[order, 0], return_index=True)
+    return t_sorted, table[order, 1][first], table[order, 2][first]
 
 
 def _assign(points: list[_Point], values: list[tuple[float, float]]) -> None:
@@ -436,8 +479,10 @@ def _mark(row: list[_Panel], excess: np.ndarray, allowed: float) -> list[int]:
     return chosen
 
 
-def _layout(row: list[_Panel], eps: float) -> PanelLayout:
+def _layout(row: list[_Panel], eps: float, stall: dict[str, Any] | None = None) -> PanelLayout:
+    located = None if stall is None or stall["f_change"] is None else stall["located"]
     return PanelLayout(
+        located=None if located is None else (*located, abs(stall["f_change"])),  # type: ignore[index]
         a=np.array([p.a for p in row]),
         b=np.array([p.b for p in row]),
         error=np.array([p.error() for p in row]),

@@ -134,6 +134,15 @@ def path_behaviour(samples: PathSamples, *, flip_tolerance: float) -> dict[str, 
         k = int(np.argmax(jumps))
         out["max_jump_ratio"] = float(jumps[k])
         out["jump_interval"] = [float(panels.a[k]), float(panels.b[k])]
+        if panels.located is not None:
+            # The search stopped early and followed F alone into its worst panel
+            # (attest.collection.ig.stall): an interval that narrow across which F still
+            # changes is a jump, whatever width its panel had.
+            low, high, change = panels.located
+            ratio = max(0.0, change - float(np.max(panels.noise, initial=0.0))) / scale
+            if high - low <= 2.0 * panels.min_width and ratio > out["max_jump_ratio"]:
+                out["max_jump_ratio"] = ratio
+                out["jump_interval"] = [low, high]
         u = int(np.argmax(np.where(floor, 0.0, local)))
         out["max_unresolved_panel_error_ratio"] = float(0.0 if floor[u] else local[u])
         out["panel_summary"] = panels.summary()

@@ -52,13 +52,12 @@ from attest.collection.ig.adaptive import (
 )
 from attest.collection.ig.baselines import BASELINES, make_baseline
 from attest.collection.ig.evaluator import (
-    SAMPLE_BYTES,
     PathEvaluator,
-    argmax_classes,
     eval_mode,
-    preferred_memory_format,
-    probe,
+    path_evaluator,
+    path_gradients,
     samples_per_chunk,
+    share_sample_bytes,
 )
 from attest.collection.ig.fixed import FixedOutcome, Level, fixed_paths
 from attest.collection.ig.quadrature import (
@@ -80,7 +79,9 @@ __all__ = [
     "encode_attributions",
     "integrated_gradients",
     "make_baseline",
+    "path_gradients",
     "quadrature",
+    "share_sample_bytes",
 ]
 
 ADAPTIVE = "adaptive"
@@ -140,6 +141,8 @@ class IGResult:
     local_error: np.ndarray | None = None  # adaptive rule: (N,) sum of panel errors
     panel_nodes: int = 0  # adaptive rule: Gauss-Legendre nodes per panel
     error_scale: np.ndarray | None = None  # (N,) what completeness_rel_error is relative to
+    # adaptive rule with stall_halvings: per input, None or why and where the search stopped early
+    stalls: list[dict[str, Any] | None] | None = None
 
     @property
     def delta(self) -> np.ndarray:
@@ -194,6 +197,7 @@ def integrated_gradients(
     seed: int = 0,
     return_diagnostics: bool = True,
     panel_nodes: int = DEFAULT_PANEL_NODES,
+    stall_halvings: int = 0,
 ) -> IGResult:
     """Integrated gradients of ``F(x) = model(x)[:, target]`` (summed over further dims).
 
@@ -203,7 +207,10 @@ def integrated_gradients(
     broadcastable to ``inputs`` or one of :data:`BASELINES` (see :func:`make_baseline`).
     With ``tolerance``, steps double until every input's relative completeness error is at
     most ``tolerance`` or ``max_steps`` is reached. ``return_diagnostics`` keeps F and the
-    integrand at every evaluated node of each path (``IGResult.path``).
+    integrand at every evaluated node of each path (``IGResult.path``). ``stall_halvings``
+    > 0 (adaptive rule): an input stops as soon as a panel it would split next kept its error
+    through that many halvings in a row (a jump, or a stretch far narrower than the panel);
+    ``IGResult.stalls`` then says where along the path and why (:mod:`attest.collection.ig.stall`).
     """
     method = canonical_method(method or (ADAPTIVE if tolerance is not None else "trapezoid"))
     _check_arguments(method, steps, panel_nodes, inputs, memory_budget_bytes)
@@ -219,7 +226,7 @@ def integrated_gradients(
     find_classes = pending == "argmax"
 
     with eval_mode(model) as model_info:
-        evaluator, per_sample = _path_evaluator(
+        evaluator, per_sample = path_evaluator(
             model, x64, dtype, classes, target_fn, find_classes, model_info
         )
         chunk = samples_per_chunk(per_sample, memory_budget_bytes, x64.device)
@@ -241,6 +248,7 @@ def integrated_gradients(
                 chunk=chunk,
                 model_eps=model_eps,
                 vector_budget_bytes=memory_budget_bytes,
+                stall_halvings=int(stall_halvings),
             )
         else:
             fixed = _fixed_rule(
@@ -291,32 +299,6 @@ def _check_arguments(
         raise InputError("inputs must be a non-empty batch (N, ...)")
     if memory_budget_bytes <= 0:
         raise InputError(f"memory_budget_bytes must be positive, got {memory_budget_bytes}")
-
-
-def _path_evaluator(
-    model: nn.Module,
-    x64: torch.Tensor,
-    dtype: torch.dtype,
-    classes: torch.Tensor | None,
-    target_fn: Callable[[torch.Tensor], torch.Tensor] | None,
-    find_classes: bool,
-    model_info: dict[str, Any],
-) -> tuple[PathEvaluator, int]:
-    """The evaluator of the path integrand (in the memory format the model prefers) and the
-    bytes one path sample needs, measured by one probe step per model and input shape."""
-    n = x64.shape[0]
-    key = (tuple(x64.shape[1:]), dtype, str(x64.device))
-    cache = SAMPLE_BYTES.setdefault(model, {})
-    layout = cache[key][1] if key in cache else preferred_memory_format(model, x64)
-    evaluator = PathEvaluator(model, dtype, classes, target_fn, layout)
-    if find_classes:  # the probe step needs input 0's class before the rest
-        with torch.no_grad():
-            evaluator.classes = torch.zeros(n, dtype=torch.long)
-            evaluator.classes[:1] = argmax_classes(evaluator.output(x64[:1]))
-    if key not in cache:  # one probe step per model and input shape
-        cache[key] = probe(evaluator, x64[:1], torch.arange(n)[:1])
-    model_info["memory_format"] = str(evaluator.memory_format).replace("torch.", "")
-    return evaluator, cache[key][0]
 
 
 def _fixed_rule(
@@ -464,5 +446,6 @@ def _adaptive_result(
         panels=outcome.layouts,
         local_error=outcome.local_error,
         panel_nodes=panel_nodes,
+        stalls=outcome.stalls,
         **common,
     )

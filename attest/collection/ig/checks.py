@@ -50,6 +50,7 @@ from attest.collection.ig.path_checks import (
     status_counts,
     summary_max,
 )
+from attest.collection.ig.stall import json_safe, stall_text
 from attest.evidence.model import IG_CHECKS, CheckId, CheckItem, CheckResult, ItemStatus, Metric
 
 __all__ = ["IG_CHECKS", "run", "target_probability_limit"]
@@ -132,6 +133,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
                 tolerance=settings.ig_tolerance,
                 max_steps=settings.ig_max_steps,
                 memory_budget_bytes=settings.ig_memory_budget_bytes,
+                stall_halvings=settings.ig_stall_halvings,
             )
         except Exception as exc:  # the model raised: every IG check says where, none crashes
             return _error_results(f"integrated gradients could not be computed: {_describe(exc)}")
@@ -151,7 +153,10 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         steps = (
             ("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params)),
             ("ig_monotonicity", lambda: monotonicity(ctx, main, base_params)),
-            ("ig_randomization", lambda: randomization(ctx, inputs, baseline, main, base_params)),
+            (
+                "ig_randomization",
+                lambda: randomization(ctx, inputs, baseline, main, base_params, model),
+            ),
             (
                 "ig_determinism",
                 lambda: determinism(ctx, model, inputs, baseline, main, base_params),
@@ -250,6 +255,9 @@ def _completeness(
         elif not np.isfinite(rel) or rel > tolerance:
             status = "fail"
             message = f"sum of attributions misses F(x) - F(b) by {rel:.3g} relative (tolerance {tolerance:g})"
+            stopped = stall_text(main.stalls[i] if main.stalls else None, settings.ig_max_steps)
+            if stopped:
+                message += f"; {stopped}"
         else:
             status, message = "pass", f"completeness error {rel:.3g} relative"
         items.append(
@@ -312,18 +320,27 @@ def _convergence(
             )
         else:
             status = "fail"
-            message = (
+            message = stall_text(
+                main.stalls[i] if main.stalls else None, settings.ig_max_steps
+            ) or (
                 f"completeness error still {errors[-1] if errors else None} at {main.steps_used[i]} steps "
                 f"(max {settings.ig_max_steps}) and not falling as steps double: the path may have a "
                 "jump the quadrature cannot integrate (see ig_monotonicity)"
             )
+        stall = main.stalls[i] if main.stalls else None
+        metrics["stopped_early"] = stall is not None
         items.append(
             CheckItem(
                 subject=input_subject(i),
                 status=status,
                 metrics=metrics,
                 message=message,
-                details={"steps": steps, "rel_error": errors, "attribution_change": changes},
+                details={
+                    "steps": steps,
+                    "rel_error": errors,
+                    "attribution_change": changes,
+                    **({"stall": json_safe(stall)} if stall is not None else {}),
+                },
             )
         )
     return CheckResult(

@@ -24,10 +24,13 @@ __all__ = [
     "PathEvaluator",
     "argmax_classes",
     "eval_mode",
+    "path_evaluator",
+    "path_gradients",
     "preferred_memory_format",
     "probe",
     "samples_per_chunk",
     "select_target",
+    "share_sample_bytes",
 ]
 
 _MEMORY_SAFETY_FACTOR = 1.5
@@ -182,6 +185,11 @@ class PathEvaluator:
             )
         return (torch.zeros_like(leaf) if g is None else g), f.detach().to(torch.float64)
 
+    def values(self, points: torch.Tensor, idx: torch.Tensor) -> np.ndarray:
+        """F (float64) at ``points`` of the inputs ``idx``, forward only (no graph kept)."""
+        with torch.no_grad():
+            return self.target(self.output(points), idx).to(torch.float64).cpu().numpy()
+
     def measure_sample_bytes(self, point: torch.Tensor, idx: torch.Tensor) -> int:
         """Bytes one path sample needs, from one probe step: the tensors autograd saves for
         backward (parameters and buffers excluded, storages counted once; the allocator's
@@ -267,3 +275,76 @@ def samples_per_chunk(per_sample_bytes: int, budget: int, device: torch.device) 
     working set (measured: one huge batch is slower on CPU than chunks of ~32 MiB)."""
     limit = budget if device.type != "cpu" else min(budget, CPU_WORKING_SET_BYTES)
     return max(1, min(limit // per_sample_bytes, 1 << 20))
+
+
+def path_evaluator(
+    model: nn.Module,
+    x64: torch.Tensor,
+    dtype: torch.dtype,
+    classes: torch.Tensor | None,
+    target_fn: Callable[[torch.Tensor], torch.Tensor] | None,
+    find_classes: bool,
+    model_info: dict[str, Any],
+) -> tuple[PathEvaluator, int]:
+    """The evaluator of the path integrand (in the memory format the model prefers) and the
+    bytes one path sample needs, measured by one probe step per model and input shape."""
+    n = x64.shape[0]
+    key = (tuple(x64.shape[1:]), dtype, str(x64.device))
+    cache = SAMPLE_BYTES.setdefault(model, {})
+    layout = cache[key][1] if key in cache else preferred_memory_format(model, x64)
+    evaluator = PathEvaluator(model, dtype, classes, target_fn, layout)
+    if find_classes:  # the probe step needs input 0's class before the rest
+        with torch.no_grad():
+            evaluator.classes = torch.zeros(n, dtype=torch.long)
+            evaluator.classes[:1] = argmax_classes(evaluator.output(x64[:1]))
+    if key not in cache:  # one probe step per model and input shape
+        cache[key] = probe(evaluator, x64[:1], torch.arange(n)[:1])
+    model_info["memory_format"] = str(evaluator.memory_format).replace("torch.", "")
+    return evaluator, cache[key][0]
+
+
+# ----------------------------------------------------------------------------- evaluators
+
+
+def share_sample_bytes(source: nn.Module, target: nn.Module) -> None:
+    """Give ``target`` (a copy of ``source``'s architecture, other weights) the probe-step
+    measurements of ``source``: activation memory and layout do not depend on the weights'
+    values, so the copy need not spend a probe step of its own."""
+    known = SAMPLE_BYTES.get(source)
+    if known:
+        SAMPLE_BYTES.setdefault(target, {}).update(known)
+
+
+def path_gradients(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    baseline: torch.Tensor,
+    t: np.ndarray,
+    classes: np.ndarray | None,
+    memory_budget_bytes: int,
+) -> tuple[torch.Tensor, np.ndarray]:
+    """The integrand's pieces at path positions ``t`` of every input, as the IG path computes
+    them: ``(grads, f)`` with grads (len(t), N, ...) float64 and F (len(t), N).
+
+    The points go through the model in the chunks (size and order) ``integrated_gradients``
+    would use, so the same call repeated compares like with like (``ig_determinism``); the
+    model runs in eval mode, its flags restored."""
+    x64 = inputs.detach().to(torch.float64)
+    b64 = torch.broadcast_to(baseline.detach().to(x64.device, torch.float64), x64.shape)
+    dtype = inputs.dtype if inputs.is_floating_point() else torch.float32
+    n = x64.shape[0]
+    known = None if classes is None else torch.from_numpy(np.asarray(classes)).to(torch.long)
+    ts = torch.as_tensor(np.asarray(t, dtype=np.float64), device=x64.device)
+    points = torch.addcmul(b64.unsqueeze(0), ts.view(-1, *([1] * x64.dim())), (x64 - b64))
+    points = points.reshape(-1, *x64.shape[1:])
+    idx = torch.arange(n).repeat(len(ts))
+    with eval_mode(model) as model_info:
+        evaluator, per_sample = path_evaluator(model, x64, dtype, known, None, False, model_info)
+        chunk = samples_per_chunk(per_sample, memory_budget_bytes, x64.device)
+        grads, fs = [], []
+        for start in range(0, points.shape[0], chunk):
+            g, f = evaluator.grad(points[start : start + chunk], idx[start : start + chunk])
+            grads.append(g.detach())
+            fs.append(f.cpu().numpy())
+    grad = torch.cat(grads).reshape(len(ts), *x64.shape)
+    return grad, np.concatenate(fs).reshape(len(ts), n)

@@ -13,7 +13,12 @@ import torch
 
 from attest.collection.context import CheckSettings, CollectContext
 from attest.collection.ig.analysis import cascade_layers, path_behaviour, randomize_layer, spearman
-from attest.collection.ig.attribution import IGResult, integrated_gradients
+from attest.collection.ig.attribution import (
+    IGResult,
+    integrated_gradients,
+    path_gradients,
+    share_sample_bytes,
+)
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric, Subject
 
 __all__ = [
@@ -144,29 +149,41 @@ def randomization(
     baseline: torch.Tensor,
     main: IGResult,
     params: dict[str, Any],
+    main_model: torch.nn.Module | None = None,
 ) -> CheckResult:
-    """``ig_randomization``: Adebayo et al.'s cascading parameter randomization test."""
+    """``ig_randomization``: Adebayo et al.'s cascading parameter randomization test, on the
+    first ``ig_randomization_inputs`` inputs with a fixed ``ig_randomization_steps``-node
+    Gauss-Legendre rule, at ``ig_randomization_max_layers`` checkpoints of the cascade."""
     settings = ctx.settings
     k = max(1, min(settings.ig_randomization_inputs, inputs.shape[0]))
     x, b = inputs[:k], baseline[:k]
     target: Any = (
         torch.from_numpy(main.target_classes[:k]) if main.target_classes is not None else "argmax"
     )
+    # One copy of the model, randomized in place layer after layer (the context's shared
+    # instances stay untouched); it shares the main model's measured sample bytes, since
+    # activation memory does not depend on the weights' values (no second probe step).
     model = ctx.fresh_model()
+    if main_model is not None:
+        share_sample_bytes(main_model, model)
     layers = cascade_layers(model, x[:1])
     if not layers:
         return CheckResult(
             check="ig_randomization", status="not_computed", reason="the model has no parameters"
         )
+    steps = max(1, int(settings.ig_randomization_steps))
 
     def attribute(net: torch.nn.Module) -> np.ndarray:
+        # A coarse fixed rule: the maps only feed a rank correlation, and a model whose
+        # attributions do not depend on its weights keeps their order at any step count
+        # (docs/ig.md has the detection table against the former 32-step rule).
         result = integrated_gradients(
             net,
             x,
             target=target,
             baseline=b,
-            method=settings.ig_method,
-            steps=settings.ig_steps,
+            method="gausslegendre",
+            steps=steps,
             memory_budget_bytes=settings.ig_memory_budget_bytes,
             return_diagnostics=False,
         )
@@ -174,13 +191,15 @@ def randomization(
 
     original = attribute(model)
     curve = _cascade(model, layers, original, attribute, settings)
+    del model
     items = [_randomization_item(i, original[i], curve, len(layers), settings) for i in range(k)]
     return CheckResult(
         check="ig_randomization",
         status="computed",
         parameters={
             **params,
-            "steps": settings.ig_steps,
+            "steps": steps,
+            "rule": "gausslegendre",
             "inputs_used": k,
             "max_spearman": settings.ig_randomization_max_spearman,
             "sign_flip_abs_spearman": SIGN_FLIP_ABS_SPEARMAN,
@@ -302,71 +321,90 @@ def determinism(
     main: IGResult,
     params: dict[str, Any],
 ) -> CheckResult:
-    """``ig_determinism``: attributions bit-exact across repeats at fixed threads."""
+    """``ig_determinism``: the integrand bit-exact across repeats at fixed threads.
+
+    Attributions are float64 sums, in a fixed order, of the model's gradients at the path
+    points; their bits can differ between two runs only where the model's own evaluations
+    do (a random op, a racy kernel). So instead of repeating the whole adaptive search, one
+    batch of ``ig_determinism_points`` path points per input (the interior Gauss-Legendre
+    nodes of [0, 1]) goes through the model ``ig_repeats`` times, in the same chunks and
+    order, without reseeding in between, and every gradient and F is compared bit for bit.
+    What is compared per input is the attribution integrand ``grad * (x - b)`` at those
+    points, so ``max_abs_diff`` is in attribution units (per unit of path length)."""
     settings = ctx.settings
     repeats = max(2, settings.ig_repeats)
-    target: Any = (
-        torch.from_numpy(main.target_classes) if main.target_classes is not None else "argmax"
-    )
-    runs = [
-        integrated_gradients(
-            model,
-            inputs,
-            target=target,
-            baseline=baseline,
-            method=settings.ig_method,
-            steps=settings.ig_steps,
-            memory_budget_bytes=settings.ig_memory_budget_bytes,
-            return_diagnostics=False,
+    count = max(1, int(settings.ig_determinism_points))
+    t = 0.5 * (np.polynomial.legendre.leggauss(count)[0] + 1.0)
+    diff = (inputs.detach().to(torch.float64) - baseline.to(torch.float64)).cpu()
+    runs: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    for _ in range(repeats):
+        grads, f = path_gradients(
+            model, inputs, baseline, t, main.target_classes, settings.ig_memory_budget_bytes
         )
-        .attributions.cpu()
-        .numpy()
-        for _ in range(repeats)
-    ]
-    items = []
-    for i in range(inputs.shape[0]):
-        reference = runs[0][i]
-        digests = [hashlib.sha256(np.ascontiguousarray(r[i]).tobytes()).hexdigest() for r in runs]
-        equal = [d == digests[0] for d in digests]
-        with np.errstate(invalid="ignore"):
-            diffs = [np.abs(r[i] - reference) for r in runs[1:]]
-        max_diff = max((float(np.nanmax(d)) if d.size else 0.0) for d in diffs)
-        scale = float(np.nanmax(np.abs(reference))) if reference.size else 0.0
-        first: list[int] | None = None
-        for r in runs[1:]:
-            mismatch = np.argwhere(~((r[i] == reference) | (np.isnan(r[i]) & np.isnan(reference))))
-            if mismatch.size:
-                first = [int(v) for v in mismatch[0]]
-                break
-        bit_exact = all(equal)
-        metrics: dict[str, Metric] = {
-            "bit_exact": bit_exact,
-            "bit_exact_rate": sum(equal) / len(equal),
-            "max_abs_diff": finite_or_none(max_diff),
-            "max_rel_diff": finite_or_none(max_diff / scale) if scale > 0 else None,
-            "repeats": repeats,
-        }
-        message = (
-            "bit-exact"
-            if bit_exact
-            else f"attributions differ between repeats, first at index {tuple(first or [])}"
-        )
-        items.append(
-            CheckItem(
-                subject=input_subject(i, None if bit_exact else first),
-                status="pass" if bit_exact else "fail",
-                metrics=metrics,
-                message=message,
-                details={"sha256": digests[0]},
-            )
-        )
+        # (points, N, ...) -> (N, points, ...): each input's integrand at every point
+        runs.append((grads.cpu() * diff.unsqueeze(0)).transpose(0, 1).numpy())
+        values.append(f.T.copy())
+        del grads
+    items = [_determinism_item(i, runs, values, repeats) for i in range(inputs.shape[0])]
     return CheckResult(
         check="ig_determinism",
         status="computed",
-        parameters={**params, "repeats": repeats, "steps": settings.ig_steps},
+        parameters={
+            **params,
+            "repeats": repeats,
+            "points_per_input": count,
+            "points_t": [float(v) for v in t],
+            "compared": "grad F * (x - b) and F at the same path points, same chunks, bit for bit",
+        },
         summary={
             "bit_exact": all(bool(i.metrics["bit_exact"]) for i in items),
             **status_counts(items),
         },
         items=items,
+    )
+
+
+def _determinism_item(
+    i: int, runs: list[np.ndarray], values: list[np.ndarray], repeats: int
+) -> CheckItem:
+    """Input ``i``'s item: its integrand (and F) in every repeat against the first."""
+    reference = runs[0][i]
+    digests = [
+        hashlib.sha256(
+            np.ascontiguousarray(r[i]).tobytes() + np.ascontiguousarray(v[i]).tobytes()
+        ).hexdigest()
+        for r, v in zip(runs, values, strict=True)
+    ]
+    equal = [d == digests[0] for d in digests]
+    with np.errstate(invalid="ignore"):
+        diffs = [np.abs(r[i] - reference) for r in runs[1:]]
+    max_diff = max((float(np.nanmax(d)) if d.size else 0.0) for d in diffs)
+    scale = float(np.nanmax(np.abs(reference))) if reference.size else 0.0
+    first: list[int] | None = None
+    for r in runs[1:]:
+        mismatch = np.argwhere(~((r[i] == reference) | (np.isnan(r[i]) & np.isnan(reference))))
+        if mismatch.size:
+            first = [int(v) for v in mismatch[0][1:]]  # the tensor index (without the point)
+            break
+    bit_exact = all(equal)
+    metrics: dict[str, Metric] = {
+        "bit_exact": bit_exact,
+        "bit_exact_rate": sum(equal) / len(equal),
+        "max_abs_diff": finite_or_none(max_diff),
+        "max_rel_diff": finite_or_none(max_diff / scale) if scale > 0 else None,
+        "repeats": repeats,
+    }
+    if bit_exact:
+        message = "bit-exact"
+    elif first is None:
+        message = "F differs between repeats at the same path points"
+    else:
+        message = f"attributions differ between repeats, first at index {tuple(first)}"
+    return CheckItem(
+        subject=input_subject(i, None if bit_exact else (first or [])),
+        status="pass" if bit_exact else "fail",
+        metrics=metrics,
+        message=message,
+        details={"sha256": digests[0]},
     )
