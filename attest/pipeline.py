@@ -43,6 +43,7 @@ from attest.evidence.model import Evidence, ExportedFile
 from attest.policy.engine import evaluate
 from attest.policy.model import Findings, Policy, load_policy
 from attest.spec import LoadedSpec, load_spec, parse_spec_file
+from attest.spec.model import parse_budget
 
 __all__ = [
     "CertifyResult",
@@ -215,13 +216,23 @@ def check_settings(policy: Policy) -> Any:
 
 
 def _collect(
-    spec: LoadedSpec, policy: Policy, progress: Progress | None, out_dir: Path
+    spec: LoadedSpec,
+    policy: Policy,
+    progress: Progress | None,
+    out_dir: Path,
+    budget_s: float | None = None,
 ) -> Evidence:
     from attest.collection import collect
 
     # The export check writes model.onnx and probe.npz into out_dir, next to the certificate
     # that binds them (not into a temporary folder left behind).
-    return collect(spec, settings=check_settings(policy), progress=progress, output_dir=out_dir)
+    return collect(
+        spec,
+        settings=check_settings(policy),
+        progress=progress,
+        output_dir=out_dir,
+        budget_s=budget_s,
+    )
 
 
 def certify(
@@ -236,6 +247,7 @@ def certify(
     expires_in: str | timedelta = "365d",
     progress: Progress | None = None,
     at: datetime | None = None,
+    budget: str | float | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -245,8 +257,11 @@ def certify(
     stage is installed. ``at`` fixes the time used for waiver expiry and the certificate's
     ``issued_at`` (default: now). Raises :class:`attest.errors.AttestError` on bad input; a
     failed policy is a result (``passed`` False, no certificate), not an exception.
+    ``budget`` (``"30m"`` or seconds; default: the spec's ``budget:``) plans the collect to fit
+    that time (:mod:`attest.collection.budget`).
     """
     out_path = Path(out)
+    budget_s = parse_budget(budget)
     evidence_path = Path(evidence_out) if evidence_out else out_path.with_name("evidence.json")
     findings_path = Path(findings_out) if findings_out else out_path.with_name("findings.json")
     clash = {out_path.resolve(), evidence_path.resolve(), findings_path.resolve()}
@@ -262,7 +277,7 @@ def certify(
     say = progress or (lambda _message: None)
     say(f"collecting evidence for {spec.path if isinstance(spec, LoadedSpec) else spec}")
     loaded_spec = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
-    evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent)
+    evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
     atomic_write_text(evidence_path, dumps_pretty(evidence.model_dump(mode="json")))
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)

@@ -176,6 +176,13 @@ def evaluate(
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress display on stderr (shown on a terminal only)."
 )
+@click.option(
+    "--budget",
+    default=None,
+    metavar="DURATION",
+    help="Plan the collect to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
+    "Default: the spec's budget:, else the full work.",
+)
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -190,6 +197,7 @@ def certify(
     at_text: str | None,
     as_json: bool,
     quiet: bool,
+    budget: str | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -213,6 +221,7 @@ def certify(
             expires_in=expires_in,
             progress=progress,
             at=parse_at(at_text),
+            budget=budget,
         )
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,

@@ -83,7 +83,21 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress display on stderr (shown on a terminal only)."
 )
-def collect(paths: tuple[Path, ...], out: Path, merge: bool, as_json: bool, quiet: bool) -> None:
+@click.option(
+    "--budget",
+    default=None,
+    metavar="DURATION",
+    help="Plan the work to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
+    "Default: the spec's budget:, else the full work.",
+)
+def collect(
+    paths: tuple[Path, ...],
+    out: Path,
+    merge: bool,
+    as_json: bool,
+    quiet: bool,
+    budget: str | None,
+) -> None:
     """Profile the model of SPEC (attest.yaml) and run every check; write evidence.
 
     With --merge, PATHS are evidence files of the same model from different hardware
@@ -92,6 +106,8 @@ def collect(paths: tuple[Path, ...], out: Path, merge: bool, as_json: bool, quie
     from attest.core.io import atomic_write_json
 
     if merge:
+        if budget is not None:
+            raise InputError("--budget applies to collecting, not to --merge")
         if len(paths) < 2:
             raise InputError(
                 "--merge needs at least two evidence files",
@@ -109,9 +125,11 @@ def collect(paths: tuple[Path, ...], out: Path, merge: bool, as_json: bool, quie
             )
         from attest.collection import collect as run_collect
         from attest.core.progress import terminal_progress
+        from attest.spec.model import parse_budget
 
+        budget_s = parse_budget(budget)  # a bad --budget is refused before any work
         with terminal_progress(quiet=quiet, as_json=as_json) as progress:
-            evidence = run_collect(paths[0], out=out, progress=progress)
+            evidence = run_collect(paths[0], out=out, progress=progress, budget_s=budget_s)
     if as_json:
         click.echo(json.dumps(_json_summary(evidence, out), indent=2))
     else:

@@ -21,15 +21,26 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import importlib
 import time
 import traceback
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from attest._version import __version__
+from attest.collection.budget import BudgetPlanner
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collection.resources import (
+    PhaseMeter,
+    PhaseUsage,
+    is_out_of_memory,
+    out_of_memory_error,
+    require_headroom,
+)
 from attest.core.progress import step_message
 from attest.errors import AttestError
 from attest.evidence.model import (
@@ -42,6 +53,7 @@ from attest.evidence.model import (
     TRAINING_CHECKS,
     CheckResult,
     Evidence,
+    PhaseRecord,
 )
 
 __all__ = ["CHECK_RUNNERS", "RUNNER_CHECKS", "Runner", "collect"]
@@ -99,53 +111,46 @@ def _error_results(check_ids: tuple[str, ...], reason: str) -> list[CheckResult]
     return [CheckResult(check=c, status="error", reason=reason) for c in check_ids]  # type: ignore[arg-type]
 
 
+def phase_name(runner: Runner) -> str:
+    """The phase a runner is recorded under: ``gradients`` for attest.collection.gradients..."""
+    name = _runner_name(runner)
+    module = name.partition(":")[0]
+    parts = module.split(".")
+    if module == "attest.collection.profile.topology":
+        return "topology"
+    if len(parts) >= 3 and parts[:2] == ["attest", "collection"]:
+        return {"profile": "profile"}.get(parts[2], parts[2])
+    return name
+
+
 def _run_checks(
-    ctx: CollectContext, runners: list[Runner], progress: Callable[[str], None] | None
+    ctx: CollectContext,
+    runners: list[Runner],
+    progress: Callable[[str], None] | None,
+    phases: list[PhaseRecord],
+    planner: BudgetPlanner | None = None,
 ) -> dict[str, CheckResult]:
     results: dict[str, CheckResult] = {}
-    for runner in runners:
+    for index, runner in enumerate(runners):
         name = _runner_name(runner)
-        expected = RUNNER_CHECKS.get(name, ())
+        if planner is not None:  # plan again with the time actually left
+            planner.plan([phase_name(r) for r in runners[index:]], ctx.settings, ctx.spec)
+        if phases and phases[0].phase == "capture":
+            _require_headroom(phases[0], phase_name(runner))
         if progress is not None:  # steps: the check ids finished so far, of all of them
             done = sum(1 for check_id in CHECK_IDS if check_id in results)
             short = name.rpartition(".")[2].partition(":")[0]
             progress(step_message(done, len(CHECK_IDS), f"checks: {short}"))
-        started = time.perf_counter()
-        try:
-            func = _resolve(runner)
-        except Exception as exc:
-            for result in _error_results(
-                expected, f"importing runner {name} raised {type(exc).__name__}: {exc}"
-            ):
-                results.setdefault(result.check, result)
-            continue
-        if isinstance(func, str):
-            for check_id in expected:
-                results.setdefault(
-                    check_id,
-                    CheckResult(check=check_id, status="not_implemented", reason=func),  # type: ignore[arg-type]
-                )
-            continue
-        try:
-            produced = func(ctx)
-            if not isinstance(produced, list) or not all(
-                isinstance(r, CheckResult) for r in produced
-            ):
-                raise TypeError(
-                    f"runner returned {type(produced).__name__}, expected list[CheckResult]"
-                )
-        except AttestError:
-            raise
-        except Exception as exc:
-            where = _where(exc)
-            reason = f"runner {name} raised {type(exc).__name__}: {exc}{where}"
-            for result in _error_results(expected, reason):
-                results.setdefault(result.check, result)
-            continue
-        elapsed = time.perf_counter() - started
+        with PhaseMeter() as meter:
+            produced = _run_one(ctx, runner, name)
+            gc.collect()  # what the runner built and dropped goes before the next one starts
+        usage = meter.usage
+        phases.append(_phase_record(phase_name(runner), [r.check for r in produced], usage))
         for result in produced:
             if result.duration_s is None:
-                result.duration_s = round(elapsed / max(1, len(produced)), 6)
+                result.duration_s = round(usage.duration_s / max(1, len(produced)), 6)
+            if result.peak_rss_bytes is None:
+                result.peak_rss_bytes = usage.peak_rss_bytes
             results.setdefault(result.check, result)
     for check_id in CHECK_IDS:
         results.setdefault(
@@ -157,6 +162,69 @@ def _run_checks(
             ),
         )
     return {check_id: results[check_id] for check_id in CHECK_IDS}
+
+
+def _run_one(ctx: CollectContext, runner: Runner, name: str) -> list[CheckResult]:
+    """One runner's results; an import failure, a missing module or a raising runner gives
+    its expected checks as error / not_implemented results (never a pass)."""
+    expected = RUNNER_CHECKS.get(name, ())
+    try:
+        func = _resolve(runner)
+    except Exception as exc:
+        return _error_results(
+            expected, f"importing runner {name} raised {type(exc).__name__}: {exc}"
+        )
+    if isinstance(func, str):
+        return [
+            CheckResult(check=check_id, status="not_implemented", reason=func)  # type: ignore[arg-type]
+            for check_id in expected
+        ]
+    try:
+        produced = func(ctx)
+        if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
+            raise TypeError(
+                f"runner returned {type(produced).__name__}, expected list[CheckResult]"
+            )
+    except AttestError:
+        raise
+    except Exception as exc:
+        if is_out_of_memory(exc):  # a clear error, not a check 'error' the user must decode
+            raise out_of_memory_error(exc, f"the {phase_name(runner)} checks") from None
+        reason = f"runner {name} raised {type(exc).__name__}: {exc}{_where(exc)}"
+        return _error_results(expected, reason)
+    return produced
+
+
+def _require_headroom(capture: PhaseRecord, phase: str) -> None:
+    """Refuse a phase the machine has no memory for: each phase holds at most about what run
+    0 held at its peak (the model's activations and gradients plus run 0's reference before it
+    moved to the spill file) on top of what the process already holds."""
+    if capture.peak_rss_bytes is None or capture.rss_start_bytes is None:
+        return
+    working = capture.peak_rss_bytes - capture.rss_start_bytes
+    if working > 0:
+        require_headroom(working, f"the {phase} checks")
+
+
+def unit_seconds(profile: Any) -> float:
+    """One forward+backward of the model in seconds, as run 0 measured its operators (without
+    the capture's own overhead): the unit of the budget's cost model."""
+    forward = sum(profile.model_forward_ns[:1]) / 1e9
+    backward = sum(profile.model_backward_ns[:1]) / 1e9
+    return float(max(forward + backward, 1e-4))
+
+
+def _phase_record(phase: str, checks: list[str], usage: PhaseUsage) -> PhaseRecord:
+    return PhaseRecord(
+        phase=phase,
+        checks=checks,
+        duration_s=usage.duration_s,
+        cpu_s=usage.cpu_s,
+        peak_rss_bytes=usage.peak_rss_bytes,
+        rss_start_bytes=usage.rss_start_bytes,
+        rss_end_bytes=usage.rss_end_bytes,
+        peak_method=usage.peak_method,  # type: ignore[arg-type]
+    )
 
 
 def _where(exc: BaseException) -> str:
@@ -175,6 +243,7 @@ def collect(
     progress: Callable[[str], None] | None = None,
     runners: list[Runner] | None = None,
     output_dir: str | Path | None = None,
+    budget_s: float | None = None,
 ) -> Evidence:
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
@@ -195,6 +264,11 @@ def collect(
 
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     settings = settings or CheckSettings()
+    budget_s = budget_s if budget_s is not None else loaded.budget_s
+    if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
+        loaded = dataclasses.replace(loaded)
+        settings = dataclasses.replace(settings)
+    started = time.perf_counter()
     if progress is not None:
         progress(f"loaded {loaded.name} {loaded.version}")
     with environment.runtime(loaded, settings) as envelope:
@@ -206,8 +280,23 @@ def collect(
         )
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
-        capture_reference(ctx)
-        checks = _run_checks(ctx, list(CHECK_RUNNERS if runners is None else runners), progress)
+        phases: list[PhaseRecord] = []
+        with PhaseMeter() as meter:
+            try:
+                capture_reference(ctx)
+            except (MemoryError, RuntimeError) as exc:
+                if is_out_of_memory(exc):
+                    raise out_of_memory_error(exc, "the reference capture") from None
+                raise
+        phases.append(_phase_record("capture", [], meter.usage))
+        order = list(CHECK_RUNNERS if runners is None else runners)
+        planner = None
+        if budget_s is not None and ctx.profiler.profile is not None:
+            planner = BudgetPlanner(
+                limit_s=budget_s, unit_s=unit_seconds(ctx.profiler.profile), started=started
+            )
+            planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
+        checks = _run_checks(ctx, order, progress, phases, planner)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
         profile = ctx.profiler.profile
@@ -225,6 +314,8 @@ def collect(
             model_failure=rows.failure_of(profile),
             targets=[envelope["target"]],
             export=ctx.export,
+            phases=phases,
+            budget=planner.record(ctx.settings, ctx.spec) if planner is not None else None,
         )
         evidence.modules = rows.module_rows(evidence.operators, evidence.annotations)
         _attach_attributions(ctx, evidence)

@@ -25,6 +25,8 @@ __all__ = [
     "PROFILE_CHECKS",
     "TOPOLOGY_CHECKS",
     "TRAINING_CHECKS",
+    "BudgetRecord",
+    "BudgetReduction",
     "CheckId",
     "CheckItem",
     "CheckResult",
@@ -41,6 +43,7 @@ __all__ = [
     "OnnxNode",
     "OnnxNodeSource",
     "OperatorRow",
+    "PhaseRecord",
     "Subject",
 ]
 
@@ -171,6 +174,9 @@ class CheckResult(_Strict):
     summary: dict[str, Metric] = Field(default_factory=dict)
     items: list[CheckItem] = Field(default_factory=list)
     duration_s: float | None = None
+    # The peak resident memory of the collect process while the phase that computed this
+    # check ran (bytes; Evidence.phases has the phase's whole record).
+    peak_rss_bytes: int | None = None
 
     @property
     def failed_items(self) -> list[CheckItem]:
@@ -344,6 +350,42 @@ class ExportRecord(_Strict):
     onnx_mapping: OnnxMapping
 
 
+class PhaseRecord(_Strict):
+    """One phase of ``attest collect`` as the process measured it: the reference capture, then
+    one per check runner. Times in seconds; memory is the process's resident set (bytes)."""
+
+    phase: str
+    checks: list[str] = Field(default_factory=list)
+    duration_s: float
+    cpu_s: float  # user + system CPU time of the process during the phase
+    peak_rss_bytes: int | None = None  # the highest resident set the phase reached
+    rss_start_bytes: int | None = None
+    rss_end_bytes: int | None = None
+    peak_method: Literal["VmHWM", "sampled", "none"] = "none"
+
+
+class BudgetReduction(_Strict):
+    """One setting a ``--budget`` plan lowered from the full work, and why."""
+
+    setting: str
+    full: Metric
+    planned: Metric
+    saves_s: float  # the planned saving, in seconds of the estimate
+
+
+class BudgetRecord(_Strict):
+    """What ``attest collect --budget`` planned: the limit, the estimate, what it reduced."""
+
+    limit_s: float
+    unit_s: float  # the measured forward+backward time (run 0) the estimate is made in
+    estimate_full_s: float  # the estimated time of the full work
+    estimate_planned_s: float  # the estimated time of the planned work
+    elapsed_s: float | None = None  # what the collect took
+    full_work: bool  # True: nothing had to be reduced
+    reductions: list[BudgetReduction] = Field(default_factory=list)
+    note: str | None = None
+
+
 class Evidence(_Strict):
     """The whole evidence file. The profiler owns the model-level and per-operator fields;
     every check writes its :class:`CheckResult` into :attr:`checks`."""
@@ -363,3 +405,5 @@ class Evidence(_Strict):
     model_failure: ModelFailure | None = None
     targets: list[str] = Field(default_factory=list)
     export: ExportRecord | None = None
+    phases: list[PhaseRecord] = Field(default_factory=list)
+    budget: BudgetRecord | None = None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from attest.errors import ConfigError, InputError
 from attest.spec.factory import resolve_callable
 from attest.spec.files import existing_file, first_line, read_probe, read_state_dict
-from attest.spec.model import LoadedSpec, SpecFile, TrainingConfig
+from attest.spec.model import LoadedSpec, SpecFile, TrainingConfig, budget_seconds
 from attest.spec.parse import parse_spec_file
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
         export=spec.export,
         artifacts={"spec": spec_path, "weights": weights_path, "probe": probe_path},
         training=_training(spec, spec_dir, spec_path),
+        budget_s=budget_seconds(spec.budget) if spec.budget is not None else None,
     )
 
 

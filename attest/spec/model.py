@@ -28,6 +28,8 @@ __all__ = [
     "TargetSpec",
     "TrainingConfig",
     "TrainingSection",
+    "budget_seconds",
+    "parse_budget",
 ]
 
 TargetSpec = int | Literal["argmax", "label"]
@@ -74,6 +76,42 @@ class InputsSection(_Strict):
     """``inputs:`` -- the probe inputs every check runs on."""
 
     probe: str = Field(min_length=1)
+
+
+def budget_seconds(value: Any) -> float:
+    """A budget (``30m``, ``2h``, ``90s``; at least 10 s, at most 30 days) in seconds."""
+    from datetime import timedelta
+
+    from attest.core.times import parse_duration
+    from attest.errors import InputError
+
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a duration such as 30m, 2h or 90s")
+    try:
+        return parse_duration(
+            value,
+            option="budget",
+            minimum=timedelta(seconds=10),
+            maximum=timedelta(days=30),
+            example="e.g. 90s, 30m, 2h",
+        ).total_seconds()
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def parse_budget(budget: str | float | None) -> float | None:
+    """A budget given as text (``--budget 30m``) or seconds, in seconds (None: none given); an
+    :class:`~attest.errors.InputError` when it is not a usable duration."""
+    from attest.errors import InputError
+
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, (int, float, str)):
+        raise InputError(f"budget {budget!r} is not a duration", hint="e.g. --budget 30m")
+    try:
+        return budget_seconds(budget if isinstance(budget, str) else f"{float(budget)}s")
+    except ValueError as exc:
+        raise InputError(str(exc), hint="e.g. --budget 30m, 2h or 900s") from None
 
 
 class TrainingSection(_Strict):
@@ -148,6 +186,17 @@ class SpecFile(_Strict):
     repeats: int = Field(default=20, ge=1, le=100000)
     export: Literal["onnx"] | None = None
     training: TrainingSection | None = None
+    # The time attest collect may take (e.g. 30m, 2h); it plans the work to fit and says in
+    # the evidence what it reduced. None: the full work, however long it takes.
+    budget: str | None = None
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_duration(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        budget_seconds(value)  # raises ValueError with the reason
+        return str(value)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -196,3 +245,4 @@ class LoadedSpec:
     export: Literal["onnx"] | None = None
     artifacts: dict[str, Path] = field(default_factory=dict)  # role -> path (weights, spec, probe)
     training: TrainingConfig | None = None  # the ``training:`` mapping; None: not declared
+    budget_s: float | None = None  # ``budget:`` in seconds; None: the full work

@@ -17,7 +17,15 @@ from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
 
 MINE = ["attest.collection.profile.topology:run", "attest.collection.profile.profiler:run"]
 SCHEMA = Path(__file__).resolve().parents[3] / "schemas" / "evidence.schema.json"
-TIMING_KEYS = {"created_at", "forward_ns", "backward_ns", "duration_s", "per_target"}
+TIMING_KEYS = {
+    "created_at",
+    "forward_ns",
+    "backward_ns",
+    "duration_s",
+    "per_target",
+    "phases",  # wall, CPU and memory of each phase: measured, not reproducible
+    "peak_rss_bytes",
+}
 
 
 def _strip_timings(value: Any) -> Any:

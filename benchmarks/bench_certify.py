@@ -1,0 +1,307 @@
+"""The whole ``attest collect`` (or ``certify``) on real-size models, against one forward+backward.
+
+Issue #18's targets, on each of three published architectures built from MONAI with random
+weights (random weights are fine for timing and memory; the checks' verdicts on them are not
+the point here, and are printed only as a count):
+
+- ``resnet18``: ``resnet18(spatial_dims=2, n_input_channels=3, num_classes=2)``, probe
+  4x3x224x224, cross-entropy loss, target argmax;
+- ``segresnet``: ``SegResNet(spatial_dims=3, in_channels=1, out_channels=2, init_filters=16)``,
+  probe 1x1x64x64x64, voxel cross-entropy loss, target channel 1;
+- ``vit``: ``ViT(in_channels=3, img_size=224, patch_size=16, hidden_size=384, mlp_dim=1536,
+  num_layers=6, num_heads=6, classification=True, num_classes=2, spatial_dims=2)``, probe
+  2x3x224x224 (2D: the probe is an image).
+
+All with ``baseline: mean``, ``threads: 2``, ``repeats: 20`` (the defaults) and no export.
+
+For each model two child processes run, one after the other, each measured by the parent
+with ``os.wait4`` (wall time, user+system CPU time, peak RSS, the same way for both):
+
+1. bare: imports torch and MONAI, builds the model, loads the weights and the probe, and runs
+   one forward+backward of the probe batch as training would (the loss's backward), four
+   times; F is the median of the last three (the first warms the allocator);
+2. ``attest collect SPEC -o evidence.json --quiet`` (``--certify``: ``attest certify`` with
+   clinical-strict and a throwaway key).
+
+Printed per model: collect wall / F (target <= 150), CPU time / F, CPU utilization (CPU time /
+wall / cores used), peak RSS of collect / peak RSS of bare (target <= 3), and the split per
+phase and per check from the evidence (``phases``: duration, CPU, peak RSS of each phase).
+``--json FILE`` writes every figure; ``--append FILE`` appends a Markdown table.
+
+    .venv/bin/python benchmarks/bench_certify.py [--models resnet18,segresnet,vit]
+        [--certify] [--budget 30m] [--json out.json] [--append docs/benchmarks.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+MODEL_PY = textwrap.dedent(
+    '''
+    """Real-size architectures from MONAI for benchmarks/bench_certify.py."""
+    import torch
+    import torch.nn.functional as F
+    from monai.networks import nets
+
+
+    def build(kind: str) -> torch.nn.Module:
+        if kind == "resnet18":
+            return nets.resnet18(spatial_dims=2, n_input_channels=3, num_classes=2)
+        if kind == "segresnet":
+            return nets.SegResNet(spatial_dims=3, in_channels=1, out_channels=2, init_filters=16)
+        if kind == "vit":
+            return ViTLogits()
+        raise ValueError(kind)
+
+
+    class ViTLogits(torch.nn.Module):
+        """MONAI's ViT returns (logits, hidden states): the model a classifier ships is the
+        logits."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.vit = nets.ViT(
+                in_channels=3, img_size=224, patch_size=16, hidden_size=384, mlp_dim=1536,
+                num_layers=6, num_heads=6, classification=True, num_classes=2, spatial_dims=2,
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.vit(x)[0]
+
+
+    def loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(output, target.long())
+    '''
+)
+
+MODELS: dict[str, dict[str, Any]] = {
+    "resnet18": {"shape": (4, 3, 224, 224), "target": "argmax", "labels": (4,)},
+    "segresnet": {"shape": (1, 1, 64, 64, 64), "target": 1, "labels": (1, 64, 64, 64)},
+    "vit": {"shape": (2, 3, 224, 224), "target": "argmax", "labels": (2,)},
+}
+
+BARE = textwrap.dedent(
+    """
+    import statistics, sys, time
+    import torch
+    sys.path.insert(0, sys.argv[1])
+    import model
+    from safetensors.torch import load_file
+    torch.set_num_threads(2)
+    net = model.build(sys.argv[2])
+    net.load_state_dict(load_file(sys.argv[1] + "/weights.safetensors"))
+    probe = load_file(sys.argv[1] + "/probe.safetensors")
+    x, y = probe["x"], probe["target"]
+    times = []
+    for _ in range(4):
+        net.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        out = net(x)
+        model.loss(out, y).backward()
+        times.append(time.perf_counter() - start)
+        del out
+    print(statistics.median(times[1:]))
+    """
+)
+
+
+def write_spec(folder: Path, kind: str) -> Path:
+    """attest.yaml, model.py, random weights and a seeded probe for one architecture."""
+    import torch
+    from safetensors.torch import save_file
+
+    sys.path.insert(0, str(folder))
+    (folder / "model.py").write_text(MODEL_PY)
+    import model  # type: ignore[import-not-found]
+
+    sys.path.remove(str(folder))
+    torch.manual_seed(0)
+    net = model.build(kind)
+    save_file(
+        {k: v.contiguous() for k, v in net.state_dict().items()}, folder / "weights.safetensors"
+    )
+    sys.modules.pop("model", None)
+    info = MODELS[kind]
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(*info["shape"], generator=generator)
+    labels = torch.randint(0, 2, info["labels"], generator=generator)
+    save_file({"x": x, "target": labels}, folder / "probe.safetensors")
+    target = info["target"]
+    (folder / "attest.yaml").write_text(
+        textwrap.dedent(
+            f"""
+            model:
+              name: bench-{kind}
+              version: "1"
+              factory: model:build
+              factory_args: {{kind: {kind}}}
+              weights: weights.safetensors
+            inputs:
+              probe: probe.safetensors
+            target: {target}
+            loss: model:loss
+            baseline: mean
+            threads: 2
+            repeats: 20
+            """
+        )
+    )
+    return folder / "attest.yaml"
+
+
+def _wait_child(argv: list[str]) -> dict[str, Any]:
+    """Popen.communicate reaps the child itself; to read its own rusage, wait4 must reap it,
+    so the output goes to files and the parent waits with os.wait4."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:3])} exited {proc.returncode}: {stderr[-3000:]}")
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,
+        "stdout": stdout,
+    }
+
+
+def bench_model(kind: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    folder = work / kind
+    folder.mkdir()
+    spec = write_spec(folder, kind)
+    bare = _wait_child([sys.executable, "-c", BARE, str(folder), kind])
+    f_s = float(bare["stdout"].strip().splitlines()[-1])
+    evidence_path = folder / "evidence.json"
+    attest = str(VENV_BIN / "attest")
+    if args.certify:
+        key = folder / "bench.key"
+        subprocess.run(
+            [attest, "keygen", "--out", str(folder / "bench"), "--unencrypted"],
+            check=True,
+            capture_output=True,
+        )
+        argv = [
+            attest, "certify", str(spec), "--policy", str(ROOT / "policies/clinical-strict.yaml"),
+            "--key", str(key), "-o", str(folder / "cert.json"),
+            "--evidence-out", str(evidence_path),
+        ]  # fmt: skip
+    else:
+        argv = [attest, "collect", str(spec), "-o", str(evidence_path), "--quiet"]
+    if args.budget:
+        argv += ["--budget", args.budget]
+    run = _wait_child(argv)
+    evidence = json.loads(evidence_path.read_text())
+    checks = {
+        cid: {
+            "status": r["status"],
+            "duration_s": r.get("duration_s"),
+            "fail": sum(1 for i in r.get("items", []) if i.get("status") == "fail"),
+        }
+        for cid, r in evidence["checks"].items()
+    }
+    return {
+        "model": kind,
+        "f_s": f_s,
+        "bare": {k: v for k, v in bare.items() if k != "stdout"},
+        "collect": {k: v for k, v in run.items() if k != "stdout"},
+        "wall_over_f": run["wall_s"] / f_s,
+        "cpu_over_f": run["cpu_s"] / f_s,
+        "cpu_utilization": run["cpu_s"] / run["wall_s"] / 2,
+        "rss_ratio": run["peak_rss_bytes"] / bare["peak_rss_bytes"],
+        "phases": evidence.get("phases", []),
+        "checks": checks,
+        "budget": evidence.get("budget"),
+    }
+
+
+def _gib(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f}"
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    f = result["f_s"]
+    lines = [
+        f"## {result['model']}: F = {f:.2f} s; collect {result['collect']['wall_s']:.0f} s = "
+        f"{result['wall_over_f']:.0f} F wall (target <= 150), CPU {result['cpu_over_f']:.0f} F, "
+        f"CPU utilization {result['cpu_utilization']:.0%} of 2 cores; peak RSS "
+        f"{_gib(result['collect']['peak_rss_bytes'])} GiB vs bare "
+        f"{_gib(result['bare']['peak_rss_bytes'])} GiB = {result['rss_ratio']:.2f}x (target <= 3)",
+        "",
+        "| phase | checks | wall / F | CPU / F | peak RSS GiB |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for phase in result["phases"]:
+        lines.append(
+            f"| {phase['phase']} | {', '.join(phase['checks'])} | {phase['duration_s'] / f:.1f} | "
+            f"{phase['cpu_s'] / f:.1f} | {_gib(phase.get('peak_rss_bytes'))} |"
+        )
+    lines += ["", "| check | status | failed items | wall / F |", "| --- | --- | ---: | ---: |"]
+    for cid, check in result["checks"].items():
+        d = check["duration_s"]
+        lines.append(
+            f"| {cid} | {check['status']} | {check['fail']} | {'-' if d is None else f'{d / f:.1f}'} |"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet18,segresnet,vit")
+    parser.add_argument("--certify", action="store_true", help="attest certify, not collect")
+    parser.add_argument("--budget", default=None, help="pass --budget to attest")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--append", type=Path, default=None)
+    args = parser.parse_args()
+    kinds = [k.strip() for k in args.models.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in MODELS]
+    if unknown:
+        parser.error(f"unknown models {unknown}; choose from {sorted(MODELS)}")
+    results = []
+    work = Path(tempfile.mkdtemp(prefix="bench-certify-"))
+    try:
+        for kind in kinds:
+            result = bench_model(kind, work, args)
+            results.append(result)
+            print("\n".join(report(result)), "", sep="\n", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    if args.append:
+        header = (
+            f"\n### bench_certify ({'certify' if args.certify else 'collect'}"
+            f"{', --budget ' + args.budget if args.budget else ''}), "
+            f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs\n\n"
+            "Random weights (timing and memory only). Reproduce: "
+            f"`.venv/bin/python benchmarks/bench_certify.py --models {args.models}"
+            f"{' --certify' if args.certify else ''}`\n\n"
+        )
+        with args.append.open("a") as handle:
+            handle.write(header + "\n\n".join("\n".join(report(r)) for r in results) + "\n")
+    met = all(r["wall_over_f"] <= 150 and r["rss_ratio"] <= 3 for r in results)
+    print("targets met" if met else "targets NOT met", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
