@@ -51,6 +51,7 @@ from attest.spec.model import TrainingConfig
 
 __all__ = ["run"]
 
+NO_TARGET = "the probe inputs have no 'target' tensor for the loss"
 _FIXES: dict[str, str] = {
     "plain attribute": "a value the module keeps as a plain attribute, which Module.state_dict() "
     "does not save; register a tensor with self.register_buffer(name, tensor) (a number as a "
@@ -171,8 +172,7 @@ def run(ctx: CollectContext) -> CheckResult:
     }
     reason = _not_applicable(ctx)
     if reason is not None:
-        missing_labels = spec.labels is None and spec.loss_fn is not None
-        status: CheckStatus = "not_computed" if missing_labels else "not_applicable"
+        status: CheckStatus = "not_computed" if reason == NO_TARGET else "not_applicable"
         return CheckResult(check="resume", status=status, parameters=parameters, reason=reason)
     assert training is not None and spec.labels is not None
     x = probe_input(ctx)
@@ -218,7 +218,7 @@ def _not_applicable(ctx: CollectContext) -> str | None:
             "callable(params) -> torch.optim.Optimizer): resume trains with it"
         )
     if spec.labels is None:
-        return "the probe inputs have no 'target' tensor for the loss"
+        return NO_TARGET
     return None
 
 

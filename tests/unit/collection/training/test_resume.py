@@ -94,3 +94,11 @@ def test_without_optimizer_or_loss_it_is_not_applicable(tmp_path: Path) -> None:
         context(tmp_path / "b", planted.MLP, "  optimizer: model:make_optimizer\n", loss=False)
     )
     assert no_loss.status == "not_applicable" and "loss" in (no_loss.reason or "")
+
+
+def test_without_targets_it_is_not_computed(tmp_path: Path) -> None:
+    x = torch.randn(8, 8, generator=torch.Generator().manual_seed(1))
+    extra = "loss: model:loss\ntraining:\n  optimizer: model:make_optimizer\n"
+    spec = load_spec(make_spec(tmp_path, planted.MLP, x=x, spec_extra=extra))
+    result = resume.run(CollectContext(spec=spec))
+    assert result.status == "not_computed" and "target" in (result.reason or "")
