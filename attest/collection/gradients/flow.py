@@ -46,6 +46,7 @@ __all__ = [
     "probe_input",
     "probe_objective",
     "run",
+    "second_order_rows",
 ]
 
 
@@ -65,6 +66,13 @@ def probe_input(ctx: CollectContext, dtype: torch.dtype | None = None) -> torch.
     if ctx.spec.inputs.is_floating_point():
         return ctx.inputs(dtype)
     return ctx.spec.inputs.to(ctx.spec.device)
+
+
+def second_order_rows(ctx: CollectContext, n: int) -> int:
+    """How many of the ``n`` probe examples ``second_order``'s Hessian-vector products use:
+    ``settings.second_order_batch`` of them (all when it is None or not smaller)."""
+    rows = ctx.settings.second_order_batch
+    return rows if rows is not None and 0 < rows < n else n
 
 
 @dataclass
@@ -90,11 +98,14 @@ def parameter_gradients(
     labels: torch.Tensor | None,
     *,
     create_graph: bool = False,
+    keep_output: bool = False,
 ) -> ParameterGradients:
     """One forward and backward pass of :func:`probe_objective`; exceptions are returned.
 
     With ``create_graph`` the backward also builds the graph of the gradient (kept in
-    ``graph``); if that backward raises, a plain one decides (the gradients are the same)."""
+    ``graph``); if that backward raises, a plain one decides (the gradients are the same).
+    ``output`` keeps the model's output (its graph's nodes, their saved tensors freed by
+    the backward unless ``create_graph``) with ``create_graph`` or ``keep_output``."""
     result = ParameterGradients()
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     result.frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
@@ -107,6 +118,8 @@ def parameter_gradients(
         result.error, result.phase = exc, "forward"
         return result
     wrt = [p for _, p in trainable] + ([x] if x.requires_grad else [])
+    if keep_output:
+        result.output = output
     if not objective.requires_grad:
         result.grads = {n: None for n, _ in trainable}
         return result
@@ -149,13 +162,22 @@ def run(ctx: CollectContext) -> CheckResult:
         "objective": "loss" if ctx.spec.loss_fn is not None and labels is not None else "target",
     }
     state = ctx.gradients
-    measured = parameter_gradients(model, x, ctx.spec, labels, create_graph=state.keep_graph)
+    # The graph of the gradient is second_order's only when its products use the whole batch
+    # (a batch no larger than second_order_batch); otherwise they run on a sub-batch and
+    # building (and holding) a full-batch double-backward graph here would only cost time and
+    # memory: several times the float64 activations.
+    n = int(x.shape[0]) if x.dim() else 1
+    graph = state.keep_graph and second_order_rows(ctx, n) == n
+    measured = parameter_gradients(
+        model, x, ctx.spec, labels, create_graph=graph, keep_output=state.keep_graph
+    )
     if measured.graph is not None:
         wrt, graph_grads = measured.graph
         leaf = wrt[-1] if x.is_floating_point() else x
         state.graph = GradientGraph(model, leaf, wrt, graph_grads)
+    if state.keep_graph:
         state.output = measured.output
-        measured.graph = measured.output = None
+    measured.graph = measured.output = None
     state.flow_error = measured.error
     if measured.error is None and parameters["objective"] == "loss":
         # The float64 full-batch loss gradient: the accumulation check's reference.

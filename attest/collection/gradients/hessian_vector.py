@@ -9,7 +9,12 @@ relative), it is compared in float64 with central differences of the gradient,
     rel_error = ||Hv_ad - Hv_fd|| / max(||Hv_ad||, ||Hv_fd||, atol * ||g||)
 
 passing at ``rel_error <= rtol``; the step is swept over several orders when the default
-fails. Directions span only the tensors that receive a gradient: a parameter autograd does
+fails. At steps up to :data:`FORWARD_MAX_EPS` the difference is one-sided,
+``(g(theta + eps v) - g(theta)) / eps`` with ``g(theta)`` the gradient the double backward
+differentiates: in float64 its truncation error (``O(eps)``, about 1e-7 of the product) is four
+orders below ``rtol``, the rounding error is the central difference's, and it costs one
+gradient instead of two (a gradient of a large float64 network is most of this check's cost).
+Larger steps, which the sweep tries for gradients with float32 rounding in them, are central. Directions span only the tensors that receive a gradient: a parameter autograd does
 not differentiate (dead, or severed by ``detach``: the ``gradient_flow`` check's business)
 would make finite differences see a dependence autograd cannot. If no step works at the probe
 point but one works at a nearby point, the probe point lies on a kink (a ReLU input at exactly
@@ -31,7 +36,22 @@ from attest.collection.context import LoadedSpec
 from attest.collection.gradients.finite_differences import finite_or_none
 from attest.collection.gradients.flow import probe_objective
 
-__all__ = ["HVP_EPS", "HVP_EPS_SWEEP", "hessian_vector_check"]
+__all__ = [
+    "FORWARD_MAX_EPS",
+    "HVP_EPS",
+    "HVP_EPS_SWEEP",
+    "Graph",
+    "Unrepresentative",
+    "hessian_vector_check",
+    "missing_backward",
+]
+
+
+class Unrepresentative(Exception):
+    """The sub-batch cannot stand for the probe batch: its forward raised (a model that
+    assumes the batch size) or its gradient is zero or not finite (every label of the
+    sub-batch ignored by the loss, say). The caller runs the full batch instead."""
+
 
 # A small default step: in ReLU/max-pool networks a larger one moves some of the (many)
 # pre-activations across their kink, and each crossing makes the gradient jump.
@@ -41,7 +61,16 @@ HVP_EPS = 1e-7
 # gradients with float32 rounding, which the small steps' differences amplify (the error grows
 # as 1/eps, from 1e-5 of the product at eps=1e-3 to 1e-1 at 1e-7). A wrong double backward
 # fails at every step.
-HVP_EPS_SWEEP: tuple[float, ...] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-8, 1e-9)
+# Tried in this order, stopping at the first that passes: smaller steps first, because the
+# usual reason the default fails on a large ReLU network is a kink crossing (millions of
+# pre-activations: a step of 1e-7 of the RMS moves a few across 0), which a smaller step cures;
+# the larger steps (rounding) after them.
+HVP_EPS_SWEEP: tuple[float, ...] = (1e-8, 1e-9, 1e-6, 1e-5, 1e-4, 1e-3)
+# One-sided differences up to this step (see the module docstring), central above it.
+FORWARD_MAX_EPS = 1e-6
+# The differentiated tensors and their gradients, still attached to the double-backward graph.
+Graph = tuple[list[torch.Tensor], list[torch.Tensor | None]]
+
 NEARBY = 1e-3  # size of the move to a nearby point, relative to each tensor's RMS
 
 
@@ -157,18 +186,21 @@ def _compare(
     directions: list[list[torch.Tensor]],
     rtol: float,
     atol: float,
-    graph: tuple[list[torch.Tensor], list[torch.Tensor | None]] | None = None,
+    graph: list[Graph] | None = None,
 ) -> list[dict[str, Any]]:
-    """Double-backward Hv at ``point`` for each direction, against central differences.
+    """Double-backward Hv at ``point`` for each direction, against finite differences.
 
-    ``graph`` is the gradient at ``point`` already built with ``create_graph`` (reused)."""
-    wrt, raw = graph if graph is not None else objective.gradient(point, create_graph=True)
-    grads = _zeros_for_none(raw, wrt)
-    g_norm = _norm(grads)
+    ``graph`` holds the gradient at ``point`` already built with ``create_graph`` (reused):
+    popped, so that no caller's reference keeps it alive while the differences run."""
+    wrt, raw = graph.pop() if graph else objective.gradient(point, create_graph=True)
+    # The gradient at the point, detached: the one-sided differences' base (the graph it
+    # hangs on is freed with ``raw`` once the double backwards are done).
+    here = [g.detach() for g in _zeros_for_none(raw, wrt)]
+    g_norm = _norm(here)
     # Every double backward first: the finite differences below load shifted values into the
     # parameters in place, which would invalidate the tensors this graph saved.
     products = _hessian_vector_products(wrt, raw, directions)
-    del grads, raw
+    del raw
     outcomes: list[dict[str, Any]] = []
     for direction, hv in zip(directions, products, strict=True):
         hv_norm = _norm(hv)
@@ -180,10 +212,14 @@ def _compare(
             hv_norm: float = hv_norm,
         ) -> float:
             _, plus = objective.gradient(_shifted(point, direction, eps), create_graph=False)
-            _, minus = objective.gradient(_shifted(point, direction, -eps), create_graph=False)
-            # foreach kernels: one per step of the arithmetic, not one per tensor
-            fd = torch._foreach_sub(_zeros_for_none(plus, wrt), _zeros_for_none(minus, wrt))
-            torch._foreach_div_(fd, 2 * eps)
+            if eps <= FORWARD_MAX_EPS:  # one-sided (see the module docstring)
+                fd = torch._foreach_sub(_zeros_for_none(plus, wrt), here)
+                torch._foreach_div_(fd, eps)
+            else:
+                _, minus = objective.gradient(_shifted(point, direction, -eps), create_graph=False)
+                # foreach kernels: one per step of the arithmetic, not one per tensor
+                fd = torch._foreach_sub(_zeros_for_none(plus, wrt), _zeros_for_none(minus, wrt))
+                torch._foreach_div_(fd, 2 * eps)
             norms = [_norm(list(torch._foreach_sub(hv, fd))), _norm(fd)] if fd else [0.0, 0.0]
             diff, fd_norm = norms
             if not math.isfinite(diff):
@@ -195,15 +231,18 @@ def _compare(
         curve: dict[str, float | None] = {}
         if error > rtol:
             curve[f"{HVP_EPS:.0e}"] = finite_or_none(error)
-            for candidate in HVP_EPS_SWEEP:
+            for candidate in HVP_EPS_SWEEP:  # until one passes (see HVP_EPS_SWEEP)
                 candidate_error = error_at(candidate)
                 curve[f"{candidate:.0e}"] = finite_or_none(candidate_error)
                 if candidate_error < error:
                     error, eps = candidate_error, candidate
+                if error <= rtol:
+                    break
         outcomes.append(
             {
                 "max_rel_error": finite_or_none(error),
                 "eps": eps,
+                "difference": "forward" if eps <= FORWARD_MAX_EPS else "central",
                 "passed": error <= rtol,
                 "hv_norm": finite_or_none(hv_norm),
                 "grad_norm": finite_or_none(g_norm),
@@ -211,6 +250,31 @@ def _compare(
             }
         )
     return outcomes
+
+
+def _first_graph(objective: _Objective, point: list[torch.Tensor], sub_batch: bool) -> Graph:
+    """The gradient at ``point`` with its double-backward graph. On a sub-batch, a forward
+    that raises or a gradient with no signal (zero, or not finite) is :class:`Unrepresentative`:
+    the caller falls back to the full batch, where the same failure is the model's."""
+    if not sub_batch:
+        return objective.gradient(point, create_graph=True)
+    try:
+        wrt, raw = objective.gradient(point, create_graph=True)
+    except Exception as exc:
+        if missing_backward(exc):
+            raise  # a property of the model, not of the batch size
+        raise Unrepresentative(f"{type(exc).__name__}: {exc}") from exc
+    norm = _norm([g.detach() for g in raw if g is not None])
+    if not math.isfinite(norm) or norm == 0.0:
+        raise Unrepresentative(f"the sub-batch's gradient has norm {norm}")
+    return wrt, raw
+
+
+def missing_backward(exc: Exception) -> bool:
+    """A backward that raises for a reason the batch size cannot change: an in-place write to
+    a saved tensor (see gradient_flow) or a missing derivative formula."""
+    text = str(exc)
+    return "inplace" in text or ("derivative for" in text and "not implemented" in text)
 
 
 def hessian_vector_check(
@@ -222,25 +286,27 @@ def hessian_vector_check(
     seed: int,
     rtol: float,
     atol: float,
-    graph: tuple[list[torch.Tensor], list[torch.Tensor | None]] | None = None,
+    graph: list[Graph] | None = None,
+    sub_batch: bool = False,
 ) -> list[dict[str, Any]]:
     """One outcome per seeded direction (see the module docstring). Raises what the model's
-    forward, backward or double backward raises.
+    forward, backward or double backward raises; with ``sub_batch`` (``x`` is part of the
+    probe batch), :class:`Unrepresentative` when the part cannot stand for the whole.
 
-    ``graph``: the probe objective's gradient at ``model``'s current parameters and ``x``,
-    already built with ``create_graph`` (the differentiated tensors, then their gradients, as
-    :func:`~attest.collection.gradients.flow.parameter_gradients` returns it); it is used instead
-    of building the same graph again."""
+    ``graph``: a list holding the probe objective's gradient at ``model``'s current parameters
+    and ``x``, already built with ``create_graph`` (the differentiated tensors, then their
+    gradients, as :func:`~attest.collection.gradients.flow.parameter_gradients` returns it); it
+    is used instead of building the same graph again, and popped (freed when used)."""
     objective = _Objective(model, spec, x, labels)
     point = objective.point()
     try:
-        if graph is None:
-            graph = objective.gradient(point, create_graph=True)
-        live = [g is not None for g in graph[1]]
+        # Held in a list that _compare empties: the graph (the largest thing this check
+        # allocates) is freed as soon as the double backwards are done.
+        held = [graph.pop() if graph else _first_graph(objective, point, sub_batch)]
+        live = [g is not None for g in held[0][1]]
         generator = torch.Generator().manual_seed(seed)
         chosen = [_rms_scaled_gaussians(point, live, generator) for _ in range(directions)]
-        outcomes = _compare(objective, point, chosen, rtol, atol, graph)
-        del graph
+        outcomes = _compare(objective, point, chosen, rtol, atol, held)
         failing = [k for k, outcome in enumerate(outcomes) if not outcome["passed"]]
         if failing:
             moves = _rms_scaled_gaussians(point, live, generator, NEARBY)

@@ -142,11 +142,12 @@ def run(ctx: CollectContext) -> CheckResult:
 class _Judged:
     """The perturbed runs' verdicts on the hits: each operator's scan with only the inputs
     moved (``input_scans``) and with the parameters moved too (``both_scans``), the
-    inputs-only run's records (``perturbed``) and how the runs were aligned (``note``)."""
+    ids of the operators the deciding run aligned (``aligned``; its records themselves, every
+    operator's float64 arguments, are not kept) and how the runs were aligned (``note``)."""
 
     input_scans: dict[int, KinkScan | None] = field(default_factory=dict)
     both_scans: dict[int, KinkScan | None] = field(default_factory=dict)
-    perturbed: dict[int, OpRecord] = field(default_factory=dict)
+    aligned: set[int] = field(default_factory=set)
     note: str = "no operator with non-differentiable points"
 
 
@@ -175,21 +176,27 @@ def _judge_hits(ctx: CollectContext, hits: dict[int, tuple[OpRecord, KinkScan]])
     except Exception:  # without it, fall back to the inputs-only run alone
         with_parameters, joint_note = {}, ""
     judged.both_scans = {i: _rescan(r, with_parameters.get(i), sc) for i, (r, sc) in hits.items()}
+    # The records (every operator's float64 arguments) are let go as soon as the hits are
+    # judged, before a second run captures its own.
+    aligned = set(with_parameters)
+    del with_parameters
     if joint_note and all(s is not None and s.count == 0 for s in judged.both_scans.values()):
-        judged.input_scans, judged.perturbed = dict(judged.both_scans), with_parameters
+        judged.input_scans, judged.aligned = dict(judged.both_scans), aligned
         judged.note = f"{joint_note}; inputs and parameters moved together and no hit moved off its kink, so no inputs-only run was needed"
         return judged
     try:
-        judged.perturbed, judged.note = perturbed_records(ctx, parameters=False)
+        perturbed, judged.note = perturbed_records(ctx, parameters=False)
     except Exception as exc:  # liveness is a refinement; without it every hit counts
+        perturbed = {}
         judged.note = f"the perturbed run failed ({type(exc).__name__}: {exc}): every hit counted"
-    judged.input_scans = {i: _rescan(r, judged.perturbed.get(i), sc) for i, (r, sc) in hits.items()}
+    judged.aligned = set(perturbed)
+    judged.input_scans = {i: _rescan(r, perturbed.get(i), sc) for i, (r, sc) in hits.items()}
     return judged
 
 
 def _item(record: OpRecord, scan: KinkScan, judged: _Judged) -> CheckItem:
     """One operator's item: its hits, counted as the perturbed runs judged them."""
-    aligned = judged.perturbed.get(record.id) is not None
+    aligned = record.id in judged.aligned
     parameter_hits = 0
     input_scan = judged.input_scans.get(record.id)
     if input_scan is not None:

@@ -19,6 +19,7 @@ so they do not depend on the operator alignment that a failed ``topology`` check
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -100,10 +101,18 @@ def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
     ctx.gradients.keep_graph = True
     try:
         for check_id, fn in EXECUTION:
-            yield check_id, run_check(check_id, fn, ctx)
+            result = run_check(check_id, fn, ctx)
+            # Hand-offs whose last consumer just ran are dropped, and the collector runs so
+            # that autograd graphs caught in reference cycles (a model holding its own output,
+            # a hook's closure) go now, not at some later allocation: the next check's peak
+            # then does not stack on this one's leftovers.
+            ctx.gradients.release_after(check_id)
+            gc.collect()
+            yield check_id, result
     finally:
         ctx.gradients.drop_hand_offs()
         ctx.release_shared_models()
+        gc.collect()
 
 
 def run(ctx: CollectContext) -> list[CheckResult]:

@@ -34,9 +34,15 @@ import torch
 
 from attest.collection.context import CollectContext
 from attest.collection.gradients.finite_differences import FiniteDifferenceSettings, GaussianPool
-from attest.collection.gradients.flow import probe_input
+from attest.collection.gradients.flow import probe_input, second_order_rows
 from attest.collection.gradients.gradcheck import fd_settings
-from attest.collection.gradients.hessian_vector import HVP_EPS, HVP_EPS_SWEEP, hessian_vector_check
+from attest.collection.gradients.hessian_vector import (
+    FORWARD_MAX_EPS,
+    HVP_EPS,
+    HVP_EPS_SWEEP,
+    Unrepresentative,
+    hessian_vector_check,
+)
 from attest.collection.gradients.second_order_ops import (
     custom_case,
     defer_to_root_causes,
@@ -47,7 +53,6 @@ from attest.collection.gradients.second_order_ops import (
     second_order_check,
     twice_differentiable,
 )
-from attest.collection.gradients.state import GradientGraph
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
 __all__ = [
@@ -69,59 +74,71 @@ def _math_attention() -> contextlib.AbstractContextManager[None]:
     return sdpa_kernel([SDPBackend.MATH])
 
 
+def _rows(labels: torch.Tensor | None, rows: int, n: int) -> torch.Tensor | None:
+    return labels[:rows] if labels is not None and labels.dim() and labels.shape[0] == n else labels
+
+
 def _products(
-    ctx: CollectContext, rtol: float, atol: float, shared: GradientGraph | None = None
+    ctx: CollectContext, rtol: float, atol: float, parameters: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The HVP outcomes along ``second_order_directions`` seeded directions: on
-    gradient_flow's graph when ``shared``, else on the shared float64 model."""
+    gradient_flow's graph when it handed one over (popped here, so that it is freed as soon
+    as the products are done), else on the shared float64 model and the first
+    ``second_order_batch`` examples of the probe (the full batch when they cannot stand for
+    it). Records the rows used in ``parameters["batch"]``."""
     spec, settings = ctx.spec, ctx.settings
     labels = None if spec.labels is None else spec.labels.to(spec.device)
-    if shared is not None:
-        return hessian_vector_check(
-            shared.model,
-            spec,
-            shared.x,
-            labels,
-            settings.second_order_directions,
-            settings.seed,
-            rtol,
-            atol,
-            graph=(shared.wrt, shared.grads),
-        )
-    return hessian_vector_check(
-        ctx.shared_model(torch.float64),
-        spec,
-        probe_input(ctx, torch.float64),
-        labels,
-        settings.second_order_directions,
-        settings.seed,
-        rtol,
-        atol,
+    check = functools.partial(
+        hessian_vector_check,
+        spec=spec,
+        directions=settings.second_order_directions,
+        seed=settings.seed,
+        rtol=rtol,
+        atol=atol,
     )
-
-
-def _model_items(ctx: CollectContext, rtol: float, atol: float) -> list[CheckItem] | str:
-    """The HVP items, or the reason they cannot be computed."""
-    # gradient_flow's gradient of the same objective on the same float64 model and batch,
-    # with its double-backward graph (when gradchecks.run asked for it): taken, so that the
-    # graph is freed as soon as the products are done.
     shared, ctx.gradients.graph = ctx.gradients.graph, None
+    if shared is not None:
+        held = [(shared.wrt, shared.grads)]
+        model, x = shared.model, shared.x
+        del shared
+        parameters["batch"] = int(x.shape[0]) if x.dim() else 1
+        return check(model=model, x=x, labels=labels, graph=held)
+    model = ctx.shared_model(torch.float64)
+    x = probe_input(ctx, torch.float64)
+    n = int(x.shape[0]) if x.dim() else 1
+    rows = second_order_rows(ctx, n)
+    if rows < n and (labels is None or (labels.dim() and labels.shape[0] == n)):
+        try:
+            outcomes = check(model=model, x=x[:rows], labels=_rows(labels, rows, n), sub_batch=True)
+            parameters["batch"] = rows
+            return outcomes
+        except Unrepresentative as why:
+            parameters["batch_note"] = (
+                f"the first {rows} example(s) could not stand for the batch ({why})"[:300]
+            )
+            model = ctx.shared_model(torch.float64)  # restored if the attempt moved it
+    parameters["batch"] = n
+    return check(model=model, x=x, labels=labels)
+
+
+def _model_items(
+    ctx: CollectContext, rtol: float, atol: float, parameters: dict[str, Any]
+) -> list[CheckItem] | str:
+    """The HVP items, or the reason they cannot be computed."""
     note = ""
     try:
-        outcomes = _products(ctx, rtol, atol, shared)
+        outcomes = _products(ctx, rtol, atol, parameters)
     except Exception as exc:
-        shared = None
-        fallback = _after_raise(ctx, rtol, atol, exc)
+        fallback = _after_raise(ctx, rtol, atol, exc, parameters)
         if not isinstance(fallback, tuple):
             return fallback
         outcomes, note = fallback
         ctx.gradients.second_order_note = note.lstrip("; ")
-    shared = None  # the graph is no longer needed
     return [_hvp_item(ctx, outcome, note, rtol, atol) for outcome in outcomes]
 
 
 def _after_raise(
-    ctx: CollectContext, rtol: float, atol: float, exc: Exception
+    ctx: CollectContext, rtol: float, atol: float, exc: Exception, parameters: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], str] | list[CheckItem] | str:
     """The products raised: the reason when the model's backward raises anyway, the
     outcomes and a note when the math attention backend can do them, else a failing (or,
@@ -133,7 +150,7 @@ def _after_raise(
     if missing_double_backward(text) and "scaled_dot_product" in text:
         try:
             with _math_attention():
-                retried = _products(ctx, rtol, atol)
+                retried = _products(ctx, rtol, atol, parameters)
         except Exception:
             retried = None
     if retried is not None:
@@ -164,8 +181,9 @@ def _hvp_item(
 ) -> CheckItem:
     """One direction's item: double-backward Hv against central differences of the gradient."""
     message = (
-        f"direction {outcome['direction']}: double-backward Hv vs central differences of the "
-        f"gradient, relative error {outcome['max_rel_error']} at eps={outcome['eps']:.0e}" + note
+        f"direction {outcome['direction']}: double-backward Hv vs {outcome['difference']} "
+        f"differences of the gradient, relative error {outcome['max_rel_error']} at "
+        f"eps={outcome['eps']:.0e}" + note
     )
     if outcome.get("on_kink"):
         message += (
@@ -176,7 +194,9 @@ def _hvp_item(
             "; the double-backward Hv is NaN or infinite (an operator's double-backward "
             "formula at a singular point, such as the norm of an all-zero slice: see kinks)"
         )
-    metrics = {key: outcome[key] for key in ("max_rel_error", "eps", "hv_norm", "grad_norm")}
+    metrics = {
+        key: outcome[key] for key in ("max_rel_error", "eps", "difference", "hv_norm", "grad_norm")
+    }
     metrics.update(
         {
             "direction": outcome["direction"],
@@ -267,8 +287,10 @@ def run(ctx: CollectContext) -> CheckResult:
         "rtol": rtol,
         "dtype": "float64",
         "operator_directions": settings.directions,
+        "forward_difference_max_eps": FORWARD_MAX_EPS,
+        "batch_setting": ctx.settings.second_order_batch,
     }
-    model_items = _model_items(ctx, rtol, atol)
+    model_items = _model_items(ctx, rtol, atol, parameters)
     if isinstance(model_items, str):
         return CheckResult(
             check="second_order", status="not_computed", parameters=parameters, reason=model_items

@@ -80,7 +80,26 @@ class GradientState:
     second_order_note: str | None = None
 
     def drop_hand_offs(self) -> None:
-        """Forget the graph and the forward output (and stop keeping them)."""
+        """Forget the graph and the forward output (and stop keeping them), and every other
+        hand-off that holds tensors."""
         self.keep_graph = False
         self.graph = None
         self.output = None
+        self.gradcheck_cases = {}
+        self.pool = None
+        self.full_batch_loss_gradients = None
+
+    def release_after(self, check_id: str) -> None:
+        """Drop what ``check_id`` was the last consumer of (in the runner's EXECUTION order),
+        so that it is not held while the later checks allocate: the forward output after
+        ``custom_ops``; the operator cases, the directions' buffer and any graph after
+        ``second_order``; the full-batch gradient (one float64 copy of the parameters) after
+        ``accumulation``."""
+        if check_id == "custom_ops":
+            self.output = None
+        elif check_id == "second_order":
+            self.graph = None
+            self.gradcheck_cases = {}
+            self.pool = None
+        elif check_id == "accumulation":
+            self.full_batch_loss_gradients = None

@@ -159,6 +159,7 @@ def test_fused_attention_without_double_backward_is_checked_on_the_math_backend(
 
 def test_gradient_flow_hands_its_graph_to_second_order_with_the_same_result() -> None:
     ctx = make_context(TanhNet, continuous(6, 6), class_labels(6), cross_entropy)
+    ctx.settings.second_order_batch = None  # the products use the whole batch, as flow does
     alone = second_order.run(ctx)  # builds its own model and gradient graph
     ctx.gradients.keep_graph = True
     gradient_flow.run(ctx)
@@ -187,3 +188,47 @@ def test_gradchecks_run_drops_the_hand_off_and_keeps_the_result_order() -> None:
     so = results[-1]
     assert so.parameters.get("attention_backend")
     assert all(i.status == "pass" for i in so.items if i.subject.kind == "model")
+
+
+def test_products_run_on_a_sub_batch_and_flow_keeps_no_graph_for_them() -> None:
+    ctx = make_context(TanhNet, continuous(6, 6), class_labels(6), cross_entropy)
+    ctx.gradients.keep_graph = True
+    gradient_flow.run(ctx)
+    # The products use 1 of the 6 examples: a full-batch double-backward graph is not built.
+    assert ctx.gradients.graph is None and ctx.gradients.output is not None
+    result = second_order.run(ctx)
+    assert result.parameters["batch"] == 1
+    model = [i for i in result.items if i.subject.kind == "model"]
+    assert len(model) == 2 and all(i.status == "pass" for i in model), [i.message for i in model]
+    assert all(i.metrics["difference"] == "forward" for i in model)
+    ctx.settings.second_order_batch = 6
+    assert second_order.run(ctx).parameters["batch"] == 6
+
+
+class BatchOfSix(nn.Module):
+    """A model that assumes the batch size (a fixed reshape): a sub-batch cannot run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.fc(x)).reshape(6, 3)
+
+
+def test_a_model_that_needs_the_whole_batch_gets_it() -> None:
+    ctx = make_context(BatchOfSix, continuous(6, 6), class_labels(6), cross_entropy)
+    result = second_order.run(ctx)
+    assert result.parameters["batch"] == 6 and "could not stand" in result.parameters["batch_note"]
+    assert all(i.status == "pass" for i in result.items if i.subject.kind == "model")
+
+
+def test_a_sub_batch_whose_labels_are_all_ignored_falls_back_to_the_batch() -> None:
+    def ignoring(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(output, target.long(), ignore_index=-1)
+
+    labels = torch.tensor([-1, 0, 1, 2, 1, 0])  # the first example's label is ignored
+    ctx = make_context(TanhNet, continuous(6, 6), labels, ignoring)
+    result = second_order.run(ctx)
+    assert result.parameters["batch"] == 6, result.parameters
+    assert all(i.status == "pass" for i in result.items if i.subject.kind == "model")
