@@ -111,10 +111,6 @@ class CheckSettings:
     # mode examples are independent, so any one runs every operator's double backward, at 1/N
     # of the float64 double backward's time and memory (docs/gradient-checks.md)
     second_order_batch: int | None = 1
-    # Hessian-vector products on the first k probe examples (None: the whole batch): in eval
-    # mode examples are independent, so any one runs every operator's double backward, at 1/N
-    # of the float64 double backward's time and memory (docs/gradient-checks.md)
-    second_order_batch: int | None = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 
