@@ -144,6 +144,7 @@ def _run_checks(
         with PhaseMeter() as meter:
             produced = _run_one(ctx, runner, name)
             gc.collect()  # what the runner built and dropped goes before the next one starts
+            _release_spills(ctx)
         usage = meter.usage
         phases.append(_phase_record(phase_name(runner), [r.check for r in produced], usage))
         for result in produced:
@@ -193,6 +194,13 @@ def _run_one(ctx: CollectContext, runner: Runner, name: str) -> list[CheckResult
         reason = f"runner {name} raised {type(exc).__name__}: {exc}{_where(exc)}"
         return _error_results(expected, reason)
     return produced
+
+
+def _release_spills(ctx: CollectContext) -> None:
+    """Give back the spill file's pages a phase read (they stay in the page cache)."""
+    profile = ctx.profiler.profile
+    for spill in profile.spills if profile is not None else []:
+        spill.release()
 
 
 def _require_headroom(capture: PhaseRecord, phase: str) -> None:
@@ -288,6 +296,7 @@ def collect(
                 if is_out_of_memory(exc):
                     raise out_of_memory_error(exc, "the reference capture") from None
                 raise
+            _release_spills(ctx)
         phases.append(_phase_record("capture", [], meter.usage))
         order = list(CHECK_RUNNERS if runners is None else runners)
         planner = None

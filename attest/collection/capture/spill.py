@@ -21,6 +21,7 @@ a run, each written once however many tensors view it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -162,7 +163,9 @@ class SpillFile:
         self._copies.clear()
         self._offsets.clear()
         if self.map is None and self.size:
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            # Not MAP_POPULATE: pages come in as the comparisons read them, so the process's
+            # resident set holds what a phase reads, not the whole file (see release()).
+            flags = mmap.MAP_SHARED
             try:
                 self.map = mmap.mmap(self._fd, self.size, flags=flags)
             except OSError as exc:
@@ -170,6 +173,19 @@ class SpillFile:
             start = torch.frombuffer(self.map, dtype=torch.uint8, count=1).data_ptr()
             _MAPS[id(self)] = (start, start + self.size)
             weakref.finalize(self, _MAPS.pop, id(self), None)
+
+    def release(self) -> None:
+        """Drop the mapped pages from this process's resident set (between phases).
+
+        The file's contents stay in the page cache (a shared file mapping loses no data to
+        ``MADV_DONTNEED``); the next read faults them back in. Without this, every page a phase
+        read stays counted in the process's resident size, which is what memory limits and the
+        kernel's out-of-memory killer act on, although the kernel could drop it.
+        """
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if self.map is not None and advice is not None:
+            with contextlib.suppress(OSError):  # advice only: a refusal loses nothing
+                self.map.madvise(advice)
 
     def read(self, offset: int, nbytes: int, dtype: torch.dtype, shape: torch.Size) -> torch.Tensor:
         """The tensor :meth:`put` copied to ``offset`` (after :meth:`seal`)."""
