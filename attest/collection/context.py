@@ -91,6 +91,9 @@ class CheckSettings:
     # adaptive search: stop an input once a panel kept its error through this many halvings
     # in a row (a jump or a far narrower stretch; 0: never stop early); docs/ig.md
     ig_stall_halvings: int = 3
+    # ...and a steep smooth stretch stops it too (False: only a jump does; the stretch is
+    # refined on, up to ig_max_steps, as policies that pay for full refinement want)
+    ig_stop_on_steep: bool = True
     ig_max_inputs: int | None = None  # IG on the first k probe inputs (None: all)
     ig_near_miss_factor: float = 10.0  # warn, not fail: error <= this * tolerance at the cap...
     ig_near_miss_min_reduction: float = 4.0  # ...and it fell by this factor as steps doubled
@@ -106,7 +109,9 @@ class CheckSettings:
     ig_randomization_steps: int = 2  # Gauss-Legendre nodes of its (coarse, fixed) rule
     ig_attribution_max_bytes: int = 1 << 20  # stored attributions for the report
     accumulation_microbatches: tuple[int, ...] = (2, 4)
-    second_order_directions: int = 2
+    # 3, not 2, since the products run on a sub-batch: the third direction keeps the
+    # detection rate of defects at the edge of detectability (docs/gradient-checks.md)
+    second_order_directions: int = 3
     # Hessian-vector products on the first k probe examples (None: the whole batch): in eval
     # mode examples are independent, so any one runs every operator's double backward, at 1/N
     # of the float64 double backward's time and memory (docs/gradient-checks.md)

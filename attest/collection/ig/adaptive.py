@@ -20,13 +20,13 @@ point, one model pass each, and cannot share batches between inputs).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from attest.collection.ig.quadrature import gauss_legendre
 from attest.collection.ig.stall import MIN_PANEL_WIDTH, STALL_RATIO, stop_reading
 
 __all__ = [
@@ -51,13 +51,6 @@ class _Evaluator(Protocol):
 
     def values(self, points: torch.Tensor, idx: torch.Tensor) -> np.ndarray:
         """F (float64) at a batch of points, forward only."""
-
-
-@functools.lru_cache(maxsize=16)
-def gauss_legendre(m: int) -> tuple[np.ndarray, np.ndarray]:
-    """m-point Gauss-Legendre nodes and weights on [0, 1] (float64)."""
-    x, w = np.polynomial.legendre.leggauss(m)
-    return 0.5 * (x + 1.0), 0.5 * w
 
 
 @dataclass
@@ -171,6 +164,7 @@ def adaptive_paths(
     model_eps: float,
     vector_budget_bytes: int,
     stall_halvings: int = 0,
+    stop_on_steep: bool = True,
 ) -> AdaptiveOutcome:
     """Adaptive composite Gauss-Legendre IG for every input (see the module docstring).
 
@@ -182,9 +176,11 @@ def adaptive_paths(
 
     ``stall_halvings`` > 0: an input stops early when a panel marked for splitting kept its
     error through that many halvings in a row (:mod:`attest.collection.ig.stall`); F alone is
-    then followed into that panel to say where and why.
+    then followed into that panel to say where and why. With ``stop_on_steep`` False only a
+    jump stops the input; a steep smooth stretch is refined on.
     """
     state = _Adaptive(evaluator, b64, diff64, panel_nodes, chunk, vector_budget_bytes)
+    state.stop_on_steep = stop_on_steep
     points = state.initial_points(panels, f_x, f_b)
     _assign(points, state.evaluate(points))
     delta = completeness_scale(f_x, f_b, model_eps)
@@ -250,6 +246,7 @@ class _Adaptive:
         self.per_input: list[list[_Panel]] = []
         self.recomputed = 0
         self.stalls: list[dict[str, Any] | None] = [None] * self.n
+        self.stop_on_steep = True
 
     def new_vector(self) -> torch.Tensor | None:
         """A zero panel sum, or None when keeping it would exceed the budget."""
@@ -359,10 +356,15 @@ class _Adaptive:
         share = panel.error() / max(sum(p.error() for p in row), 1e-300)
         ends = (panel.a, panel.b, panel.f_a, panel.f_b)
         path = (self.b64[i], self.diff64[i], i)
+        reading = stop_reading(self.evaluator, path, ends, scale)
+        if not reading["jump"] and not self.stop_on_steep:
+            # A steep smooth stretch, to be resolved: its lineage is not zoomed into again.
+            panel.parent_stall = -(1 << 30)
+            return False
         self.stalls[i] = {
             **{"evaluations": int(self.evaluations[i]), "halvings": panel.stall()},
             **{"depth": panel.depth, "error": panel.error(), "parent_error": panel.parent_error},
-            **{"panel_error_share": share, **stop_reading(self.evaluator, path, ends, scale)},
+            **{"panel_error_share": share, **reading},
         }
         return True
 

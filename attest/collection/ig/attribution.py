@@ -198,6 +198,7 @@ def integrated_gradients(
     return_diagnostics: bool = True,
     panel_nodes: int = DEFAULT_PANEL_NODES,
     stall_halvings: int = 0,
+    stop_on_steep: bool = True,
 ) -> IGResult:
     """Integrated gradients of ``F(x) = model(x)[:, target]`` (summed over further dims).
 
@@ -210,7 +211,8 @@ def integrated_gradients(
     integrand at every evaluated node of each path (``IGResult.path``). ``stall_halvings``
     > 0 (adaptive rule): an input stops as soon as a panel it would split next kept its error
     through that many halvings in a row (a jump, or a stretch far narrower than the panel);
-    ``IGResult.stalls`` then says where along the path and why (:mod:`attest.collection.ig.stall`).
+    ``IGResult.stalls`` then says where along the path and why (:mod:`attest.collection.ig.stall`);
+    with ``stop_on_steep`` False only a jump stops it (a steep smooth stretch is refined on).
     """
     method = canonical_method(method or (ADAPTIVE if tolerance is not None else "trapezoid"))
     _check_arguments(method, steps, panel_nodes, inputs, memory_budget_bytes)
@@ -249,6 +251,7 @@ def integrated_gradients(
                 model_eps=model_eps,
                 vector_budget_bytes=memory_budget_bytes,
                 stall_halvings=int(stall_halvings),
+                stop_on_steep=bool(stop_on_steep),
             )
         else:
             fixed = _fixed_rule(

@@ -134,6 +134,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
                 max_steps=settings.ig_max_steps,
                 memory_budget_bytes=settings.ig_memory_budget_bytes,
                 stall_halvings=settings.ig_stall_halvings,
+                stop_on_steep=settings.ig_stop_on_steep,
             )
         except Exception as exc:  # the model raised: every IG check says where, none crashes
             return _error_results(f"integrated gradients could not be computed: {_describe(exc)}")

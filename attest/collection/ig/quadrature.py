@@ -27,6 +27,7 @@ __all__ = [
     "NESTED_METHODS",
     "Method",
     "canonical_method",
+    "gauss_legendre",
     "next_steps",
     "quadrature",
     "refinement",
@@ -100,3 +101,11 @@ def refinement(method: str, old_steps: int, new_steps: int) -> tuple[np.ndarray,
     )
     nodes = odd / cells_new
     return nodes, np.full(nodes.shape, 1.0 / cells_new), 0.5
+
+
+@functools.lru_cache(maxsize=16)
+def gauss_legendre(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """m-point Gauss-Legendre nodes and weights on [0, 1] (float64), for the adaptive rule's
+    panels and ig_determinism's points."""
+    x, w = np.polynomial.legendre.leggauss(m)
+    return 0.5 * (x + 1.0), 0.5 * w

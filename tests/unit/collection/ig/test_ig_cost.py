@@ -89,6 +89,19 @@ def test_a_steep_smooth_stretch_is_reported_with_its_interval_not_as_a_jump() ->
     assert low == 0.0 and high < 1e-3  # where F rises: within 1e-4 of the baseline
     assert result.path is not None
     assert path_behaviour(result.path[0], flip_tolerance=0.1)["max_jump_ratio"] < 0.05
+    # a policy that pays for full refinement (ig_stop_on_steep: false) gets it resolved
+    resolved = integrated_gradients(
+        _EpsTransition(),
+        x,
+        target=0,
+        steps=8,
+        tolerance=1e-6,
+        max_steps=1024,
+        stall_halvings=3,
+        stop_on_steep=False,
+    )
+    assert resolved.converged.all() and resolved.stalls == [None]
+    assert resolved.evaluations[0] > result.evaluations[0]
 
 
 def _context(build: Any, inputs: torch.Tensor, **settings: Any) -> CollectContext:
