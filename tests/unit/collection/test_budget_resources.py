@@ -164,6 +164,18 @@ def test_collect_budget_argument_plans_less_work_and_leaves_the_callers_objects(
 def test_collect_refuses_a_phase_the_machine_has_no_memory_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from attest.collection.profile import profiler
+
+    real_capture = profiler.capture_reference
+
+    def capture_needing_64_mib(ctx: object) -> object:  # a run 0 that surely raises the peak
+        block = bytearray(64 * 2**20)
+        block[::4096] = b"x" * len(block[::4096])
+        result = real_capture(ctx)  # type: ignore[arg-type]
+        del block
+        return result
+
+    monkeypatch.setattr(profiler, "capture_reference", capture_needing_64_mib)
     monkeypatch.setattr(res, "available_memory", lambda: 1)  # one byte free after run 0
     out = tmp_path / "evidence.json"
     with pytest.raises(CollectError) as info:

@@ -30,7 +30,11 @@ TIMING_KEYS = {
 
 def _strip_timings(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _strip_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
+        return {
+            k: _strip_timings(v)
+            for k, v in value.items()
+            if k not in TIMING_KEYS and "_ns_" not in k  # and the timings' spread (_ns_p95...)
+        }
     if isinstance(value, list):
         return [_strip_timings(v) for v in value]
     return value
