@@ -38,6 +38,10 @@ _MAX_FIELDS = (
     "allocator_delta_bytes",
     "forward_ns",
     "backward_ns",
+    "forward_ns_iqr",  # the widest timing spread over targets
+    "forward_ns_p95",
+    "backward_ns_iqr",
+    "backward_ns_p95",
 )
 _ANY_FIELDS = ("thread_sensitive", "nonfinite", "random")
 _TARGET_FIGURES = (

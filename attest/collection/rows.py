@@ -1,4 +1,5 @@
-"""Evidence assembly: per-operator rows, the per-module roll-up, model metrics, artifacts.
+"""Evidence assembly: per-operator rows (with the spread of their timings across runs), the
+per-module roll-up, model metrics, artifacts.
 
 Plain data out of the profiler's measurements (docs/metrics.md); every figure comes from
 ``metrics.py`` through ``checks.py``, so a row and the check items agree by construction.
@@ -30,6 +31,7 @@ __all__ = [
     "model_section",
     "module_rows",
     "operator_rows",
+    "timing_spread",
 ]
 
 
@@ -101,6 +103,8 @@ def operator_rows(profile: Profile, ctx: CollectContext, target: str) -> list[Op
                     or m.local_grad_failed
                     or "nothing to re-run in floating point"
                 )
+        forward_spread = timing_spread(m.forward_ns)
+        backward_spread = timing_spread(m.backward_ns)
         rows.append(
             OperatorRow(
                 id=m.id,
@@ -129,6 +133,10 @@ def operator_rows(profile: Profile, ctx: CollectContext, target: str) -> list[Op
                 hardware_affinity_mask=[target],
                 forward_ns=median_or_none(m.forward_ns),
                 backward_ns=median_or_none(m.backward_ns),
+                forward_ns_iqr=forward_spread[0],
+                forward_ns_p95=forward_spread[1],
+                backward_ns_iqr=backward_spread[0],
+                backward_ns_p95=backward_spread[1],
                 output_sha256=m.output_sha256,
                 grad_sha256=m.grad_sha256,
                 thread_sensitive=None if blocked else m.thread_changed,
@@ -137,6 +145,21 @@ def operator_rows(profile: Profile, ctx: CollectContext, target: str) -> list[Op
             )
         )
     return rows
+
+
+def timing_spread(values: list[int]) -> tuple[int | None, int | None]:
+    """The interquartile range and 95th percentile of one operator's timings across runs
+    (nanoseconds): ``forward_ns_iqr``, ``forward_ns_p95`` and the backward pair of a row.
+
+    Quartiles and the 95th percentile interpolate linearly between the sorted timings
+    (``statistics.quantiles(method="inclusive")``, numpy's default), so with few runs the p95
+    lies between the two slowest. Below two timings there is no spread: both are None.
+    """
+    if len(values) < 2:
+        return None, None
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    p95 = statistics.quantiles(values, n=20, method="inclusive")[18]
+    return round(q3 - q1), round(p95)
 
 
 def _f(value: Metric) -> float | None:

@@ -242,6 +242,11 @@ class OperatorRow(_RowMapping):
     hardware_affinity_mask: list[str] = Field(default_factory=list)
     forward_ns: int | None = None
     backward_ns: int | None = None
+    # the spread of the timings across runs (docs/metrics.md): None below two timings
+    forward_ns_iqr: int | None = None
+    forward_ns_p95: int | None = None
+    backward_ns_iqr: int | None = None
+    backward_ns_p95: int | None = None
     output_sha256: str | None = None
     grad_sha256: str | None = None
     thread_sensitive: bool | None = None
@@ -251,7 +256,11 @@ class OperatorRow(_RowMapping):
 
 
 class ModuleRow(_RowMapping):
-    """The operator figures rolled up per module path, for humans (worst value, or the sum)."""
+    """The operator figures rolled up per module path, for humans (worst value, or the sum).
+
+    Times are the sums of the operators' medians; the timing spread is not rolled up
+    (percentiles of operators do not add up to the module's).
+    """
 
     module: str
     operators: int

@@ -1,13 +1,14 @@
 """The report's sections below the summary: findings, checks, operators and module roll-up,
-integrated gradients, gradient checks and every other check. Each takes the loaded source
-and the page's :class:`~attest.report._rows.Anchors` and returns HTML; none raises on a
-missing section (it says "not available in this evidence")."""
+integrated gradients, gradient checks and every other check (the training checks have their
+own module, ``_training``). Each takes the loaded source and the page's
+:class:`~attest.report._rows.Anchors` and returns HTML; none raises on a missing section (it
+says "not available in this evidence")."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from attest.evidence.model import IG_CHECKS, CheckId
+from attest.evidence.model import IG_CHECKS, TRAINING_CHECKS, CheckId
 from attest.report import _ig
 from attest.report._page import (
     NA,
@@ -186,7 +187,11 @@ _OP_COLUMNS: list[tuple[str, str, Any]] = [
     ("max_relative_deviation", "max rel. deviation", fmt_number),
     ("memory_delta_bytes", "saved for backward", fmt_bytes),
     ("forward_ns", "forward", fmt_ns),
+    ("forward_ns_iqr", "forward IQR", fmt_ns),
+    ("forward_ns_p95", "forward p95", fmt_ns),
     ("backward_ns", "backward", fmt_ns),
+    ("backward_ns_iqr", "backward IQR", fmt_ns),
+    ("backward_ns_p95", "backward p95", fmt_ns),
 ]
 _MODULE_ORDER = (
     "module",
@@ -316,8 +321,11 @@ def _operator_table(src: ReportSource, flagged: set[int]) -> str:
     )
 
 
-def check_detail(cid: str, src: ReportSource, anchors: Anchors) -> str:
-    """One check: its scope (parameters), summary and items, failures first."""
+def check_detail(
+    cid: str, src: ReportSource, anchors: Anchors, *, hide_parameters: tuple[str, ...] = ()
+) -> str:
+    """One check: its scope (parameters), summary and items, failures first.
+    ``hide_parameters``: parameters the caller shows in a table of their own."""
     res = src.checks.get(cid)
     head = f'<h3 id="check-{esc(cid)}">{esc(cid)} {badge(res.status) if res else ""}</h3>'
     if res is None:
@@ -328,9 +336,10 @@ def check_detail(cid: str, src: ReportSource, anchors: Anchors) -> str:
     parts = [head]
     if res.reason:
         parts.append(f"<p>{esc(res.reason)}</p>")
+    parameters = {k: v for k, v in res.parameters.items() if k not in hide_parameters}
     scope = (
-        kv((k, esc(fmt_for_key(k)(v))) for k, v in flatten(res.parameters))
-        if res.parameters
+        kv((k, esc(fmt_for_key(k)(v))) for k, v in flatten(parameters))
+        if parameters
         else na("no parameters recorded")
     )
     summ = (
@@ -363,11 +372,13 @@ def check_detail(cid: str, src: ReportSource, anchors: Anchors) -> str:
             )
 
     parts.append(
-        table(
+        '<div class="scroll">'
+        + table(
             ["status", "subject", *metric_keys, "message"],
             rows(),
             numeric_cols=tuple(range(2, 2 + len(metric_keys))),
         )
+        + "</div>"
     )
     if len(items) > len(shown):
         parts.append(
@@ -401,7 +412,7 @@ def ig_section(src: ReportSource, anchors: Anchors) -> str:
 
 def other_checks_section(src: ReportSource, anchors: Anchors) -> str:
     """Every check not shown above, in evidence order."""
-    shown = {*GRADIENT_CHECKS, *IG_CHECKS}
+    shown = {*GRADIENT_CHECKS, *IG_CHECKS, *TRAINING_CHECKS}
     rest = [c for c in [*src.checks, *src.unreadable_checks] if c not in shown]
     body = "".join(check_detail(c, src, anchors) for c in dict.fromkeys(rest))
     return '<h2 id="other-checks">Other checks</h2>' + (body or na())

@@ -6,7 +6,8 @@ raw id, so inserting one operator early in the graph does not misalign everythin
 
 Reported: operators added and removed; accumulated and local fidelity, stability and
 bit-exact-rate drops beyond tolerance (regressions); saved-memory changes; check status and
-item failures that appeared; verdict, policy, version and environment changes. A regression
+item failures that appeared; the training checks' summary figures (``_diff_training``);
+verdict, policy, version and environment changes. A regression
 makes the command exit 1, so it can gate a release pipeline.
 
 Tolerances are the documented defaults of :class:`DiffTolerances`, or the ``diff:`` section
@@ -23,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from attest.errors import ConfigError
+from attest.report._diff_training import training_changes
 from attest.report._page import flatten, fmt_pct
 from attest.report._rows import short_op
 from attest.report._source import ReportSource, load_findings, load_source
@@ -440,6 +442,8 @@ def diff_sources(
     _compare_top(old, new, tol, out)
     _compare_operators(old, new, tol, out)
     _compare_checks(old, new, out)
+    for subject, va, vb, text, bad in training_changes(old.checks, new.checks):
+        out.changes.append(Change("training", subject, va, vb, text, bad))
     return out
 
 

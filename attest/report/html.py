@@ -4,7 +4,9 @@ Sections, in order: the verdict and what was verified by signature; the summary 
 digests, policy, signer, validity window, environment and determinism envelope); findings,
 failures and waivers first, each linked to its operator or module row; the per-operator
 charts, table and module roll-up; integrated gradients (heat maps beside the inputs, the
-randomization curve); the gradient checks with their scope; every other check.
+randomization curve); the gradient checks with their scope; the training checks (an overview,
+then each check; recompute's regions with the memory each saves per second of recompute);
+every other check.
 
 A section whose data the input lacks says "not available in this evidence"; nothing here
 raises on a missing field. Charts come from :mod:`attest.report.plots` (matplotlib, inline SVG).
@@ -20,7 +22,7 @@ from typing import Any
 from attest._version import __version__
 from attest.core.io import atomic_write_text, sha256_file
 from attest.errors import InputError
-from attest.evidence.model import IG_CHECKS
+from attest.evidence.model import IG_CHECKS, TRAINING_CHECKS
 from attest.report._page import (
     NA,
     Cell,
@@ -54,6 +56,7 @@ from attest.report._source import (
     load_source,
     verify_source,
 )
+from attest.report._training import training_section
 
 __all__ = ["ReportResult", "render_report", "write_report"]
 
@@ -263,7 +266,13 @@ def anchors_of(src: ReportSource) -> Anchors:
     return Anchors(
         op_ids={r.get("id") for r in src.operators if r.get("id") is not None},
         modules={str(r.get("module") or "") for r in mods if "module" in r},
-        checks={*GRADIENT_CHECKS, *IG_CHECKS, *src.checks, *src.unreadable_checks},
+        checks={
+            *GRADIENT_CHECKS,
+            *IG_CHECKS,
+            *TRAINING_CHECKS,
+            *src.checks,
+            *src.unreadable_checks,
+        },
     )
 
 
@@ -275,6 +284,7 @@ _TOC = (
     ("modules", "Modules"),
     ("ig", "Integrated gradients"),
     ("gradient-checks", "Gradient checks"),
+    ("training", "Training"),
     ("other-checks", "Other checks"),
 )
 
@@ -300,6 +310,7 @@ def render_report(
             operators_section(src, flagged_operator_ids(src)),
             ig_section(src, anchors),
             gradient_checks_section(src, anchors),
+            training_section(src, anchors),
             other_checks_section(src, anchors),
             f"<footer>gradient-attest {esc(__version__)} · self-contained report: nothing is "
             "fetched when it is opened · charts rendered with matplotlib when the report was "

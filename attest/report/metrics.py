@@ -6,11 +6,16 @@ Families (every sample carries ``model`` and ``version`` labels):
 - ``attest_certificate_info``: certificate id, verdict, policy, kind of input (value 1);
 - ``attest_certificate_expiry_timestamp_seconds`` / ``..._issued_timestamp_seconds``;
 - ``attest_operator_fidelity_percent{kind="accumulated"|"local"}``,
-  ``attest_operator_stability_score``, ``attest_operator_bit_exact_ratio``
+  ``attest_operator_stability_score``, ``attest_operator_bit_exact_ratio``,
+  ``attest_operator_time_seconds{phase="forward"|"backward",statistic="median"|"iqr"|"p95"}``
+  (the kernel time of one call and its spread across the repeated runs)
   (per operator: ``operator_id``, ``op``, ``module``);
 - ``attest_model_bit_exact_ratio`` and every other numeric model-level measurement as
   ``attest_model_metric{name}``;
 - ``attest_ig_completeness_error_ratio{input_index}``;
+- ``attest_training_check_metric{check,name}``: every numeric (and yes/no, as 1/0) summary
+  figure of the training checks (``mixed_precision``, ``recompute``, ``batch_invariance``,
+  ``resume``);
 - ``attest_check_status{check,status}``, ``attest_check_items{check,status}``,
   ``attest_findings{verdict}``;
 - with a ledger: ``attest_verifications_total{outcome}``,
@@ -33,6 +38,7 @@ from typing import Any
 
 from attest.core.times import parse_timestamp
 from attest.errors import AttestError, InputError
+from attest.evidence.model import TRAINING_CHECKS
 from attest.report._rows import numeric_metric
 from attest.report._source import ReportSource, load_source
 
@@ -114,6 +120,12 @@ def _operator_families(src: ReportSource, base: Labels) -> Iterable[_Family]:
         "Fraction of repeated runs whose output and gradient bytes equal run 0's.",
         "ratio",
     )
+    time = _Family(
+        "attest_operator_time_seconds",
+        "gauge",
+        "Kernel time of one call across the repeated runs: median, interquartile range, p95.",
+        "seconds",
+    )
     for row in src.operators:
         labels = {
             **base,
@@ -129,7 +141,31 @@ def _operator_families(src: ReportSource, base: Labels) -> Iterable[_Family]:
             stab.samples.append((labels, value))
         if (value := _num(row.get("bit_exact_rate"))) is not None:
             bit.samples.append((labels, value))
-    return (fid, stab, bit)
+        for phase in ("forward", "backward"):
+            for suffix, statistic in _TIME_STATISTICS:
+                if (value := _num(row.get(f"{phase}_ns{suffix}"))) is not None:
+                    sample = {**labels, "phase": phase, "statistic": statistic}
+                    time.samples.append((sample, value / 1e9))
+    return (fid, stab, bit, time)
+
+
+# (suffix of the operator row's ``forward_ns``/``backward_ns`` field, statistic label)
+_TIME_STATISTICS = (("", "median"), ("_iqr", "iqr"), ("_p95", "p95"))
+
+
+def _training_family(src: ReportSource, base: Labels) -> _Family:
+    fam = _Family(
+        "attest_training_check_metric",
+        "gauge",
+        "Summary figures of the training checks, by check and name (yes/no as 1/0).",
+    )
+    for cid in TRAINING_CHECKS:
+        res = src.checks.get(cid)
+        for key, value in (res.summary if res is not None else {}).items():
+            number = 1 if value is True else 0 if value is False else _num(value)
+            if number is not None:
+                fam.samples.append(({**base, "check": cid, "name": _metric_name(key)}, number))
+    return fam
 
 
 def _ledger_families(path: Path, src: ReportSource, base: Labels) -> Iterable[_Family]:
@@ -241,6 +277,7 @@ def render_openmetrics(src: ReportSource, *, ledger: str | Path | None = None) -
         if err is not None:
             ig.samples.append(({**base, "input_index": str(item.subject.input_index)}, err))
     families.append(ig)
+    families.append(_training_family(src, base))
     status = _Family(
         "attest_check_status", "gauge", "Status of each check (1 for the status it has)."
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _report_samples import CNN_OPS, findings_for, make_evidence, write_evidence
@@ -176,3 +177,52 @@ def test_without_local_fidelity_every_drop_is_a_regression(tmp_path: Path) -> No
         write_evidence(tmp_path / "o.json", old_ev), write_evidence(tmp_path / "n.json", new_ev)
     )
     assert len(result.regressions) == len(new_ev.operators) - 5
+
+
+def _training_pair(tmp_path: Path, **new_checks: Any) -> tuple[Path, Path]:
+    from _training_samples import with_training
+
+    old = write_evidence(tmp_path / "old.json", with_training(make_evidence()))
+    new_ev = with_training(make_evidence(version="1.1.0"), **new_checks)
+    return old, write_evidence(tmp_path / "new.json", new_ev)
+
+
+def test_unchanged_training_checks_and_their_timings_are_not_changes(tmp_path: Path) -> None:
+    from _training_samples import recompute
+
+    old, new = _training_pair(tmp_path, recompute=recompute(extra_forward_s=0.5))
+    result = diff_files(old, new)
+    assert [c.kind for c in result.changes] == ["version"]  # extra_forward_s is a timing
+
+
+def test_training_summary_changes_and_a_grown_failure_count_regresses(tmp_path: Path) -> None:
+    from _training_samples import mixed_precision, resume
+
+    old, new = _training_pair(
+        tmp_path,
+        mixed_precision=mixed_precision(failed=2, error=4e-3),
+        resume=resume(losses_equal=False),
+    )
+    result = diff_files(old, new)
+    training = {c.subject: c for c in result.changes if c.kind == "training"}
+    assert set(training) == {
+        "mixed_precision.failed",
+        "mixed_precision.max_grad_rel_error",
+        "resume.losses_equal",
+    }
+    failed = training["mixed_precision.failed"]
+    assert (failed.old, failed.new, failed.regression) == (1, 2, True)
+    error = training["mixed_precision.max_grad_rel_error"]
+    assert error.message == "0.00125 -> 0.004" and not error.regression
+    assert training["resume.losses_equal"].message == "yes -> no"
+    assert not training["resume.losses_equal"].regression
+
+
+def test_training_check_that_stops_running_is_a_check_regression(tmp_path: Path) -> None:
+    from attest.evidence.model import CheckResult
+
+    gone = CheckResult(check="resume", status="error", reason="planted")
+    old, new = _training_pair(tmp_path, resume=gone)
+    result = diff_files(old, new)
+    assert [(c.kind, c.subject) for c in result.regressions] == [("check", "resume")]
+    assert not [c for c in result.changes if c.kind == "training"]  # not computed: no figures

@@ -145,3 +145,53 @@ def test_diff_and_metrics_import_neither_torch_numpy_nor_matplotlib() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_operator_time_spread_is_exported_in_seconds(tmp_path: Path) -> None:
+    from _training_samples import with_training
+
+    ev = write_evidence(tmp_path / "e.json", with_training(make_evidence()))
+    text = openmetrics_text(ev)
+    assert "# UNIT attest_operator_time_seconds seconds" in text
+    times = {
+        (lab["operator_id"], lab["phase"], lab["statistic"]): v
+        for lab, v in _samples(text, "attest_operator_time_seconds")
+    }
+    assert len(times) == 12 * 2 * 3  # every operator: forward and backward, three statistics
+    # operator 3: forward median 1,800 ns, IQR 10,003 ns, p95 3,600 ns; backward 3,600 ns...
+    assert times[("3", "forward", "median")] == pytest.approx(1.8e-6)
+    assert times[("3", "forward", "iqr")] == pytest.approx(10_003e-9)
+    assert times[("3", "forward", "p95")] == pytest.approx(3.6e-6)
+    assert times[("3", "backward", "iqr")] == pytest.approx(20_003e-9)
+    assert times[("3", "backward", "p95")] == pytest.approx(7.2e-6)
+
+
+def test_operator_time_without_spread_exports_only_the_median(tmp_path: Path) -> None:
+    ev = write_evidence(tmp_path / "e.json", make_evidence())  # no spread: repeats 1
+    stats = {
+        lab["statistic"]
+        for lab, _ in _samples(openmetrics_text(ev), "attest_operator_time_seconds")
+    }
+    assert stats == {"median"}
+
+
+def test_training_check_summaries_are_exported(tmp_path: Path) -> None:
+    from _training_samples import MiB, with_training
+
+    ev = write_evidence(tmp_path / "e.json", with_training(make_evidence()))
+    figures = {
+        (lab["check"], lab["name"]): v
+        for lab, v in _samples(openmetrics_text(ev), "attest_training_check_metric")
+    }
+    assert figures[("mixed_precision", "max_grad_rel_error")] == 1.25e-3
+    assert figures[("mixed_precision", "failed")] == 1
+    assert figures[("recompute", "saved_bytes_freed")] == 4 * MiB
+    assert figures[("recompute", "grad_bit_exact")] == 1  # yes/no as 1/0
+    assert figures[("resume", "losses_equal")] == 1
+    assert figures[("resume", "unrestored_state")] == 0
+    assert {check for check, _ in figures} == {"mixed_precision", "recompute", "resume"}
+    statuses = {
+        lab["check"]: lab["status"]
+        for lab, _ in _samples(openmetrics_text(ev), "attest_check_status")
+    }
+    assert statuses["batch_invariance"] == "not_applicable"

@@ -25,6 +25,7 @@ SECTIONS = (
     "modules",
     "ig",
     "gradient-checks",
+    "training",
     "other-checks",
 )
 

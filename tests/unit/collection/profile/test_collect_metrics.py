@@ -59,3 +59,87 @@ def test_relative_deviation_over_blocks_finds_the_largest_difference() -> None:
     assert relative_deviation(a, ref) == 0.5
     a[-2] = math.nan
     assert relative_deviation(a, ref) == math.inf
+
+
+# ---------------------------------------------------------------- timing spread per operator
+
+
+def test_timing_spread_is_the_interquartile_range_and_p95_with_interpolation() -> None:
+    from attest.collection.rows import timing_spread
+
+    # inclusive quartiles of 100..500: 200 and 400; p95 at rank 3.8 of 0..4: 400 + 0.8 * 100
+    assert timing_spread([500, 100, 400, 200, 300]) == (200, 480)
+    assert timing_spread([100, 300]) == (100, 290)  # two runs: quartiles 150, 250
+    assert timing_spread([7, 7, 7]) == (0, 7)
+    assert timing_spread([7]) == (None, None)  # one run has no spread
+    assert timing_spread([]) == (None, None)
+
+
+def test_operator_rows_carry_the_spread_and_merging_keeps_the_widest() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from attest.collection.capture.run import RunOutcome
+    from attest.collection.merge import merge_evidence
+    from attest.collection.profile.measures import OpMeasure, Profile
+    from attest.collection.rows import module_rows, operator_rows
+    from attest.evidence.model import Evidence
+
+    def measure(op_id: int, forward: list[int], backward: list[int]) -> OpMeasure:
+        m = OpMeasure(op_id, "aten.relu.default", "act", [[2]], ["torch.float32"], False)
+        m.forward_ns, m.backward_ns = forward, backward
+        return m
+
+    ops = [measure(0, [100, 200, 300, 400, 500], [1000, 3000]), measure(1, [50], [])]
+    profile = Profile(precision="float32", device="cpu", ops=ops, reference=RunOutcome(ops=[]))
+    ctx = cast(Any, SimpleNamespace(topology_ok=True, topology_reason=None))
+    rows = operator_rows(profile, ctx, "cpu:x86_64:avx2")
+    first, second = rows
+    assert (first.forward_ns, first.forward_ns_iqr, first.forward_ns_p95) == (300, 200, 480)
+    assert (first.backward_ns, first.backward_ns_iqr, first.backward_ns_p95) == (2000, 1000, 2900)
+    assert second.forward_ns == 50 and second.forward_ns_iqr is None
+    assert second.backward_ns is None and second.backward_ns_p95 is None
+    (module,) = module_rows(rows, [])
+    assert module.forward_ns == 350 and "forward_ns_p95" not in type(module).model_fields
+
+    def evidence(target: str, p95: int) -> Evidence:
+        row = first.model_copy(update={"forward_ns_p95": p95, "hardware_affinity_mask": [target]})
+        return Evidence(
+            tool_version="0",
+            created_at="now",
+            model={"name": "m"},
+            targets=[target],
+            operators=[row],
+        )
+
+    merged = merge_evidence([evidence("cpu", 480), evidence("cuda:sm_90", 900)])
+    (row,) = merged.operators
+    assert row.forward_ns_p95 == 900
+    assert row.per_target["cpu"]["forward_ns_p95"] == 480
+    assert row.per_target["cuda:sm_90"]["forward_ns_iqr"] == 200
+
+
+def test_a_policy_can_hold_operators_to_a_timing_spread() -> None:
+    from attest.evidence.model import CheckResult, Evidence, OperatorRow
+    from attest.policy.engine import evaluate
+    from attest.policy.model import parse_policy
+
+    rows = [
+        OperatorRow(id=0, op="aten.mm.default", module="fc", forward_ns=1000, forward_ns_p95=1200),
+        OperatorRow(id=1, op="aten.relu.default", module="act", forward_ns=90, forward_ns_p95=5000),
+        OperatorRow(id=2, op="aten.relu.default", module="act"),  # repeats: 1, no spread
+    ]
+    timed = CheckResult(check="determinism", status="computed")  # the rows' check
+    ev = Evidence(tool_version="0", created_at="now", operators=rows, checks={"determinism": timed})
+    rule = {
+        "id": "jitter",
+        "check": "determinism",
+        "source": "operators",
+        "metric": "forward_ns_p95",
+        "comparator": "<=",
+        "threshold": 2000,
+        "required": False,
+    }
+    findings = evaluate(ev, parse_policy({"id": "p", "version": "1", "rules": [rule]}))
+    verdicts = {f.subject.operator_id: f.verdict for f in findings.findings}
+    assert verdicts[0] == "pass" and verdicts[1] == "fail" and verdicts.get(2) != "fail"
