@@ -13,6 +13,7 @@ output and every gradient stay finite is a warning.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,10 +38,24 @@ class NonFinite:
         self.which = which  # position of the tensor among the operator's outputs/gradients
 
 
+def _surely_finite(t: torch.Tensor) -> bool:
+    """True when ``t`` certainly holds no NaN or Inf: its sum is finite (any NaN or Inf makes
+    the sum NaN or Inf). One vectorized reduction without a boolean temporary, several times
+    faster than ``isfinite`` on large activations; a sum that overflows (huge finite values)
+    or a non-finite one sends the tensor to the exact scan."""
+    if t.is_complex():
+        total = complex(t.sum())
+        return math.isfinite(total.real) and math.isfinite(total.imag)
+    wide = torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else None
+    return math.isfinite(float(t.sum(dtype=wide)))
+
+
 def find_nonfinite(tensors: Sequence[torch.Tensor | None]) -> NonFinite | None:
     """The first tensor of ``tensors`` holding NaN or Inf, with counts and its first index."""
     for which, t in enumerate(tensors):
         if t is None or not (t.is_floating_point() or t.is_complex()):
+            continue
+        if _surely_finite(t):
             continue
         bad = ~torch.isfinite(t)
         if not bool(bad.any()):

@@ -143,3 +143,26 @@ def test_a_policy_can_hold_operators_to_a_timing_spread() -> None:
     findings = evaluate(ev, parse_policy({"id": "p", "version": "1", "rules": [rule]}))
     verdicts = {f.subject.operator_id: f.verdict for f in findings.findings}
     assert verdicts[0] == "pass" and verdicts[1] == "fail" and verdicts.get(2) != "fail"
+
+
+def test_the_fast_finite_test_never_hides_a_nan_or_inf() -> None:
+    import math
+
+    from attest.collection.profile.numerics import _surely_finite, find_nonfinite
+
+    t = torch.randn(64, 64)
+    assert _surely_finite(t) and find_nonfinite([t]) is None
+    for bad in (math.nan, math.inf, -math.inf):
+        u = t.clone()
+        u[3, 5] = bad
+        assert not _surely_finite(u)
+        found = find_nonfinite([None, u])
+        assert found is not None and found.first_index == [3, 5] and found.which == 1
+    # finite but the sum overflows: the exact scan decides, and finds nothing
+    big = torch.full((8,), 3e38)
+    assert not _surely_finite(big) and find_nonfinite([big]) is None
+    half = torch.full((4096,), 60000.0, dtype=torch.float16)  # sums past float16's range
+    assert _surely_finite(half) and find_nonfinite([half]) is None
+    z = torch.zeros(4, dtype=torch.complex64)
+    z[1] = complex(0, math.inf)
+    assert not _surely_finite(z) and find_nonfinite([z]) is not None
