@@ -340,7 +340,7 @@ DEFECTS = {
 }
 
 
-def detection(seeds: int) -> dict[str, float]:
+def detection(seeds: int, overrides: dict[str, Any], only: str | None = None) -> dict[str, float]:
     """The share of seeds whose model-level HVP items flag the defect (fail, or raise)."""
     from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
     from attest.collection.gradients import second_order
@@ -348,6 +348,8 @@ def detection(seeds: int) -> dict[str, float]:
     torch.set_num_threads(1)
     rates: dict[str, float] = {}
     for label, (mode, where) in DEFECTS.items():
+        if only is not None and only not in label:
+            continue
         flagged = 0
         for seed in range(seeds):
             _Softplus.mode = mode
@@ -374,7 +376,10 @@ def detection(seeds: int) -> dict[str, float]:
                 loss="bench:cross_entropy",
                 threads=1,
             )
-            ctx = CollectContext(spec=spec, settings=CheckSettings(seed=seed))
+            settings = CheckSettings(seed=seed)
+            for knob, value in overrides.items():  # --set second_order_batch=2 ...
+                setattr(settings, knob, value)
+            ctx = CollectContext(spec=spec, settings=settings)
             result = second_order.run(ctx)
             model_items = [i for i in result.items if i.subject.kind == "model"]
             if result.status != "computed" or any(i.status != "pass" for i in model_items):
@@ -391,11 +396,16 @@ def main() -> None:
     parser.add_argument(
         "--detection", type=int, metavar="SEEDS", help="second_order's detection table"
     )
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KNOB=VALUE", help="CheckSettings for --detection"
+    )
+    parser.add_argument("--only", help="--detection: the defects whose label contains this")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     if args.detection:
-        detection(args.detection)
+        overrides = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+        detection(args.detection, overrides, args.only)
         return
     if args.child:
         kind, name = args.child

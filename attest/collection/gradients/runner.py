@@ -19,6 +19,8 @@ so they do not depend on the operator alignment that a failed ``topology`` check
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import time
 import traceback
@@ -107,12 +109,22 @@ def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
             # a hook's closure) go now, not at some later allocation: the next check's peak
             # then does not stack on this one's leftovers.
             ctx.gradients.release_after(check_id)
-            gc.collect()
+            _release_memory()
             yield check_id, result
     finally:
         ctx.gradients.drop_hand_offs()
         ctx.release_shared_models()
-        gc.collect()
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the system. glibc keeps what a
+    check freed in its arenas (measured: the process's resident size never fell between
+    checks), so without ``malloc_trim`` each check's peak stacks on the last one's."""
+    gc.collect()
+    # not glibc (macOS, musl): nothing to trim
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def run(ctx: CollectContext) -> list[CheckResult]:
