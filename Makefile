@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 # Every example model under the shipped policies (also part of make test).
 certify-examples: $(STAMP)
-	$(BIN)/python -m pytest -q tests/cli/test_examples_certify.py
+	$(BIN)/python -m pytest -q tests/cli/test_examples_certify.py tests/unit/pipeline/test_amp_seg.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check attest tests benchmarks examples

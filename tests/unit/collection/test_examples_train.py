@@ -16,6 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 # example folder -> the held-out metric its README reports, and the least acceptable value
 EXAMPLES = {
+    "amp-seg": ("test_dice", 0.8),
     "digits": ("test_accuracy", 0.95),
     "phantom-seg": ("test_dice", 0.8),
     "volume3d": ("test_dice", 0.9),
