@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attest.collection.ig.attribution import PathSamples
+from attest.collection.ig.attribution import PanelLayout, PathSamples
 
 __all__ = ["baseline_neutrality", "cascade_layers", "path_behaviour", "randomize_layer", "spearman"]
 
@@ -123,29 +123,7 @@ def path_behaviour(samples: PathSamples, *, flip_tolerance: float) -> dict[str, 
     observed = np.diff(ff)
     panels = samples.panels
     if panels is not None and panels.a.size:
-        # Adaptive rule: judged on the refined panels. A panel's local error is the change of F
-        # its gradient samples do not account for. Smooth but steep stretches lose it as their
-        # panels halve; a discontinuity keeps it down to the narrowest panel allowed. Only
-        # panels refined to that width count as jumps; a large error on a wider panel (budget
-        # spent first) is reported as unresolved and left to ig_completeness.
-        local = np.maximum(0.0, panels.error - panels.noise) / scale
-        floor = (panels.b - panels.a) <= 2.0 * panels.min_width
-        jumps = np.where(floor, local, 0.0)
-        k = int(np.argmax(jumps))
-        out["max_jump_ratio"] = float(jumps[k])
-        out["jump_interval"] = [float(panels.a[k]), float(panels.b[k])]
-        if panels.located is not None:
-            # The search stopped early and followed F alone into its worst panel
-            # (attest.collection.ig.stall): an interval that narrow across which F still
-            # changes is a jump, whatever width its panel had.
-            low, high, change = panels.located
-            ratio = max(0.0, change - float(np.max(panels.noise, initial=0.0))) / scale
-            if high - low <= 2.0 * panels.min_width and ratio > out["max_jump_ratio"]:
-                out["max_jump_ratio"] = ratio
-                out["jump_interval"] = [low, high]
-        u = int(np.argmax(np.where(floor, 0.0, local)))
-        out["max_unresolved_panel_error_ratio"] = float(0.0 if floor[u] else local[u])
-        out["panel_summary"] = panels.summary()
+        out.update(_panel_jumps(panels, scale))
     else:
         low = np.minimum(ss[:-1], ss[1:]) * dt
         high = np.maximum(ss[:-1], ss[1:]) * dt
@@ -177,6 +155,35 @@ def path_behaviour(samples: PathSamples, *, flip_tolerance: float) -> dict[str, 
     out["sign_flips_beyond_tolerance"] = int(strong.sum())
     out["first_flip_t"] = float(t[np.argmax(strong)]) if strong.any() else None
     return out
+
+
+def _panel_jumps(panels: PanelLayout, scale: float) -> dict[str, Any]:
+    """The adaptive rule's jump reading of :func:`path_behaviour`, from its final panels."""
+    found: dict[str, Any] = {}
+    # Adaptive rule: judged on the refined panels. A panel's local error is the change of F
+    # its gradient samples do not account for. Smooth but steep stretches lose it as their
+    # panels halve; a discontinuity keeps it down to the narrowest panel allowed. Only
+    # panels refined to that width count as jumps; a large error on a wider panel (budget
+    # spent first) is reported as unresolved and left to ig_completeness.
+    local = np.maximum(0.0, panels.error - panels.noise) / scale
+    floor = (panels.b - panels.a) <= 2.0 * panels.min_width
+    jumps = np.where(floor, local, 0.0)
+    k = int(np.argmax(jumps))
+    found["max_jump_ratio"] = float(jumps[k])
+    found["jump_interval"] = [float(panels.a[k]), float(panels.b[k])]
+    if panels.located is not None:
+        # The search stopped early and followed F alone into its worst panel
+        # (attest.collection.ig.stall): an interval that narrow across which F still
+        # changes is a jump, whatever width its panel had.
+        low, high, change = panels.located
+        ratio = max(0.0, change - float(np.max(panels.noise, initial=0.0))) / scale
+        if high - low <= 2.0 * panels.min_width and ratio > found["max_jump_ratio"]:
+            found["max_jump_ratio"] = ratio
+            found["jump_interval"] = [low, high]
+    u = int(np.argmax(np.where(floor, 0.0, local)))
+    found["max_unresolved_panel_error_ratio"] = float(0.0 if floor[u] else local[u])
+    found["panel_summary"] = panels.summary()
+    return found
 
 
 # ----------------------------------------------------------------------------- the baseline
