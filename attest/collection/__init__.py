@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import importlib
@@ -33,6 +34,7 @@ from typing import Any
 
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner
+from attest.collection.checkpointing import checkpointing_off
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
 from attest.collection.resources import (
     PhaseMeter,
@@ -141,7 +143,11 @@ def _run_checks(
             done = sum(1 for check_id in CHECK_IDS if check_id in results)
             short = name.rpartition(".")[2].partition(":")[0]
             progress(step_message(done, len(CHECK_IDS), f"checks: {short}"))
-        with PhaseMeter() as meter:
+        # the training checks run checkpointed regions as the model does; the others plainly
+        plain = (
+            contextlib.nullcontext() if phase_name(runner) == "training" else checkpointing_off()
+        )
+        with PhaseMeter() as meter, plain:
             produced = _run_one(ctx, runner, name)
             gc.collect()  # what the runner built and dropped goes before the next one starts
             _release_spills(ctx)
@@ -289,7 +295,7 @@ def collect(
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
         phases: list[PhaseRecord] = []
-        with PhaseMeter() as meter:
+        with PhaseMeter() as meter, checkpointing_off():
             try:
                 capture_reference(ctx)
             except (MemoryError, RuntimeError) as exc:
