@@ -7,7 +7,9 @@ user sees which check a large model's time and memory went to, and so the benchm
 Peak memory is the process's peak resident set size (``VmHWM``), the figure the kernel's
 out-of-memory killer and a cluster's memory limit act on, not tensor bytes. Linux lets a
 process reset its own peak (writing ``5`` to ``/proc/self/clear_refs``, Linux 4.0+), so each
-phase reads the peak it reached itself. Where that is refused (other kernels, some
+phase reads the peak it reached itself. The reset also resets what ``getrusage``/``wait4``
+report as the process's maximum resident size, so the process's peak is the highest of its
+phases' peaks (``Evidence.phases``), which is what benchmarks/bench_certify.py reads. Where that is refused (other kernels, some
 containers), :class:`PhaseMeter` samples the resident size from a thread every 20 ms instead
 and says so (``peak_method``). Neither needs psutil: two lines of ``/proc`` are enough, and the
 collect side should not gain a dependency for them.
