@@ -43,6 +43,7 @@ from attest.collection.capture.tensors import (
     flat_tensors,
     measured_outputs,
     op_name,
+    saved_tensors_hooks_active,
     saved_tensors_of,
     snapshot_written,
 )
@@ -208,14 +209,16 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.node_to_op: dict[Any, int] = {}
         self.nodes: dict[int, Any] = {}
         self.engine_detaches: dict[int, int] = {}  # op id -> autograd-engine detaches after it
+        self.packed_saved: dict[int, int] = {}  # op id -> saved values a pack hook holds
         self.forward_ns: list[int] = []
         self.backward_ns: dict[int, int] = {}
         self.in_flight: tuple[int | None, str, str | None] | None = None  # (id, module, op)
         self.backward_op: int | None = None  # forward op whose node is running in backward
         self.in_backward_phase = False  # set by run_model around the backward call
-        self._pending: tuple[int, list[torch.Tensor]] | None = None
+        # (op id, outputs, whether a saved-tensors hook pair was active when it ran)
+        self._pending: tuple[int, list[torch.Tensor], bool] | None = None
         self._settling = False
-        self._deferred: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any, str, int]] = []
+        self._deferred: list[tuple[Any, tuple[Any, ...], dict[str, Any], Any, str, int, bool]] = []
         self._wants_saved = any(o.wants_saved for o in self.observers)
         self._wants_inputs = any(o.wants_inputs for o in self.observers)
         self._wants_grads = any(o.wants_grads for o in self.observers)
@@ -235,15 +238,15 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         """
         if self._pending is None:
             return
-        op_id, outputs = self._pending
+        op_id, outputs, hooked = self._pending
         self._pending = None
         self._settling = True
         try:
-            self._settle(op_id, outputs)
+            self._settle(op_id, outputs, hooked)
         finally:
             self._settling = False
 
-    def _settle(self, op_id: int, outputs: list[torch.Tensor]) -> None:
+    def _settle(self, op_id: int, outputs: list[torch.Tensor], hooked: bool) -> None:
         node = None
         for out in outputs:
             grad_fn = out.grad_fn
@@ -254,25 +257,30 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         if node is not None:
             self.node_to_op[node] = op_id
             self.nodes[op_id] = node
-            saved = saved_tensors_of(node)
+            # Values a saved-tensors hook packed (a non-reentrant checkpoint region) are not
+            # read: unpacking them would recompute the region now (see saved_tensors_of).
+            saved, packed = saved_tensors_of(node, hooks_active=hooked)
             # The engine detaches each differentiable output it saves for backward, right
-            # after the operator returns: bookkeeping, not operators of the model.
+            # after the operator returns: bookkeeping, not operators of the model. (A packed
+            # output is handed to the pack hook without that detach.)
             engine_detaches = sum(1 for t in saved if t.grad_fn is node)
             if engine_detaches:
                 self.engine_detaches[op_id] = engine_detaches
-            if self._wants_saved:
+            if packed:  # its saved bytes are unknown: observers are not handed a partial list
+                self.packed_saved[op_id] = packed
+            elif self._wants_saved:
                 for obs in self.observers:
                     if obs.wants_saved:
                         obs.saved(op_id, saved)
             self._hook_node(op_id, node)
         deferred, self._deferred = self._deferred, []
-        for func, args, kwargs, out, module, elapsed in deferred:
+        for func, args, kwargs, out, module, elapsed, hooks in deferred:
             if engine_detaches > 0 and any(
                 isinstance(args[0], torch.Tensor) and _same_view(args[0], o) for o in outputs
             ):
                 engine_detaches -= 1
                 continue
-            self._register(func, args, kwargs, out, module, elapsed)
+            self._register(func, args, kwargs, out, module, elapsed, hooks=hooks)
 
     def _hook_node(self, op_id: int, node: Any) -> None:
         # Without backward dispatch, the node's hooks time its backward (pre -> post hook).
@@ -345,9 +353,9 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             # Maybe the engine's own detach of a saved output: decided in settle().
             t0 = time.perf_counter_ns()
             out = func(*args, **kwargs)
-            self._deferred.append(
-                (func, args, kwargs, out, self.modules.current, time.perf_counter_ns() - t0)
-            )
+            elapsed = time.perf_counter_ns() - t0
+            hooks = saved_tensors_hooks_active()
+            self._deferred.append((func, args, kwargs, out, self.modules.current, elapsed, hooks))
             return out
         self.settle()
         before = snapshot_written(func, args, kwargs) if self._wants_inputs else None
@@ -372,7 +380,8 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
             self._cuda_events.append((op_id, True, start_ev, end_ev))
         delta = int(torch.cuda.memory_allocated() - allocated) if self._cuda_memory else None
         self.in_flight = None
-        self._register(func, args, kwargs, out, module, elapsed, delta, before)
+        hooks = saved_tensors_hooks_active()
+        self._register(func, args, kwargs, out, module, elapsed, delta, before, hooks=hooks)
         return out
 
     def _register(
@@ -385,6 +394,8 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         elapsed: int,
         allocator_delta: int | None = None,
         before: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
+        *,
+        hooks: bool = False,
     ) -> None:
         op_id = len(self.ops)
         name = op_name(func)
@@ -406,7 +417,7 @@ class OperatorCapture(TorchDispatchMode):  # type: ignore[no-untyped-call]
         )
         for obs in self.observers:
             obs.forward(call)
-        self._pending = (op_id, outputs)
+        self._pending = (op_id, outputs, hooks)
 
     def _backward_call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         node = torch._C._current_autograd_node()

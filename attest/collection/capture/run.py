@@ -127,6 +127,7 @@ class RunOutcome:
     no_grad_path: bool = False  # the target does not depend on anything that requires grad
     nodes: dict[int, Any] = field(default_factory=dict)
     engine_detaches: dict[int, int] = field(default_factory=dict)
+    packed_saved: dict[int, int] = field(default_factory=dict)  # op id -> values left packed
     memory_marks: tuple[int, int] | None = (
         None  # CUDA memory_allocated after forward, after backward
     )
@@ -337,6 +338,7 @@ def _finish(outcome: RunOutcome, capture: OperatorCapture) -> RunOutcome:
     outcome.backward_ns = dict(capture.backward_ns)
     outcome.nodes = dict(capture.nodes)
     outcome.engine_detaches = dict(capture.engine_detaches)
+    outcome.packed_saved = dict(capture.packed_saved)
     return outcome
 
 

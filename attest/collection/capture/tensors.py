@@ -10,20 +10,21 @@ driven by the capture's ``before_write``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 __all__ = [
     "SCRATCH_OUTPUTS",
+    "SavedTensors",
     "TensorVault",
     "VaultBox",
     "flat_tensors",
     "map_tensors",
     "measured_outputs",
     "op_name",
+    "saved_tensors_hooks_active",
     "saved_tensors_of",
     "snapshot_written",
     "tensor_storage",
@@ -201,29 +202,95 @@ def snapshot_written(
     return tuple(map_tensors(copy, list(args))), dict(map_tensors(copy, kwargs))
 
 
-_SAVED_ATTRS: dict[type, list[str]] = {}
+class SavedTensors(NamedTuple):
+    """What :func:`saved_tensors_of` found on one autograd node."""
+
+    tensors: list[torch.Tensor]  # the saved tensors it could read without side effects
+    packed: int  # saved values a saved-tensors pack hook holds: left unread, bytes unknown
 
 
-def saved_tensors_of(node: Any) -> list[torch.Tensor]:
-    """The tensors an autograd node saved for backward (built-in and custom Function nodes)."""
-    cls = type(node)
+# Per node class: (attribute, its raw SavedTensor counterpart or None). Built-in nodes expose
+# each saved value as ``_saved_<name>`` (unpacked on every read) and, for tensors,
+# ``_raw_saved_<name>`` (the SavedTensor itself); custom Functions as ``saved_tensors`` /
+# ``_raw_saved_tensors``.
+_SAVED_ATTRS: dict[type, list[tuple[str, str | None]]] = {}
+
+
+def _saved_attributes(cls: type) -> list[tuple[str, str | None]]:
     names = _SAVED_ATTRS.get(cls)
     if names is None:
+        members = set(dir(cls))
         names = [
-            a
-            for a in dir(cls)
+            (a, raw if (raw := "_raw" + a) in members else None)
+            for a in sorted(members)
             if a.startswith("_saved_") and not a.endswith(("_sym_sizes", "_sym_strides"))
         ]
+        if not names and "saved_tensors" in members:  # custom autograd.Function
+            raw = "_raw_saved_tensors"
+            names = [("saved_tensors", raw if raw in members else None)]
         _SAVED_ATTRS[cls] = names
+    return names
+
+
+def _hooked(raw: Any) -> int | None:
+    """How many of the SavedTensors in ``raw`` (one, a sequence of them, or None) a pack hook
+    holds; None when this torch does not say (SavedTensor.unpack_hook is recent)."""
+    items = raw if isinstance(raw, (tuple, list)) else (raw,)
+    count = 0
+    for item in items:
+        if item is None:
+            continue
+        if not hasattr(item, "unpack_hook"):
+            return None
+        count += item.unpack_hook is not None
+    return count
+
+
+# The hook pair autograd would pack with now (False: as SavedVariable asks, tracing honoured).
+_TOP_HOOKS: Callable[[bool], Any] | None = getattr(
+    torch._C._autograd, "_top_saved_tensors_default_hooks", None
+)
+
+
+def saved_tensors_hooks_active() -> bool:
+    """Whether a default saved-tensors hook pair (``torch.autograd.graph.saved_tensors_hooks``:
+    non-reentrant checkpoint, ``save_on_cpu``, a model's own) packs what autograd saves now."""
+    return _TOP_HOOKS is not None and _TOP_HOOKS(False) is not None
+
+
+def saved_tensors_of(node: Any, *, hooks_active: bool = False) -> SavedTensors:
+    """The tensors an autograd node saved for backward (built-in and custom Function nodes),
+    read only where reading has no side effect.
+
+    Reading ``_saved_<name>`` (or ``saved_tensors``) unpacks: a value a saved-tensors hook
+    packed goes through its unpack hook, and non-reentrant checkpoint's unpack hook recomputes
+    the whole region, during the forward pass (it then raises CheckpointError, and the region
+    runs again at every later read: the model's forward becomes another computation). So such
+    values are left packed and only counted: per value from the raw SavedTensor's
+    ``unpack_hook`` where torch exposes it, else all of the node's values when
+    ``hooks_active`` (a default hook pair was active when the node's operator ran, see
+    :func:`saved_tensors_hooks_active`; the caller records that at dispatch time, since the
+    node of a region's last operator is read after the region has closed).
+    """
     found: list[torch.Tensor] = []
-    for name in names:
+    packed = 0
+    for name, raw_name in _saved_attributes(type(node)):
+        if raw_name is not None:
+            try:
+                hooked = _hooked(getattr(node, raw_name))
+            except Exception:  # an already-freed saved value: nothing to read
+                continue
+            if hooked is None and hooks_active:
+                hooked = 1
+            if hooked:
+                packed += hooked
+                continue
+        elif hooks_active and name == "saved_tensors":
+            packed += 1
+            continue
         try:
             value = getattr(node, name)
         except Exception:  # an already-freed or non-tensor saved value
             continue
-        found.extend(flat_tensors(value))
-    saved = getattr(node, "saved_tensors", None)  # custom autograd.Function (ctx.save_for_backward)
-    if saved is not None and not names:
-        with suppress(Exception):
-            found.extend(flat_tensors(tuple(saved)))
-    return found
+        found.extend(flat_tensors(tuple(value) if name == "saved_tensors" else value))
+    return SavedTensors(found, packed)

@@ -41,9 +41,11 @@ __all__ = [
     "PassOutcome",
     "ReferenceGrads",
     "count_nonfinite",
+    "dropout_off",
     "floating",
     "loss_scale_range",
     "op_label",
+    "param_grads",
     "probe_inputs",
     "relative_error",
     "seeded",
@@ -192,10 +194,30 @@ class OpStats:
     nonfinite_grads: int = 0
     aligned: bool = False
     has_grad: bool = False
-    underflow: int = 0
+    underflow: int = 0  # elements whose scaled float64 gradient is below the smallest normal
+    kink_zeros: int = 0  # elements 0 under autocast whose scaled float64 gradient is normal
     nonzero: int = 0
     lost_sq: float = 0.0
     ref_sq: float = 0.0
+
+
+def dropout_off(model: nn.Module) -> list[str]:
+    """Dropout modules put in eval mode (random masks differ between precisions)."""
+    names = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.modules.dropout._DropoutNd):
+            module.eval()
+            names.append(name)
+    return names
+
+
+def param_grads(model: nn.Module) -> dict[str, torch.Tensor | None]:
+    """A copy of each trainable parameter's gradient (None where it has none)."""
+    return {
+        n: (p.grad.detach().clone() if p.grad is not None else None)
+        for n, p in model.named_parameters()
+        if p.requires_grad
+    }
 
 
 def floating(tensors: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
@@ -268,15 +290,37 @@ class AutocastObserver(CaptureObserver):
             if low.shape != g64.shape:
                 continue
             stats.has_grad = True
-            tiny = float(torch.finfo(low.dtype).tiny)
-            nonzero = g64 != 0
-            mask = (low.abs() < tiny) & nonzero
-            stats.nonzero += int(nonzero.sum())
-            stats.underflow += int(mask.sum())
-            stats.ref_sq += float((g64 * g64).sum())
-            if bool(mask.any()):
-                diff = low.double()[mask] / self.scale - g64[mask]
-                stats.lost_sq += float((diff * diff).sum())
+            self._underflow(stats, low, g64)
+
+    def _underflow(self, stats: OpStats, low: torch.Tensor, g64: torch.Tensor) -> None:
+        """Add one gradient's underflow to ``stats``, judged as :func:`loss_scale_range` does.
+
+        An element underflows when its float64 value times the loss scale is below the reduced
+        dtype's smallest normal number: it cannot be represented there. An element that is 0
+        (or tiny) under autocast while its scaled float64 value is representable did not
+        underflow: rounding moved a kink such as a ReLU's input across 0 (or an upstream
+        operator's error reached it), which the parameter items' fidelity tolerances judge.
+        And the error charged to an underflowing element is capped at what representing it
+        costs (its magnitude when it is flushed to 0, else half the subnormal spacing): the
+        bound the safe loss-scale range is computed with, so a scale inside that range never
+        gives an operator an underflow verdict.
+        """
+        finfo = torch.finfo(low.dtype)
+        tiny = float(finfo.tiny)
+        delta = tiny * float(finfo.eps) / 2.0  # half the subnormal spacing
+        nonzero = g64 != 0
+        scaled = g64.abs() * self.scale
+        mask = (scaled < tiny) & nonzero
+        stats.nonzero += int(nonzero.sum())
+        stats.underflow += int(mask.sum())
+        stats.kink_zeros += int(((low == 0) & nonzero & ~mask).sum())
+        stats.ref_sq += float((g64 * g64).sum())
+        if bool(mask.any()):
+            ref = g64[mask]
+            diff = (low.double()[mask] / self.scale - ref).abs()
+            bound = torch.where(scaled[mask] < delta, ref.abs(), delta / self.scale)
+            lost = torch.minimum(diff, bound)
+            stats.lost_sq += float((lost * lost).sum())
 
 
 def loss_scale_range(

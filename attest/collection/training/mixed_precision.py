@@ -16,9 +16,12 @@ off, so runs compare), with the spec's loss (else the target scalar):
    inf check and ``update``, repeated while the scaler backs off (at most
    :data:`MAX_AUTOCAST_PASSES`); the last pass is measured.
 
-Per operator: the dtype autocast chose, non-finite values, and the underflow (elements zero or
-subnormal in the reduced dtype whose float64 value is not 0; the share of the gradient norm they
-lose). Per parameter: the unscaled gradient's relative error against float64, held against the
+Per operator: the dtype autocast chose, non-finite values, and the underflow (elements whose
+float64 gradient times the loss scale is below the reduced dtype's smallest normal number; the
+share of the gradient norm they lose, at most what representing them costs, as the safe range
+below counts it). An element that is 0 under autocast although its scaled float64 value is
+representable did not underflow: rounding moved a kink (a ReLU's input) across 0; it is counted
+(``kink_zeros``) and left to the parameter's fidelity. Per parameter: the unscaled gradient's relative error against float64, held against the
 dtype's unit roundoff times the float32 error scale. For the model: the loss scale used, whether
 the scaled loss or gradients overflow, the range of power-of-two loss scales under which no
 operator's float64 gradient would overflow or lose more than the tolerance to underflow, and the
@@ -43,8 +46,10 @@ from attest.collection.training.amp_common import (
     OpStats,
     ReferenceGrads,
     count_nonfinite,
+    dropout_off,
     loss_scale_range,
     op_label,
+    param_grads,
     probe_inputs,
     relative_error,
     seeded,
@@ -59,16 +64,6 @@ WARN_FACTOR = 8.0  # warn above this many unit roundoffs (times the float32 erro
 FAIL_FACTOR = 32.0  # fail above this many
 MAX_AUTOCAST_PASSES = 8  # with the float64 and float32 passes: at most 10 passes
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def _dropout_off(model: nn.Module) -> list[str]:
-    """Dropout modules put in eval mode (random masks differ between precisions)."""
-    names = []
-    for name, module in model.named_modules():
-        if isinstance(module, nn.modules.dropout._DropoutNd):
-            module.eval()
-            names.append(name)
-    return names
 
 
 def _objective(
@@ -90,14 +85,6 @@ def _objective(
         return loss
     fixed = replace(spec, target="label") if classes is not None else spec
     return lambda out: target_scalar(out, fixed, classes if classes is not None else labels).sum()
-
-
-def _param_grads(model: nn.Module) -> dict[str, torch.Tensor | None]:
-    return {
-        n: (p.grad.detach().clone() if p.grad is not None else None)
-        for n, p in model.named_parameters()
-        if p.requires_grad
-    }
 
 
 def run(ctx: CollectContext) -> CheckResult:
@@ -151,7 +138,7 @@ class _Passes:
     def result(self, parameters: dict[str, Any]) -> CheckResult:
         ctx, spec = self.ctx, self.ctx.spec
         self.model64 = ctx.fresh_model(torch.float64).train()
-        dropout = _dropout_off(self.model64)
+        dropout = dropout_off(self.model64)
         parameters["dropout_off"] = dropout
         params64 = [p for _, p in self.model64.named_parameters() if p.requires_grad]
         if not params64:
@@ -188,13 +175,12 @@ class _Passes:
             else (_classes_for(out64.output, spec, self.labels))
         )
         grads64 = {
-            k: (v.double() if v is not None else None)
-            for k, v in _param_grads(self.model64).items()
+            k: (v.double() if v is not None else None) for k, v in param_grads(self.model64).items()
         }
         self.model64 = None
         objective = _objective(ctx, self.labels, classes)
         self.model = ctx.fresh_model(torch.float32).train()
-        _dropout_off(self.model)
+        dropout_off(self.model)
         grads32 = self._float32_grads(objective)
         run = self._autocast_passes(objective, out64.ops, reference.by_op)
         if run.failure is not None:
@@ -213,7 +199,11 @@ class _Passes:
             _param_item(name, run.grads.get(name), g64, grads32.get(name), u)
             for name, g64 in grads64.items()
         ]
-        op_items = [_op_item(i, s, u) for i, s in sorted(run.stats.items()) if s.dtype is not None]
+        op_items = [
+            _op_item(i, s, u, run.scale)
+            for i, s in sorted(run.stats.items())
+            if s.dtype is not None
+        ]
         items = [model_item, *param_items, *op_items]
         errors = [  # a gradient that is 0 but for rounding has no meaningful relative error
             e
@@ -244,16 +234,19 @@ class _Passes:
         self, objective: Callable[[torch.Tensor], torch.Tensor]
     ) -> dict[str, torch.Tensor | None]:
         assert self.model is not None
-        params = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        # backward() into .grad, not autograd.grad: a model that checkpoints its own blocks
+        # with use_reentrant=True refuses autograd.grad (and backward(inputs=...)).
+        for p in self.model.parameters():
+            p.grad = None
         with seeded(self.seed), torch.enable_grad():
             value = objective(
                 model_output_tensor(self.model(probe_inputs(self.ctx, torch.float32)))
             )
-            grads = torch.autograd.grad(value, [p for _, p in params], allow_unused=True)
-        return {
-            n: (g.detach() if g is not None else None)
-            for (n, _), g in zip(params, grads, strict=True)
-        }
+            value.backward()  # type: ignore[no-untyped-call]
+        grads = param_grads(self.model)
+        for p in self.model.parameters():
+            p.grad = None
+        return grads
 
     def _autocast_passes(
         self,
@@ -293,7 +286,7 @@ class _Passes:
                 result.scaled_loss_overflow = not bool(torch.isfinite(scaled).all())
             if scaler is not None:
                 scaler.unscale_(optimizer)
-            grads = _param_grads(model)
+            grads = param_grads(model)
             found_inf = count_nonfinite(list(grads.values())) > 0
             if attempt == 0:
                 result.initial_overflow = found_inf
@@ -439,7 +432,7 @@ def _param_item(
         message = (
             f"the autocast gradient is {value:.2e} away from float64 (relative), above {fail:.2e}"
             + (
-                f"; {zeroed:.0%} of its elements are 0 where float64's are not (underflow)"
+                f"; {zeroed:.0%} of its elements are 0 where float64's are not"
                 if zeroed > 0.01
                 else ""
             )
@@ -455,7 +448,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _op_item(op_id: int, s: OpStats, u: float) -> CheckItem:
+def _op_item(op_id: int, s: OpStats, u: float, scale: float) -> CheckItem:
     fraction = (
         s.underflow / s.nonzero if s.has_grad and s.nonzero else (0.0 if s.has_grad else None)
     )
@@ -472,6 +465,7 @@ def _op_item(op_id: int, s: OpStats, u: float) -> CheckItem:
         "aligned": s.aligned,
         "underflow_fraction": fraction,
         "underflow_error_share": share,
+        "kink_zeros": s.kink_zeros if s.has_grad else None,
     }
     where = op_label(s.op, s.module)
     status: ItemStatus
@@ -480,7 +474,7 @@ def _op_item(op_id: int, s: OpStats, u: float) -> CheckItem:
         message = f"{where}: {s.nonfinite_outputs} non-finite outputs, {s.nonfinite_grads} non-finite gradient values"
     elif share is not None and share > FAIL_FACTOR * u:
         status = "fail"
-        message = f"{where}: underflow in {s.grad_dtype} ({fraction:.1%} of the elements zero or subnormal) makes an error of {share:.1%} of the gradient norm"
+        message = f"{where}: underflow in {s.grad_dtype} ({fraction:.1%} of the elements below its smallest normal at loss scale {scale:g}) makes an error of {share:.1%} of the gradient norm"
     elif share is not None and share > WARN_FACTOR * u:
         status = "warn"
         message = f"{where}: underflow in {s.grad_dtype} makes an error of {share:.2%} of the gradient norm"
