@@ -61,7 +61,11 @@ from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 __all__ = ["FAIL_FACTOR", "MAX_AUTOCAST_PASSES", "WARN_FACTOR", "run"]
 
 WARN_FACTOR = 8.0  # warn above this many unit roundoffs (times the float32 error scale)
-FAIL_FACTOR = 32.0  # fail above this many
+# fail above this many: 64, not 32, because ReLU inputs within a rounding of zero flip side in
+# the reduced precision, and one flip among hundreds of units of a clean MLP's first layer put
+# its weight gradient 4.6e-2 from float64 where 32 u (times the error scale) allowed 4.45e-2;
+# real precision defects (an unscaled float16 loss, a float16 reduction) are far beyond
+FAIL_FACTOR = 64.0
 MAX_AUTOCAST_PASSES = 8  # with the float64 and float32 passes: at most 10 passes
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 

@@ -7,12 +7,14 @@ where, and the others still run (as :func:`attest.collection.collect` does for r
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import time
 import traceback
 from pathlib import Path
 
+from attest.collection.checkpointing import checkpointing_off
 from attest.collection.context import CollectContext
 from attest.errors import AttestError
 from attest.evidence.model import TRAINING_CHECKS, CheckResult
@@ -64,7 +66,11 @@ def _run_one(ctx: CollectContext, check_id: str) -> CheckResult:
             )
         raise
     try:
-        result = module.run(ctx)
+        # batch_invariance is an eval-mode check of batch behaviour: checkpointed regions run
+        # plainly there, as in every eval-mode check (reentrant ones refuse autograd.grad)
+        plain = checkpointing_off() if check_id == "batch_invariance" else contextlib.nullcontext()
+        with plain:
+            result = module.run(ctx)
         if not isinstance(result, CheckResult) or result.check != check_id:
             raise TypeError(f"{module_name}.run returned {result!r:.80}, expected {check_id}")
         return result

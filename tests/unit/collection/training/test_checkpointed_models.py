@@ -69,3 +69,18 @@ def test_a_self_checkpointing_model_passes_the_core_checks(tmp_path: Path) -> No
         result = ev.checks[check_id]
         assert result.status == "computed", (check_id, result.reason)
         assert not result.failed_items, (check_id, [i.message for i in result.failed_items])
+
+
+def test_batch_invariance_runs_a_reentrant_checkpointed_model(tmp_path: Path) -> None:
+    from attest.collection.context import CollectContext
+    from attest.collection.training import runner
+    from attest.spec import load_spec
+
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.tensor([0, 1, 2, 1])
+    extra = "loss: model:loss\nrepeats: 2\ntraining:\n  batch_sizes: [1, 4]\n"
+    spec = make_spec(tmp_path, planted.CHECKPOINTED, x=x, target=y, spec_extra=extra)
+    results = {r.check: r for r in runner.run(CollectContext(spec=load_spec(spec)))}
+    result = results["batch_invariance"]
+    assert result.status == "computed", result.reason
+    assert not result.failed_items, [i.message for i in result.failed_items]
