@@ -6,7 +6,9 @@ layers and batch sizes 1, 4, 8), this script loads the spec, measures F (the med
 training-mode forward+backward passes of the probe batch with the loss, float32, in this
 process), then runs each training check alone and prints:
 
-- its wall time / F (target <= 10; ``batch_invariance``: in proportion to the sum of the batch
+- its wall time / F and / F_amp (the same pass under the declared autocast: on a CPU, float16
+  convolutions are several times slower than float32, and the checks that train as declared
+  pay that; target <= 10; ``batch_invariance``: in proportion to the sum of the batch
   sizes over the probe's, so its target is 10 * sum(batch sizes) / N);
 - the forward calls of the model's root module it made (every model the check builds is
   counted through ``LoadedSpec.build_model``), a count that does not depend on the machine's
@@ -91,15 +93,26 @@ def resnet_spec(folder: Path) -> Path:
     return folder / "attest.yaml"
 
 
-def measure_f(loaded: Any) -> float:
+def measure_f(loaded: Any, autocast: str | None = None) -> float:
+    """One training-mode forward+backward with the loss (under the declared autocast)."""
+    import contextlib
+
+    import torch
 
     model = loaded.build_model()
     model.train()
     times = []
     for _ in range(4):
         model.zero_grad(set_to_none=True)
+        amp: Any = (
+            torch.autocast("cpu", dtype=getattr(torch, autocast))
+            if autocast
+            else contextlib.nullcontext()
+        )
         start = time.perf_counter()
-        loaded.loss_fn(model(loaded.inputs), loaded.labels).backward()
+        with amp:
+            loss = loaded.loss_fn(model(loaded.inputs), loaded.labels)
+        loss.backward()
         times.append(time.perf_counter() - start)
     del model
     return statistics.median(times[1:])
@@ -126,11 +139,16 @@ def bench(name: str, spec: Path) -> None:
     torch.set_num_threads(2)
     loaded = load_spec(spec)
     f_s = measure_f(loaded)
+    autocast = loaded.training.autocast if loaded.training else None
+    f_amp = measure_f(loaded, autocast) if autocast else f_s
     n = int(loaded.inputs.shape[0])
     sizes = loaded.training.batch_sizes if loaded.training else []
-    print(f"## {name}: F = {f_s * 1000:.0f} ms (probe batch {n}; batch sizes {sizes})")
-    print("| check | status | failed items | wall / F | target | root forwards |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    print(
+        f"## {name}: F = {f_s * 1000:.0f} ms float32, F_amp = {f_amp * 1000:.0f} ms under "
+        f"autocast {autocast} (probe batch {n}; batch sizes {sizes})"
+    )
+    print("| check | status | failed items | wall / F | wall / F_amp | target | root forwards |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for check in CHECKS:
         counter: list[int] = []
         counting(loaded, counter)
@@ -142,8 +160,8 @@ def bench(name: str, spec: Path) -> None:
         target = 10.0 * (sum(sizes) / n if check == "batch_invariance" and sizes else 1.0)
         failed = sum(1 for i in result.items if i.status == "fail")
         print(
-            f"| {check} | {result.status} | {failed} | {wall / f_s:.1f} | <= {target:.0f} | "
-            f"{len(counter)} |",
+            f"| {check} | {result.status} | {failed} | {wall / f_s:.1f} | {wall / f_amp:.1f} | "
+            f"<= {target:.0f} | {len(counter)} |",
             flush=True,
         )
         loaded = load_spec(spec)  # a clean spec for the next check (no counting hooks)
