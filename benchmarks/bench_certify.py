@@ -48,25 +48,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import real_models  # benchmarks/real_models.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
 MODEL_PY = textwrap.dedent(
-    '''
+    f'''
     """Real-size architectures from MONAI for benchmarks/bench_certify.py."""
+    import sys
+
     import torch
     import torch.nn.functional as F
-    from monai.networks import nets
+
+    sys.path.insert(0, {str(ROOT / "benchmarks")!r})
+    import real_models  # the models bench_gradients_real.py and bench_ig_real.py measure
 
 
     def build(kind: str) -> torch.nn.Module:
-        if kind == "resnet18":
-            return nets.resnet18(spatial_dims=2, n_input_channels=3, num_classes=2)
-        if kind == "segresnet":
-            return nets.SegResNet(spatial_dims=3, in_channels=1, out_channels=2, init_filters=16)
-        if kind == "vit":
-            return ViTLogits()
-        raise ValueError(kind)
+        return ViTLogits() if kind == "vit" else real_models.build(kind)
 
 
     class ViTLogits(torch.nn.Module):
@@ -75,10 +75,7 @@ MODEL_PY = textwrap.dedent(
 
         def __init__(self) -> None:
             super().__init__()
-            self.vit = nets.ViT(
-                in_channels=3, img_size=224, patch_size=16, hidden_size=384, mlp_dim=1536,
-                num_layers=6, num_heads=6, classification=True, num_classes=2, spatial_dims=2,
-            )
+            self.vit = real_models.build("vit")
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.vit(x)[0]
@@ -90,9 +87,9 @@ MODEL_PY = textwrap.dedent(
 )
 
 MODELS: dict[str, dict[str, Any]] = {
-    "resnet18": {"shape": (4, 3, 224, 224), "target": "argmax", "labels": (4,)},
-    "segresnet": {"shape": (1, 1, 64, 64, 64), "target": 1, "labels": (1, 64, 64, 64)},
-    "vit": {"shape": (2, 3, 224, 224), "target": "argmax", "labels": (2,)},
+    "resnet18": {"target": "argmax", "labels": (4,)},
+    "segresnet": {"target": 1, "labels": (1, 64, 64, 64)},
+    "vit": {"target": "argmax", "labels": (2,)},
 }
 
 BARE = textwrap.dedent(
@@ -138,7 +135,7 @@ def write_spec(folder: Path, kind: str) -> Path:
     sys.modules.pop("model", None)
     info = MODELS[kind]
     generator = torch.Generator().manual_seed(1)
-    x = torch.randn(*info["shape"], generator=generator)
+    x = torch.randn(*real_models.PROBE_SHAPES[kind], generator=generator)
     labels = torch.randint(0, 2, info["labels"], generator=generator)
     save_file({"x": x, "target": labels}, folder / "probe.safetensors")
     target = info["target"]

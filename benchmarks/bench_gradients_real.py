@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import real_models  # benchmarks/real_models.py: the script's own folder is on sys.path
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -49,33 +50,16 @@ THREADS = 2
 
 
 def _build(name: str) -> nn.Module:
-    from monai.networks import nets
-
     torch.manual_seed(0)
-    if name == "resnet18":
-        return nets.resnet18(spatial_dims=2, n_input_channels=3, num_classes=2)
-    if name == "segresnet":
-        return nets.SegResNet(spatial_dims=3, in_channels=1, out_channels=2, init_filters=16)
-    if name == "vit":
-        return nets.ViT(
-            in_channels=3,
-            img_size=224,
-            patch_size=16,
-            hidden_size=384,
-            mlp_dim=1536,
-            num_layers=6,
-            num_heads=6,
-            classification=True,
-            num_classes=2,
-            spatial_dims=2,
-        )
-    raise SystemExit(f"unknown model {name!r}")
+    try:
+        return real_models.build(name)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _probe(name: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     generator = torch.Generator().manual_seed(1)
-    shape = {"resnet18": (4, 3, 224, 224), "segresnet": (1, 1, 64, 64, 64), "vit": (2, 3, 224, 224)}
-    x = torch.randn(*shape[name], generator=generator)
+    x = torch.randn(*real_models.PROBE_SHAPES[name], generator=generator)
     if name == "segresnet":
         return x, None
     return x, torch.randint(0, 2, (x.shape[0],), generator=generator)

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import real_models  # benchmarks/real_models.py: the script's own folder is on sys.path
 import torch
 from torch import nn
 
@@ -44,50 +45,16 @@ from attest.collection.ig.checks import run
 THREADS = 2
 
 
-def _resnet18() -> nn.Module:
-    from monai.networks.nets.resnet import resnet18
-
-    return resnet18(spatial_dims=2, n_input_channels=3, num_classes=2)
-
-
-def _segresnet() -> nn.Module:
-    from monai.networks.nets.segresnet import SegResNet
-
-    return SegResNet(spatial_dims=3, in_channels=1, out_channels=2, init_filters=16)
-
-
-def _vit() -> nn.Module:
-    from monai.networks.nets.vit import ViT
-
-    return ViT(
-        in_channels=3,
-        img_size=224,
-        patch_size=16,
-        hidden_size=384,
-        mlp_dim=1536,
-        num_layers=6,
-        num_heads=6,
-        classification=True,
-        num_classes=2,
-        spatial_dims=2,
-    )
-
-
-MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
-    "resnet18": (_resnet18, (4, 3, 224, 224)),
-    "segresnet": (_segresnet, (1, 1, 64, 64, 64)),
-    "vit": (_vit, (2, 3, 224, 224)),
-}
+MODELS = real_models.PROBE_SHAPES
 
 
 def builder(name: str) -> Callable[[], nn.Module]:
     """The model with the same random weights every time it is built (``manual_seed(0)``)."""
-    factory = MODELS[name][0]
     torch.manual_seed(0)
-    state = factory().state_dict()
+    state = real_models.build(name).state_dict()
 
     def build() -> nn.Module:
-        model = factory()
+        model = real_models.build(name)
         model.load_state_dict(state)
         return model.eval()
 
@@ -95,7 +62,7 @@ def builder(name: str) -> Callable[[], nn.Module]:
 
 
 def probe(name: str) -> torch.Tensor:
-    return torch.randn(MODELS[name][1], generator=torch.Generator().manual_seed(0))
+    return torch.randn(MODELS[name], generator=torch.Generator().manual_seed(0))
 
 
 def one_pass(model: nn.Module, x: torch.Tensor) -> float:
