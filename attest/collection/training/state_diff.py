@@ -26,6 +26,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from attest.collection.capture.tensors import tensor_storage
 from attest.collection.profile.op_metrics import bits_equal, relative_deviation
 from attest.evidence.model import CheckItem, Metric, Subject
 
@@ -336,11 +337,10 @@ def comparison_item(
 
 def storage_key(t: torch.Tensor) -> tuple[int, int]:
     """(address, bytes) of a tensor's storage; (0, bytes) where it has none (sparse...)."""
-    try:
-        storage = t.untyped_storage()
-        return storage.data_ptr(), storage.nbytes()
-    except (RuntimeError, NotImplementedError):
+    storage = tensor_storage(t)
+    if storage is None:
         return 0, t.numel() * t.element_size()
+    return storage.data_ptr(), storage.nbytes()
 
 
 def add_storages(target: dict[int, int], args: Any, excluded: set[int]) -> None:
