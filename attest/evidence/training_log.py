@@ -35,6 +35,7 @@ __all__ = [
     "StartRecord",
     "TrainingLog",
     "TrainingLogWriter",
+    "parse_training_log",
     "read_training_log",
 ]
 
@@ -144,7 +145,14 @@ def read_training_log(path: str | Path) -> TrainingLog:
     """Read a training log. A last line without its newline (a run killed mid-write) is
     ignored; any other malformed line is an :class:`InputError` naming the line."""
     p = Path(path)
-    data = read_bytes_checked(p, what="training log", max_bytes=MAX_LOG_BYTES)
+    return parse_training_log(
+        read_bytes_checked(p, what="training log", max_bytes=MAX_LOG_BYTES), p
+    )
+
+
+def parse_training_log(data: bytes, path: Path) -> TrainingLog:
+    """:func:`read_training_log` of bytes already read (``path`` names them in messages)."""
+    p = path
     whole, _, tail = data.rpartition(b"\n")
     log = TrainingLog(path=p, truncated_tail_bytes=len(tail))
     seen: set[tuple[str, int]] = set()

@@ -33,11 +33,13 @@ from attest.evidence.training_log import SampleRecord, TrainingLog
 
 __all__ = [
     "HALF_LIFE_DROP_PP",
+    "SERIES_FIELDS",
     "FidelityHalfLife",
     "MemoryConsistency",
     "NormTrend",
     "TrainingSummary",
     "fit_half_life",
+    "series_of",
     "summarize_training_log",
 ]
 
@@ -117,6 +119,29 @@ class TrainingSummary(_Strict):
             "grad_norm_growth_per_epoch": self.grad_norm_trend.growth_per_epoch,
             "samples": self.samples,
         }
+
+
+# the per-sample figures the report charts and the evidence keeps (one row per sample)
+SERIES_FIELDS = (
+    "step",
+    "epoch",
+    "loss",
+    "fidelity_pct",
+    "min_fidelity_pct",
+    "bit_exact_rate",
+    "grad_norm",
+    "nonfinite",
+    "saved_tensor_bytes",
+    "allocator_delta_bytes",
+    "loss_scale",
+    "step_wall_s",
+    "monitor_wall_s",
+)
+
+
+def series_of(samples: Sequence[SampleRecord]) -> list[dict[str, float | int | None]]:
+    """The headline figures of each sample, as plain rows."""
+    return [{name: getattr(s, name) for name in SERIES_FIELDS} for s in samples]
 
 
 def _least_squares(
@@ -263,21 +288,7 @@ def summarize_training_log(log: TrainingLog, run_id: str | None = None) -> Train
             m: _norm_trend([(s.epoch, s.grad_norms.get(m)) for s in samples if m in s.grad_norms])
             for m in modules
         },
-        latest={
-            "step": last.step,
-            "epoch": last.epoch,
-            "loss": last.loss,
-            "fidelity_pct": last.fidelity_pct,
-            "min_fidelity_pct": last.min_fidelity_pct,
-            "bit_exact_rate": last.bit_exact_rate,
-            "grad_norm": last.grad_norm,
-            "nonfinite": last.nonfinite,
-            "saved_tensor_bytes": last.saved_tensor_bytes,
-            "allocator_delta_bytes": last.allocator_delta_bytes,
-            "loss_scale": last.loss_scale,
-            "step_wall_s": last.step_wall_s,
-            "monitor_wall_s": last.monitor_wall_s,
-        },
+        latest=series_of([last])[0],
         monitor_wall_s=sum(s.monitor_wall_s for s in samples),
         step_wall_s_mean=statistics.fmean(walls) if walls else None,
     )
