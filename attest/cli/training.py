@@ -32,18 +32,11 @@ def summary(log: Path, run_id: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
         return
-    fid = result.fidelity
-    if fid.status == "reached":
-        half = f"{fid.half_life_epochs:.3g} epochs (± {fid.uncertainty_epochs:.2g}, two standard errors)"
-    elif fid.projected_half_life_epochs is not None:
-        half = f"not reached (the fit projects {fid.projected_half_life_epochs:.3g} epochs)"
-    else:
-        half = fid.status
     rsd = result.memory.rsd_pct
     lines = [
         f"run {safe_text(result.run_id, 200)}: {result.samples} samples, steps "
         f"{result.first_step}-{result.last_step}, epochs {result.first_epoch}-{result.last_epoch}",
-        f"fidelity half-life:        {half}",
+        f"fidelity half-life:        {result.fidelity.text()}",
         f"memory-delta consistency:  {'n/a (one epoch)' if rsd is None else f'{rsd:.3g} % RSD'}",
         f"first non-finite step:     {result.first_nonfinite_step if result.first_nonfinite_step is not None else 'none'}",
         f"lowest bit-exact rate:     {result.min_bit_exact_rate}",

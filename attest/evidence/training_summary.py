@@ -69,6 +69,17 @@ class FidelityHalfLife(_Strict):
     points: int = 0
     epochs_covered: float = 0.0
 
+    def text(self) -> str:
+        """One line: the half-life with its uncertainty, the projection, or the status."""
+        if self.status == "reached":
+            return (
+                f"{self.half_life_epochs:.3g} epochs "
+                f"(± {self.uncertainty_epochs:.2g}, two standard errors)"
+            )
+        if self.projected_half_life_epochs is not None:
+            return f"not reached (the fit projects {self.projected_half_life_epochs:.3g} epochs)"
+        return self.status
+
 
 class MemoryConsistency(_Strict):
     series: Literal["allocator_delta_bytes", "saved_tensor_bytes"]

@@ -2,9 +2,10 @@
 "Training monitor" section of the certificate report when certify was given a log.
 
 Charts over steps (epoch boundaries marked): the fidelity shortfall ``100 - fidelity`` of the
-worst parameter and of all parameters pooled (log scale, with a dashed line 0.1 point
-beyond the fitted start: where the half-life is), the bit-exact rate across the two repeats, gradient norms (all parameters and
-the modules with the largest), and the forward-to-backward memory delta. Then the summary.
+worst parameter and of all parameters pooled (log scale, with a dashed line 0.1 point beyond
+the fitted start: where the half-life is), the bit-exact rate across the two repeats,
+gradient norms (all parameters and the modules with the largest), and the forward-to-backward
+memory delta. Then the summary.
 """
 
 from __future__ import annotations
@@ -109,19 +110,13 @@ def _fmt(value: Any) -> str:
 def summary_pairs(summary: TrainingSummary) -> list[tuple[str, Any]]:
     """The summary's figures as (name, text) pairs for a table."""
     fid = summary.fidelity
-    if fid.status == "reached":
-        half = f"{fid.half_life_epochs:.3g} ± {fid.uncertainty_epochs:.2g} epochs"
-    elif fid.projected_half_life_epochs is not None:
-        half = f"not reached (projected {fid.projected_half_life_epochs:.3g} epochs)"
-    else:
-        half = fid.status
     pairs: list[tuple[str, Any]] = [
         ("run", summary.run_id),
         ("samples", summary.samples),
         ("steps", f"{summary.first_step} to {summary.last_step}"),
         ("epochs", f"{summary.first_epoch} to {summary.last_epoch}"),
         ("starts (1 + restarts)", summary.attempts),
-        ("fidelity half-life", half),
+        ("fidelity half-life", fid.text()),
         ("fidelity at start (fit)", _fmt(fid.start_pct)),
         ("fidelity latest", _fmt(fid.latest_pct)),
         ("fit slope of ln(shortfall) per epoch", _fmt(fid.slope_per_epoch)),

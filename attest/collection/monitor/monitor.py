@@ -189,6 +189,9 @@ class TrainingMonitor:
         log already holds, replayed after a restart)."""
         now = time.perf_counter()
         step_wall = now - self._last_return if self._last_return is not None else None
+        for name, value in (("epoch", epoch), ("step", step)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"TrainingMonitor.step: {name}={value!r} must be an integer >= 0")
         try:
             if step % self.every != 0 or self.writer.logged(self.run_id, step):
                 return None

@@ -150,6 +150,12 @@ def test_bad_arguments_are_attest_errors(tmp_path: Path) -> None:
         )
     with pytest.raises(InputError, match="'target'"):
         TrainingMonitor(model, F.mse_loss, {"x": torch.zeros(1, 2)}, log=tmp_path / "b")
+    monitor = TrainingMonitor(
+        model, F.mse_loss, (torch.zeros(1, 2), torch.zeros(1, 2)), log=tmp_path / "d"
+    )
+    with pytest.raises(InputError, match="step=-1"):
+        monitor.step(epoch=0, step=-1)
+    monitor.close()
     (tmp_path / "c").write_text("not json\n")
     with pytest.raises(InputError, match="line 1"):
         TrainingMonitor(
