@@ -32,12 +32,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from attest.collection import collect
     from attest.collection.gradients.custom_ops import register_custom_op
     from attest.collection.ig.attribution import integrated_gradients
+    from attest.collection.monitor import TrainingMonitor
     from attest.pipeline import certify
     from attest.policy.engine import evaluate
     from attest.verification.verifier import verify
 
 __all__ = [
     "AttestError",
+    "TrainingMonitor",
     "__version__",
     "certify",
     "collect",
@@ -56,6 +58,7 @@ _LAZY: dict[str, str] = {
     "integrated_gradients": "attest.collection.ig.attribution",
     "register_custom_op": "attest.collection.gradients.custom_ops",
     "unstable_grad": "attest.annotations",
+    "TrainingMonitor": "attest.collection.monitor",
 }
 
 

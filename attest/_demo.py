@@ -14,6 +14,11 @@
 4. shows that one flipped bit in the weights is rejected (``SUBJECT_MISMATCH``);
 5. appends the issued certificate and each verification to ``ledger.sqlite`` where the ledger
    is installed;
+6. trains the digits architecture for two epochs under :class:`attest.TrainingMonitor`
+   (``training/run.jsonl``) and writes its training report (``training/training.html``: the
+   fidelity, bit-exact, gradient-norm and memory charts and the half-life summary). This short
+   run is a demonstration, not the run that made the shipped weights, so it is not bound into
+   the certificate (``attest certify --training-log`` does that for a release's own log);
 
 and prints where each output is. Exit 0 when every step behaved as expected.
 """
@@ -57,6 +62,48 @@ def _optional(module: str, name: str) -> Any:
         return getattr(importlib.import_module(module), name, None)
     except ModuleNotFoundError:
         return None
+
+
+def _monitored_run(folder: Path) -> tuple[Path, Path | None]:
+    """Two epochs of the digits model under the monitor; the log and its HTML report."""
+    import importlib.util
+
+    from attest.collection.monitor import TrainingMonitor
+    from attest.evidence.training_log import read_training_log
+    from attest.evidence.training_summary import summarize_training_log
+
+    spec = importlib.util.spec_from_file_location("digits_train", EXAMPLE.parent / "train.py")
+    assert spec is not None and spec.loader is not None
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    import torch
+
+    torch.manual_seed(0)
+    x_train, y_train, x_test, y_test = train.load_split()
+    probe = train.probe_batch(x_test, y_test)
+    model = train.build()
+    optimizer = torch.optim.Adam(model.parameters(), lr=train.LR)
+    log = folder / "run.jsonl"
+    step = 0
+    with TrainingMonitor(model, train.loss, probe, every=8, log=log) as monitor:
+        for epoch in range(2):
+            model.train()
+            for start in range(0, len(y_train), train.BATCH):
+                optimizer.zero_grad()
+                batch = slice(start, start + train.BATCH)
+                train.loss(model(x_train[batch]), y_train[batch]).backward()
+                optimizer.step()
+                monitor.step(epoch=epoch, step=step)
+                step += 1
+    summary = summarize_training_log(read_training_log(log))
+    fid = summary.fidelity
+    print(
+        f"monitored training run: {summary.samples} samples over {step} steps; fidelity "
+        f"half-life {fid.status}; memory-delta RSD {summary.memory.rsd_pct} %; "
+        f"monitor time {summary.monitor_wall_s:.2f} s"
+    )
+    writer = _optional("attest.report.training_log", "write_training_report")
+    return log, writer(log, folder / "training.html") if writer is not None else None
 
 
 def run_demo(out: Path) -> int:
@@ -141,6 +188,8 @@ def run_demo(out: Path) -> int:
             artifacts=[weights],
         ).path
 
+    training_log, training_report = _monitored_run(out / "training")
+
     print("outputs:")
     rows = [
         ("certificate", certificate),
@@ -151,6 +200,8 @@ def run_demo(out: Path) -> int:
         ("report", report_path),
         ("trust store", trust),
         ("ledger", ledger_path if ledger_path.is_file() else None),
+        ("training log", training_log),
+        ("training report", training_report),
         ("demo key (DEMO ONLY)", key_path),
     ]
     for label, path in rows:

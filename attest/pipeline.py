@@ -36,10 +36,19 @@ from attest.certificate.statement import (
     subjects_from_paths,
     write_certificate,
 )
-from attest.core.io import atomic_write_bytes, atomic_write_text, dumps_pretty, sha256_file
+from attest.core.files import read_bytes_checked
+from attest.core.io import (
+    atomic_write_bytes,
+    atomic_write_text,
+    dumps_pretty,
+    sha256_bytes,
+    sha256_file,
+)
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
-from attest.evidence.model import Evidence, ExportedFile
+from attest.evidence.model import Evidence, ExportedFile, TrainingLogRecord
+from attest.evidence.training_log import MAX_LOG_BYTES, parse_training_log
+from attest.evidence.training_summary import series_of, summarize_training_log
 from attest.policy.engine import evaluate
 from attest.policy.model import Findings, Policy, load_policy
 from attest.spec import LoadedSpec, load_spec, parse_spec_file
@@ -52,6 +61,7 @@ __all__ = [
     "certify",
     "check_settings",
     "parse_expiry",
+    "training_log_record",
 ]
 
 Progress = Callable[[str], None]
@@ -120,10 +130,14 @@ def _deployment_files(evidence: Evidence, out_dir: Path) -> dict[str, Path]:
 
 
 def certificate_subjects(
-    evidence: Evidence, spec: Path | LoadedSpec, out_dir: Path
+    evidence: Evidence,
+    spec: Path | LoadedSpec,
+    out_dir: Path,
+    training_log: Path | None = None,
 ) -> dict[str, str]:
     """``{subject name: sha256}``: the spec, its weights and probe inputs, and (when the spec
-    exports) the ONNX file and the probe bundle, written next to the certificate.
+    exports) the ONNX file and the probe bundle, written next to the certificate; with a
+    ``training_log``, that log too (its digest as the evidence recorded it).
 
     ``spec`` is the loaded spec the evidence was collected from, or the path of its
     ``attest.yaml`` (then read again, without loading the model). Names are base names (what
@@ -142,7 +156,28 @@ def certificate_subjects(
         chosen[path.name if path.name not in chosen else f"{role}-{path.name}"] = path
     for name, path in _deployment_files(evidence, out_dir).items():
         chosen[name if name not in chosen else f"deploy-{name}"] = path
-    return subjects_from_paths(chosen)
+    subjects = subjects_from_paths(chosen)
+    record = evidence.training_log
+    if training_log is not None and record is not None:
+        if sha256_file(training_log) != record.sha256:
+            raise InputError(
+                f"training log {training_log} changed while certifying (sha256 differs)",
+                hint="certify a log the training no longer appends to (a copy, or after training)",
+            )
+        subjects[record.log] = record.sha256
+    return subjects
+
+
+def training_log_record(path: str | Path) -> TrainingLogRecord:
+    """A training log read once: its digest, summary and series for the evidence (subject
+    name: the file's base name)."""
+    p = Path(path)
+    data = read_bytes_checked(p, what="training log", max_bytes=MAX_LOG_BYTES)
+    log = parse_training_log(data, p)
+    summary = summarize_training_log(log)
+    return TrainingLogRecord(
+        log=p.name, sha256=sha256_bytes(data), summary=summary, series=series_of(log.run())
+    )
 
 
 def _spec_files(spec: Path | LoadedSpec) -> dict[str, Path]:
@@ -248,6 +283,7 @@ def certify(
     progress: Progress | None = None,
     at: datetime | None = None,
     budget: str | float | None = None,
+    training_log: str | Path | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -258,7 +294,9 @@ def certify(
     ``issued_at`` (default: now). Raises :class:`attest.errors.AttestError` on bad input; a
     failed policy is a result (``passed`` False, no certificate), not an exception.
     ``budget`` (``"30m"`` or seconds; default: the spec's ``budget:``) plans the collect to fit
-    that time (:mod:`attest.collection.budget`).
+    that time (:mod:`attest.collection.budget`). ``training_log``: a ``run.jsonl`` of
+    :class:`attest.TrainingMonitor`, bound as a subject, its summary in the evidence and held
+    against the policy's ``training_log:`` thresholds.
     """
     out_path = Path(out)
     budget_s = parse_budget(budget)
@@ -273,11 +311,18 @@ def certify(
     loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
     signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
     report_writer = _report_writer() if report is not None else None
+    log_path = Path(training_log) if training_log is not None else None
+    log_record = training_log_record(log_path) if log_path is not None else None  # fail early
 
     say = progress or (lambda _message: None)
     say(f"collecting evidence for {spec.path if isinstance(spec, LoadedSpec) else spec}")
     loaded_spec = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
+    if log_path is not None and log_record is not None:
+        taken = {p.name for p in _spec_files(loaded_spec).values()}
+        if log_record.log in taken:
+            log_record = log_record.model_copy(update={"log": f"training-log-{log_record.log}"})
+        evidence = evidence.model_copy(update={"training_log": log_record})
     atomic_write_text(evidence_path, dumps_pretty(evidence.model_dump(mode="json")))
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)
@@ -288,7 +333,7 @@ def certify(
     if findings.passed:
         say("signing the certificate")
         statement = build_statement(
-            subjects=certificate_subjects(evidence, loaded_spec, out_path.parent),
+            subjects=certificate_subjects(evidence, loaded_spec, out_path.parent, log_path),
             model={
                 "name": str(evidence.model.get("name")),
                 "version": str(evidence.model.get("version")),

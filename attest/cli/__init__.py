@@ -33,6 +33,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "report"),
     "diff": ("report", "diff"),
     "metrics": ("report", "metrics"),
+    "training": ("training", "training"),
 }
 _HELP: dict[str, str] = {
     "keygen": "Create a signing key pair (encrypted PKCS#8, mode 0600).",
@@ -47,6 +48,7 @@ _HELP: dict[str, str] = {
     "report": "Write a self-contained HTML report.",
     "diff": "Compare two certificates or evidence files of one model line.",
     "metrics": "Print key figures in OpenMetrics text format.",
+    "training": "Summarise and report a training log (attest.TrainingMonitor).",
 }
 
 

@@ -183,6 +183,13 @@ def evaluate(
     help="Plan the collect to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
     "Default: the spec's budget:, else the full work.",
 )
+@click.option(
+    "--training-log",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="run.jsonl of attest.TrainingMonitor: bound as a subject, its summary in the evidence "
+    "and held against the policy's training_log: thresholds.",
+)
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -198,6 +205,7 @@ def certify(
     as_json: bool,
     quiet: bool,
     budget: str | None,
+    training_log: Path | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -222,6 +230,7 @@ def certify(
             progress=progress,
             at=parse_at(at_text),
             budget=budget,
+            training_log=training_log,
         )
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,

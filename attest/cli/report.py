@@ -122,7 +122,7 @@ def diff(
 
 
 @click.command("metrics")
-@click.argument("source", type=_existing)
+@click.argument("source", type=_existing, required=False)
 @click.option(
     "--format",
     "fmt",
@@ -142,13 +142,21 @@ def diff(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write to this file (atomically) instead of standard output.",
 )
-def metrics(source: Path, fmt: str, ledger: Path | None, out: Path | None) -> None:
-    """Print a certificate's key figures in OpenMetrics text format (ends with # EOF)."""
+@click.option(
+    "--training-log",
+    type=_existing,
+    help="run.jsonl of attest.TrainingMonitor: its latest sample and summary (with or without SOURCE).",
+)
+def metrics(
+    source: Path | None, fmt: str, ledger: Path | None, out: Path | None, training_log: Path | None
+) -> None:
+    """Print a certificate's (or a training log's) key figures in OpenMetrics text format
+    (ends with # EOF)."""
     from attest.core.io import atomic_write_text
     from attest.core.text import safe_lines
     from attest.report.metrics import openmetrics_text
 
-    text = openmetrics_text(source, ledger=ledger)
+    text = openmetrics_text(source, ledger=ledger, training_log=training_log)
     if out is not None:
         atomic_write_text(out, text)
     else:

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from attest.evidence.training_summary import TrainingSummary
+
 __all__ = [
     "CHECK_IDS",
     "EXPORT_CHECKS",
@@ -45,6 +47,7 @@ __all__ = [
     "OperatorRow",
     "PhaseRecord",
     "Subject",
+    "TrainingLogRecord",
 ]
 
 EVIDENCE_SCHEMA_VERSION = "1"
@@ -395,6 +398,16 @@ class BudgetRecord(_Strict):
     note: str | None = None
 
 
+class TrainingLogRecord(_Strict):
+    """A training log (``attest certify --training-log``): the file the certificate binds as a
+    subject, its summary, and the headline series for the report's charts."""
+
+    log: str  # the subject name of the log in the certificate
+    sha256: str
+    summary: TrainingSummary
+    series: list[dict[str, float | int | None]] = Field(default_factory=list)
+
+
 class Evidence(_Strict):
     """The whole evidence file. The profiler owns the model-level and per-operator fields;
     every check writes its :class:`CheckResult` into :attr:`checks`."""
@@ -416,3 +429,4 @@ class Evidence(_Strict):
     export: ExportRecord | None = None
     phases: list[PhaseRecord] = Field(default_factory=list)
     budget: BudgetRecord | None = None
+    training_log: TrainingLogRecord | None = None

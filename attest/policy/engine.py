@@ -33,6 +33,7 @@ from attest.policy.model import (
     load_policy,
     policy_digest,
 )
+from attest.policy.training_log import training_log_findings
 
 __all__ = ["Evaluator", "evaluate", "precision_of"]
 
@@ -446,6 +447,7 @@ def evaluate(
     moment = moment.astimezone(timezone.utc)
     evaluator = Evaluator(evidence, policy, moment)
     findings = [f for rule in policy.rules for f in evaluator.rule_findings(rule)]
+    findings += training_log_findings(evidence, policy)
     counts = {v: 0 for v in ("pass", "fail", "warn", "waived", "not_computed")}
     for f in findings:
         counts[f.verdict] += 1

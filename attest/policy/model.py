@@ -58,6 +58,7 @@ __all__ = [
     "Policy",
     "PolicySummary",
     "Rule",
+    "TrainingLogRules",
     "Verdict",
     "Waiver",
     "load_evidence",
@@ -181,6 +182,18 @@ class Waiver(_Strict):
         return self.id or f"{self.rule or self.check}:{self.subject}"
 
 
+class TrainingLogRules(_Strict):
+    """Thresholds on a training log's summary (``attest certify --training-log``; evaluated
+    only when a log is given). ``required``: a figure the log does not allow to compute (one
+    epoch only, too few points for the fit) counts as ``severity`` instead of not_computed."""
+
+    min_fidelity_half_life_epochs: float | None = Field(default=None, gt=0)
+    max_memory_delta_rsd_pct: float | None = Field(default=None, ge=0)
+    finite_gradients: bool = False
+    required: bool = True
+    severity: Severity = "fail"
+
+
 class Policy(_Strict):
     """A named, versioned set of rules and waivers (``schemas/policy.schema.json``)."""
 
@@ -200,6 +213,10 @@ class Policy(_Strict):
     diff: dict[str, float] | None = Field(
         default=None,
         description="tolerances of `attest diff` between releases (attest.report.diff.DiffTolerances)",
+    )
+    training_log: TrainingLogRules | None = Field(
+        default=None,
+        description="thresholds on a training log given to certify (docs/policy-reference.md)",
     )
 
     @model_validator(mode="after")
@@ -248,7 +265,7 @@ class Finding(_Strict):
     """One rule held against one subject."""
 
     rule: str
-    check: CheckId
+    check: CheckId | Literal["training_log"]
     subject: Subject
     verdict: Verdict
     observed: Metric = None

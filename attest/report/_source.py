@@ -105,6 +105,7 @@ class ReportSource:
     targets: list[str] = field(default_factory=list)
     evidence_digest: str | None = None
     evidence_path: str | None = None  # --evidence given with a certificate
+    training_log: dict[str, Any] | None = None  # the evidence's training log record
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -184,6 +185,8 @@ def _from_evidence(path: Path, digest: str, evidence: Evidence) -> ReportSource:
     if evidence.attributions:
         src.attributions = dict(evidence.attributions)
         src.attributions_source = str(path)
+    if evidence.training_log is not None:
+        src.training_log = evidence.training_log.model_dump(mode="json")
     return src
 
 
@@ -319,6 +322,7 @@ def attach_evidence(path: str | Path, source: ReportSource) -> None:
     if extra.kind != "evidence":
         raise InputError(f"--evidence {path} is not an evidence file")
     source.evidence_path = str(path)
+    source.training_log = extra.training_log
     if extra.attributions:
         source.attributions = extra.attributions
         source.attributions_source = str(path)

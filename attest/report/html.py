@@ -57,6 +57,7 @@ from attest.report._source import (
     verify_source,
 )
 from attest.report._training import training_section
+from attest.report.training_log import training_section_of
 
 __all__ = ["ReportResult", "render_report", "write_report"]
 
@@ -311,6 +312,7 @@ def render_report(
             ig_section(src, anchors),
             gradient_checks_section(src, anchors),
             training_section(src, anchors),
+            training_section_of(src.training_log),
             other_checks_section(src, anchors),
             f"<footer>gradient-attest {esc(__version__)} · self-contained report: nothing is "
             "fetched when it is opened · charts rendered with matplotlib when the report was "

@@ -18,6 +18,12 @@ Families (every sample carries ``model`` and ``version`` labels):
   ``resume``);
 - ``attest_check_status{check,status}``, ``attest_check_items{check,status}``,
   ``attest_findings{verdict}``;
+- with a training log (``--training-log run.jsonl``, or the evidence's log after
+  ``certify --training-log``): ``attest_training_log_info{run_id,log}``,
+  ``attest_training_latest{run_id,name}`` (the last sample's figures: step, epoch, loss,
+  fidelity, bit-exact rate, gradient norm, memory delta...) and
+  ``attest_training_summary{run_id,name}`` (half-life, memory-delta RSD, first non-finite
+  step...; yes/no as 1/0);
 - with a ledger: ``attest_verifications_total{outcome}``,
   ``attest_verification_rejections_total{reason}`` for this certificate, and
   ``attest_ledger_entries{event}`` for the model line.
@@ -39,10 +45,12 @@ from typing import Any
 from attest.core.times import parse_timestamp
 from attest.errors import AttestError, InputError
 from attest.evidence.model import TRAINING_CHECKS
+from attest.evidence.training_log import read_training_log
+from attest.evidence.training_summary import TrainingSummary, summarize_training_log
 from attest.report._rows import numeric_metric
 from attest.report._source import ReportSource, load_source
 
-__all__ = ["openmetrics_text", "render_openmetrics"]
+__all__ = ["openmetrics_text", "render_openmetrics", "training_log_families"]
 
 Labels = dict[str, str]
 
@@ -166,6 +174,25 @@ def _training_family(src: ReportSource, base: Labels) -> _Family:
             if number is not None:
                 fam.samples.append(({**base, "check": cid, "name": _metric_name(key)}, number))
     return fam
+
+
+def training_log_families(summary: TrainingSummary, log: str, base: Labels) -> list[_Family]:
+    """The latest sample's figures and the summary of one training-log run."""
+    run = {**base, "run_id": summary.run_id}
+    info = _Family("attest_training_log", "info", "The training log the figures come from.")
+    info.samples.append(({**run, "log": log}, 1))
+    latest = _Family(
+        "attest_training_latest", "gauge", "The last sample point of the training log, by name."
+    )
+    overall = _Family(
+        "attest_training_summary", "gauge", "The training log's summary figures (yes/no as 1/0)."
+    )
+    for fam, values in ((latest, summary.latest), (overall, summary.metrics())):
+        for key, value in values.items():
+            number = 1 if value is True else 0 if value is False else _num(value)
+            if number is not None:
+                fam.samples.append(({**run, "name": _metric_name(key)}, number))
+    return [info, latest, overall]
 
 
 def _ledger_families(path: Path, src: ReportSource, base: Labels) -> Iterable[_Family]:
@@ -295,6 +322,10 @@ def render_openmetrics(src: ReportSource, *, ledger: str | Path | None = None) -
         for v, n in sorted(Counter(str(f.get("verdict")) for f in src.findings).items())
     )
     families.append(fnd)
+    if src.training_log:
+        record = src.training_log
+        summary = TrainingSummary.model_validate(record["summary"])
+        families.extend(training_log_families(summary, str(record.get("log")), base))
     if ledger is not None:
         families.extend(_ledger_families(Path(ledger), src, base))
     lines: list[str] = []
@@ -304,6 +335,29 @@ def render_openmetrics(src: ReportSource, *, ledger: str | Path | None = None) -
     return "\n".join(lines) + "\n"
 
 
-def openmetrics_text(path: str | Path, *, ledger: str | Path | None = None) -> str:
-    """Load a certificate or evidence file and render its OpenMetrics exposition."""
-    return render_openmetrics(load_source(path), ledger=ledger)
+def openmetrics_text(
+    path: str | Path | None,
+    *,
+    ledger: str | Path | None = None,
+    training_log: str | Path | None = None,
+) -> str:
+    """Load a certificate or evidence file (and/or a training log) and render its OpenMetrics
+    exposition."""
+    if path is None and training_log is None:
+        raise InputError(
+            "attest metrics needs a certificate, an evidence file or --training-log",
+            hint="attest metrics gradient_certificate.json, or --training-log run.jsonl",
+        )
+    if path is None:
+        if ledger is not None:
+            raise InputError("--ledger counts a certificate's verifications: give the certificate")
+        log = read_training_log(training_log)  # type: ignore[arg-type]
+        families = training_log_families(summarize_training_log(log), log.path.name, {})
+        lines = [line for fam in families for line in fam.render()]
+        return "\n".join([*lines, "# EOF"]) + "\n"
+    src = load_source(path)
+    if training_log is not None:
+        log = read_training_log(training_log)
+        record = {"summary": summarize_training_log(log).model_dump(), "log": log.path.name}
+        src.training_log = record
+    return render_openmetrics(src, ledger=ledger)

@@ -9,6 +9,9 @@ Deterministic: fixed seeds, one thread, ``torch.use_deterministic_algorithms(Tru
 
     python examples/phantom-seg/train.py                # overwrite the shipped files
     python examples/phantom-seg/train.py --out /tmp/p   # write somewhere else
+    python examples/phantom-seg/train.py --out /tmp/p --monitor run.jsonl
+        # also watch gradient assurance during training (attest.TrainingMonitor; the
+        # training itself is bit-identical with or without it)
 """
 
 from __future__ import annotations
@@ -90,8 +93,14 @@ def evaluate(folder: Path) -> dict[str, float]:
     return {"test_dice": round(dice(model, x_test, y_test), 4)}
 
 
-def train(out: Path) -> dict[str, float]:
-    """Train from the fixed seed; write the weights, the probe batch and metrics.json to ``out``."""
+def train(
+    out: Path, monitor_log: Path | None = None, epochs: int = EPOCHS, every: int | None = None
+) -> dict[str, float]:
+    """Train from the fixed seed; write the weights, the probe batch and metrics.json to ``out``.
+
+    ``monitor_log``: also sample attest.TrainingMonitor into this JSONL log (on the probe
+    batch, every ``every`` steps, default the monitor's).
+    """
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -101,7 +110,15 @@ def train(out: Path) -> dict[str, float]:
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=EPOCHS)
     generator = torch.Generator().manual_seed(SEED)
-    for _ in range(EPOCHS):
+    monitor = None
+    if monitor_log is not None:
+        from attest import TrainingMonitor
+
+        probe = (x_test[:PROBE_SIZE], y_test[:PROBE_SIZE])
+        options = {"every": every} if every is not None else {}
+        monitor = TrainingMonitor(model, loss, probe, log=monitor_log, **options)
+    step = 0
+    for epoch in range(epochs):
         model.train()
         order = torch.randperm(N_TRAIN, generator=generator)
         for start in range(0, N_TRAIN, BATCH):
@@ -109,7 +126,12 @@ def train(out: Path) -> dict[str, float]:
             optimizer.zero_grad()
             loss(model(x_train[idx]), y_train[idx]).backward()
             optimizer.step()
+            if monitor is not None:
+                monitor.step(epoch=epoch, step=step)
+            step += 1
         schedule.step()
+    if monitor is not None:
+        monitor.close()
     metrics = {
         "train_dice": round(dice(model, x_train, y_train), 4),
         "test_dice": round(dice(model, x_test, y_test), 4),
@@ -131,11 +153,16 @@ def main() -> None:
     parser.add_argument(
         "--evaluate", type=Path, default=None, help="only score the weights in this folder"
     )
+    parser.add_argument(
+        "--monitor", type=Path, default=None, help="also write an attest.TrainingMonitor log here"
+    )
+    parser.add_argument("--every", type=int, default=None, help="monitor sample interval (steps)")
+    parser.add_argument("--epochs", type=int, default=EPOCHS, help="epochs (shipped: 12)")
     args = parser.parse_args()
     if args.evaluate is not None:
         print(json.dumps(evaluate(args.evaluate), indent=2))
         return
-    print(json.dumps(train(args.out), indent=2))
+    print(json.dumps(train(args.out, args.monitor, args.epochs, args.every), indent=2))
 
 
 if __name__ == "__main__":

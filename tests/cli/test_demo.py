@@ -43,4 +43,8 @@ def test_demo_certifies_digits_and_verifies(tmp_path: Path) -> None:
     findings = json.loads((out / "release" / "findings.json").read_text())
     assert findings["policy"]["id"] == "clinical-strict"
     assert findings["verdict"] == "pass" and findings["counts"]["fail"] == 0
+    # the short monitored run and its training report (charts and the half-life summary)
+    assert "monitored training run:" in text and "fidelity half-life" in text
+    assert str(out / "training" / "training.html") in text
+    assert 'id="training-monitor"' in (out / "training" / "training.html").read_text()
     assert b"ENCRYPTED" not in (out / "keys" / "DEMO-ONLY-unencrypted.key").read_bytes()

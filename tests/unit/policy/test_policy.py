@@ -645,6 +645,8 @@ def test_research_has_clinical_strict_rules_as_warnings() -> None:
     assert [r.model_copy(update=as_warnings) for r in strict.rules] == list(research.rules)
     assert research.settings == strict.settings
     assert research.accept_annotations
+    assert strict.training_log is not None
+    assert research.training_log == strict.training_log.model_copy(update={"severity": "warn"})
 
 
 @pytest.mark.parametrize(

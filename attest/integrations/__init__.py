@@ -1,0 +1,1 @@
+"""Adapters of the training monitor to training frameworks (optional dependencies)."""
