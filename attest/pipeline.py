@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey, load_private_key
 from attest.certificate.statement import (
     DeploymentEnvelope,
@@ -36,6 +37,7 @@ from attest.certificate.statement import (
     subjects_from_paths,
     write_certificate,
 )
+from attest.certificate.timestamp import timestamper
 from attest.core.io import atomic_write_bytes, atomic_write_text, dumps_pretty, sha256_file
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
@@ -248,6 +250,8 @@ def certify(
     progress: Progress | None = None,
     at: datetime | None = None,
     budget: str | float | None = None,
+    signer: SignerIdentity | None = None,
+    tsa: str | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -258,7 +262,9 @@ def certify(
     ``issued_at`` (default: now). Raises :class:`attest.errors.AttestError` on bad input; a
     failed policy is a result (``passed`` False, no certificate), not an exception.
     ``budget`` (``"30m"`` or seconds; default: the spec's ``budget:``) plans the collect to fit
-    that time (:mod:`attest.collection.budget`).
+    that time (:mod:`attest.collection.budget`). ``signer`` is the identity and meaning the
+    signature states (default: the account name, release-engineer, authorship); ``tsa`` an
+    RFC 3161 timestamp authority URL whose token is embedded with the signature.
     """
     out_path = Path(out)
     budget_s = parse_budget(budget)
@@ -308,7 +314,13 @@ def certify(
             waivers=findings.waivers_used(),
             onnx_mapping=_onnx_mapping(evidence),
         )
-        certificate_path = write_certificate(out_path, sign_statement(statement, [signing_key]))
+        envelope = sign_statement(
+            statement,
+            [signing_key],
+            signers=None if signer is None else [signer],
+            timestamper=timestamper(tsa),
+        )
+        certificate_path = write_certificate(out_path, envelope)
     report_path: Path | None = None
     if report_writer is not None and report is not None:
         say("writing the report")

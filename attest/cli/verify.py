@@ -73,10 +73,7 @@ def _render(data: dict[str, Any]) -> str:
             f"  {safe_text(r['code'], 64)}: {safe_text(r['message'], 2000)}"
             for r in data["reasons"]
         ]
-    for signer in data["signers"]:
-        lines.append(
-            f"  signed by: {safe_text(signer['name'], 200)} ({safe_text(signer['keyid'][:16])})"
-        )
+    lines += [f"  {signature_line(sig)}" for sig in data.get("signatures") or []]
     if data["subjects_checked"]:
         names = ", ".join(safe_text(n, 300) for n in data["subjects_checked"])
         lines.append(f"  subjects checked: {names}")
@@ -91,6 +88,26 @@ def _render(data: dict[str, Any]) -> str:
         )
     lines += [f"  note: {safe_text(note, 2000)}" for note in data["notes"]]
     return "\n".join(lines)
+
+
+def signature_line(sig: dict[str, Any]) -> str:
+    """One signature as "name (role), meaning, time" with its key and status, safe to print."""
+    if sig.get("name") is not None:
+        who = (
+            f"{safe_text(sig['name'], 200)} ({safe_text(sig.get('role'), 100)}), "
+            f"{safe_text(sig.get('meaning'), 32)}, {safe_text(sig.get('signed_at'), 40)}"
+        )
+    else:
+        who = "no signer stated"
+    if sig.get("timestamp"):
+        who += f", timestamped {safe_text(sig['timestamp'], 40)}"
+        if sig.get("timestamp_authority"):
+            who += f" by {safe_text(sig['timestamp_authority'], 100)}"
+    if sig.get("comment"):
+        who += f' "{safe_text(sig["comment"], 300)}"'
+    keyid = safe_text((sig.get("keyid") or "")[:16])
+    key = f"{safe_text(sig.get('key_name'), 100)} ({keyid})" if sig.get("keyid") else "unknown key"
+    return f"signature {sig.get('index')}: {who}; key {key}: {safe_text(sig.get('status'), 200)}"
 
 
 def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
@@ -247,7 +264,7 @@ def inspect(certificate: Path, as_json: bool) -> None:
         }
         click.echo(printable_json(json_safe(data)))
         return
-    click.echo(_render_claims(statement, [hint for hint, _ in envelope.signatures]))
+    click.echo(_render_claims(statement, [_claimed(s) for s in envelope.signatures]))
 
 
 def _field(data: object, *keys: str) -> Any:
@@ -258,7 +275,31 @@ def _field(data: object, *keys: str) -> Any:
     return data
 
 
-def _render_claims(statement: Any, hints: list[str]) -> str:
+def _claimed(signature: Any) -> dict[str, Any]:
+    """What one signature's signer block claims, NOT verified (for inspect)."""
+    from attest.core.io import StrictJSONError, loads_strict
+
+    data: Any = {}
+    if signature.signer is not None:
+        with contextlib.suppress(StrictJSONError):
+            data = loads_strict(signature.signer.attestation)
+    data = data if isinstance(data, dict) else {}
+    stamped = signature.signer is not None and signature.signer.timestamp is not None
+    return {
+        "index": None,
+        "keyid": signature.hint,
+        "key_name": "named",
+        "name": data.get("name") if data else None,
+        "role": data.get("role"),
+        "meaning": data.get("meaning"),
+        "signed_at": data.get("signed_at"),
+        "comment": data.get("comment"),
+        "timestamp": "(token present)" if stamped else None,
+        "status": "NOT VERIFIED",
+    }
+
+
+def _render_claims(statement: Any, claims: list[dict[str, Any]]) -> str:
     """What an unverified certificate claims, every value made safe to print: a claim must
     never be able to overwrite the NOT VERIFIED line above it."""
 
@@ -269,15 +310,15 @@ def _render_claims(statement: Any, hints: list[str]) -> str:
     if not isinstance(_field(statement, "predicate"), dict):
         lines.append(printable_json(json_safe(statement)))
         return "\n".join(lines)
-    signatures = ", ".join(safe_text(h[:16]) or "(no key id)" for h in hints)
     lines += [
         f"  model:       {show('model', 'name')} {show('model', 'version', limit=64)}",
         f"  certificate: {show('certificate_id')}",
         f"  verdict:     {show('verdict', limit=32)}",
         f"  policy:      {show('policy', 'id')} {show('policy', 'version', limit=64)}",
         f"  issued:      {show('issued_at', limit=40)}  expires: {show('expires_at', limit=40)}",
-        f"  signatures:  {signatures}",
     ]
+    for index, claim in enumerate(claims):
+        lines.append(f"  {signature_line({**claim, 'index': index})}")
     subjects = _field(statement, "subject")
     for subject in subjects if isinstance(subjects, list) else []:
         if isinstance(subject, dict):

@@ -48,14 +48,9 @@ from attest.verification.artifact_check import (
     match_artifacts,
     read_external_data,
 )
-from attest.verification.envelope import (
-    Envelope,
-    Rejected,
-    check_signatures,
-    parse_envelope,
-    read_certificate,
-)
+from attest.verification.envelope import Envelope, Rejected, parse_envelope, read_certificate
 from attest.verification.rollback import is_rollback, record_verified
+from attest.verification.signatures import check_signatures
 from attest.verification.trust import TrustStore, load_trust_store
 
 __all__ = [
@@ -80,6 +75,9 @@ REASON_CODES: tuple[str, ...] = (
     "ROLLBACK",
     "ENVIRONMENT_MISMATCH",
     "PROBE_MISMATCH",
+    "SIGNATURES_INSUFFICIENT",
+    "TIMESTAMP_INVALID",
+    "CERTIFICATE_REVOKED",
 )
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
 MAX_CLOCK_SKEW = timedelta(days=1)
@@ -108,6 +106,7 @@ class VerificationReport:
     subjects_checked: list[str] = field(default_factory=list)
     subjects_not_checked: list[str] = field(default_factory=list)
     signers: list[dict[str, str]] = field(default_factory=list)
+    signatures: list[dict[str, Any]] = field(default_factory=list)  # each as judged (step 3)
     model: dict[str, str] | None = None  # as signed; set once the payload passed its checks
     certificate_id: str | None = None
     certificate_subjects: list[dict[str, Any]] = field(default_factory=list)  # as signed
@@ -130,6 +129,7 @@ class VerificationReport:
             "subjects_checked": self.subjects_checked,
             "subjects_not_checked": self.subjects_not_checked,
             "signers": self.signers,
+            "signatures": self.signatures,
             "certificate": {
                 "path": self.certificate_path,
                 "sha256": self.certificate_sha256,
@@ -397,6 +397,7 @@ def verify(
     check_environment: bool = False,
     require_artifacts: bool = True,
     record_state: bool = True,
+    revocations: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] = (),
 ) -> VerificationReport:
     """Verify ``cert_path`` offline against ``trust`` and the ``artifacts`` at hand.
 
@@ -411,7 +412,9 @@ def verify(
     line always requires ``--artifact``. ``record_state=False`` leaves the rollback state
     untouched even on success: the caller records it with :func:`record_rollback` once it has
     done what must come first (the command line renders its output first, so that nothing is
-    recorded for a verdict that could not be shown).
+    recorded for a verdict that could not be shown). ``revocations`` are ``(source, bytes)``
+    revocation envelopes (:mod:`attest.verification.revocations`): one that applies rejects
+    the certificate with CERTIFICATE_REVOKED.
 
     Returns a report; raises :class:`AttestError` only for unusable inputs of the caller.
     """
@@ -439,12 +442,13 @@ def verify(
         data = read_certificate(path)
         report.certificate_sha256 = hashlib.sha256(data).hexdigest()
         envelope = parse_envelope(data)
-        signers, problems, notes = check_signatures(envelope, store, now, clock_skew)
-        report.notes += notes
-        if problems:
-            report.reasons = problems
+        check = check_signatures(envelope, store, now, clock_skew)
+        report.notes += check.notes
+        report.signatures = [s.to_dict() for s in check.signatures]
+        if check.problems:
+            report.reasons = check.problems
             return report
-        report.signers = [{"keyid": k.keyid, "name": k.name} for k in signers]
+        report.signers = [{"keyid": k.keyid, "name": k.name} for k in check.counted]
         statement = _check_payload(envelope)
     except Rejected as rejected:
         report.reasons = [(rejected.code, rejected.message)]
@@ -459,6 +463,12 @@ def verify(
         state_file=state_file,
         check_environment=check_environment,
     )
+    if revocations:
+        from attest.verification.revocations import check_revocations
+
+        reasons += check_revocations(
+            envelope.payload, list(revocations), store, now, clock_skew, report.notes
+        )
     report.reasons = reasons
     report.verified = not reasons
     if report.verified:
