@@ -23,6 +23,8 @@ from attest.errors import EXIT_BAD_INPUT, AttestError
 _COMMANDS: dict[str, tuple[str, str]] = {
     "keygen": ("keys", "keygen"),
     "sign": ("keys", "sign"),
+    "cosign": ("cosign", "cosign"),
+    "revoke": ("cosign", "revoke"),
     "trust": ("trust", "trust"),
     "verify": ("verify", "verify"),
     "inspect": ("verify", "inspect"),
@@ -37,6 +39,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 _HELP: dict[str, str] = {
     "keygen": "Create a signing key pair (encrypted PKCS#8, mode 0600).",
     "sign": "Sign an in-toto statement into a DSSE certificate (low-level).",
+    "cosign": "Add a signature (name, role, meaning) to a certificate, later.",
+    "revoke": "Withdraw one certificate with a signed revocation statement.",
     "trust": "Manage the verifier's trust store (add, revoke, list keys).",
     "verify": "Verify a certificate offline against a trust store and artifacts.",
     "inspect": "Print what a certificate says (NOT verified).",

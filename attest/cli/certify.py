@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from attest.cli.cosign import identity, signer_options
 from attest.errors import EXIT_NEGATIVE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -183,6 +184,7 @@ def evaluate(
     help="Plan the collect to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
     "Default: the spec's budget:, else the full work.",
 )
+@signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -198,6 +200,11 @@ def certify(
     as_json: bool,
     quiet: bool,
     budget: str | None,
+    signer_name: str | None,
+    signer_role: str,
+    meaning: str,
+    comment: str,
+    tsa: str | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -208,6 +215,7 @@ def certify(
     from attest.core.progress import terminal_progress
     from attest.pipeline import certify as run_certify
 
+    signer = identity(signer_name, signer_role, meaning, comment)
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
     with terminal_progress(quiet=quiet, as_json=as_json) as progress:
         result = run_certify(
@@ -222,6 +230,8 @@ def certify(
             progress=progress,
             at=parse_at(at_text),
             budget=budget,
+            signer=signer,
+            tsa=tsa,
         )
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,

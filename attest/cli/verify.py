@@ -57,6 +57,22 @@ def _ledger_recorder(path: Path | None) -> Any:
     return record
 
 
+def _revocations(files: tuple[Path, ...], ledger: Path | None) -> list[tuple[str, bytes]]:
+    """The revocation statements to honour: the files given and those the ledger holds."""
+    from attest.core.files import read_bytes_checked
+    from attest.core.io import MAX_JSON_BYTES
+
+    found = [
+        (safe_text(path), read_bytes_checked(path, what="revocation", max_bytes=MAX_JSON_BYTES))
+        for path in files
+    ]
+    if ledger is not None and ledger.exists():
+        from attest.ledger import revocations_in
+
+        found += revocations_in(ledger)
+    return found
+
+
 def _render(data: dict[str, Any]) -> str:
     """The text report; every field is made safe to print (it may hold unsigned text)."""
     model = data.get("model") or {}
@@ -178,7 +194,14 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
     "--ledger",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Append the outcome to this audit ledger.",
+    help="Reject a certificate this audit ledger records as revoked; append the outcome to it.",
+)
+@click.option(
+    "--revocations",
+    "revocation_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A signed revocation statement (attest revoke -o FILE) to honour (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
@@ -194,6 +217,7 @@ def verify(
     probe: str | None,
     check_environment: bool,
     ledger: Path | None,
+    revocation_files: tuple[Path, ...],
     as_json: bool,
 ) -> None:
     """Verify a certificate offline against a trust store and the artifacts at hand.
@@ -204,6 +228,7 @@ def verify(
     from attest.verification.verifier import verify as run_verify
 
     record = _ledger_recorder(ledger)
+    revocations = _revocations(revocation_files, ledger)
     if no_state:
         state_file = None
     elif state_file is None:
@@ -222,6 +247,7 @@ def verify(
             probe=probe,
             check_environment=check_environment,
             record_state=False,
+            revocations=revocations,
         )
         data = json_safe(report.to_dict())
         text = printable_json(data) if as_json else _render(data)

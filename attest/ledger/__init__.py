@@ -36,11 +36,11 @@ __all__ = [
     "LedgerStorage",
     "SQLiteStorage",
     "append_certificate",
-    "revocations_in",
     "audit_ledger",
     "default_ledger_path",
     "open_ledger",
     "record_verification",
+    "revocations_in",
 ]
 
 

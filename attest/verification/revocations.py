@@ -19,7 +19,7 @@ from attest.certificate.format import PAYLOAD_TYPE, STATEMENT_TYPE
 from attest.certificate.signing import pae, verify_signature
 from attest.core.io import StrictJSONError, loads_strict
 from attest.core.text import safe_text
-from attest.core.times import parse_timestamp
+from attest.core.times import format_timestamp, parse_timestamp
 from attest.verification.envelope import Rejected, parse_envelope
 from attest.verification.trust import TrustStore
 
@@ -106,13 +106,15 @@ def check_revocations(
         if revocation is None or revocation.payload_sha256 != mine:
             continue
         if revocation.revoked_at > at + skew:
-            notes.append(f"revocation {source} takes effect only at {revocation.revoked_at}")
+            notes.append(
+                f"revocation {source} takes effect only at {format_timestamp(revocation.revoked_at)}"
+            )
             continue
         reasons.append(
             (
                 "CERTIFICATE_REVOKED",
                 f"revoked by {safe_text(revocation.revoked_by, 200)} "
-                f"(key {revocation.key_label}) on {revocation.revoked_at.isoformat()}: "
+                f"(key {revocation.key_label}) on {format_timestamp(revocation.revoked_at)}: "
                 f"{safe_text(revocation.reason, 500)}",
             )
         )

@@ -178,9 +178,9 @@ def _one(
     order = sorted(trust.keys, key=lambda k: k.keyid != item.hint)  # hinted key first
     signer = next((k for k in order if verify_signature(k.public_key, item.sig, message)), None)
     if signer is None:
-        problem = _untrusted(item, trust, what)
-        checked.status = f"not counted: {problem[0]}"
-        return checked, problem
+        untrusted = _untrusted(item, trust, what)
+        checked.status = f"not counted: {untrusted[0]}"
+        return checked, untrusted
     checked.key = signer
     if item.signer is not None:
         claim = _claim(item.signer, signer, env)
