@@ -71,7 +71,7 @@ def identity(name: str | None, role: str, meaning: str, comment: str) -> Any:
 
 
 def _summary(cert: Path, report: Any) -> list[str]:
-    from attest.cli.verify import signature_line
+    from attest.verification.signatures import signature_line
 
     statement = report.statement or {}
     predicate = statement.get("predicate", {})

@@ -89,6 +89,8 @@ def _render(data: dict[str, Any]) -> str:
             f"  {safe_text(r['code'], 64)}: {safe_text(r['message'], 2000)}"
             for r in data["reasons"]
         ]
+    from attest.verification.signatures import signature_line
+
     lines += [f"  {signature_line(sig)}" for sig in data.get("signatures") or []]
     if data["subjects_checked"]:
         names = ", ".join(safe_text(n, 300) for n in data["subjects_checked"])
@@ -104,26 +106,6 @@ def _render(data: dict[str, Any]) -> str:
         )
     lines += [f"  note: {safe_text(note, 2000)}" for note in data["notes"]]
     return "\n".join(lines)
-
-
-def signature_line(sig: dict[str, Any]) -> str:
-    """One signature as "name (role), meaning, time" with its key and status, safe to print."""
-    if sig.get("name") is not None:
-        who = (
-            f"{safe_text(sig['name'], 200)} ({safe_text(sig.get('role'), 100)}), "
-            f"{safe_text(sig.get('meaning'), 32)}, {safe_text(sig.get('signed_at'), 40)}"
-        )
-    else:
-        who = "no signer stated"
-    if sig.get("timestamp"):
-        who += f", timestamped {safe_text(sig['timestamp'], 40)}"
-        if sig.get("timestamp_authority"):
-            who += f" by {safe_text(sig['timestamp_authority'], 100)}"
-    if sig.get("comment"):
-        who += f' "{safe_text(sig["comment"], 300)}"'
-    keyid = safe_text((sig.get("keyid") or "")[:16])
-    key = f"{safe_text(sig.get('key_name'), 100)} ({keyid})" if sig.get("keyid") else "unknown key"
-    return f"signature {sig.get('index')}: {who}; key {key}: {safe_text(sig.get('status'), 200)}"
 
 
 def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
@@ -343,6 +325,8 @@ def _render_claims(statement: Any, claims: list[dict[str, Any]]) -> str:
         f"  policy:      {show('policy', 'id')} {show('policy', 'version', limit=64)}",
         f"  issued:      {show('issued_at', limit=40)}  expires: {show('expires_at', limit=40)}",
     ]
+    from attest.verification.signatures import signature_line
+
     for index, claim in enumerate(claims):
         lines.append(f"  {signature_line({**claim, 'index': index})}")
     subjects = _field(statement, "subject")

@@ -34,7 +34,13 @@ from attest.core.times import format_timestamp, parse_timestamp
 from attest.verification.envelope import Envelope, EnvelopeSignature, SignerBlock
 from attest.verification.trust import TrustedKey, TrustStore
 
-__all__ = ["CheckedSignature", "SignatureCheck", "SignerClaim", "check_signatures"]
+__all__ = [
+    "CheckedSignature",
+    "SignatureCheck",
+    "SignerClaim",
+    "check_signatures",
+    "signature_line",
+]
 
 _CLAIM_FIELDS = {
     "_type",
@@ -278,3 +284,23 @@ def check_signatures(
         )
     check.problems += missing
     return check
+
+
+def signature_line(sig: dict[str, Any]) -> str:
+    """One signature as "name (role), meaning, time" with its key and status, safe to print."""
+    if sig.get("name") is not None:
+        who = (
+            f"{safe_text(sig['name'], 200)} ({safe_text(sig.get('role'), 100)}), "
+            f"{safe_text(sig.get('meaning'), 32)}, {safe_text(sig.get('signed_at'), 40)}"
+        )
+    else:
+        who = "no signer stated"
+    if sig.get("timestamp"):
+        who += f", timestamped {safe_text(sig['timestamp'], 40)}"
+        if sig.get("timestamp_authority"):
+            who += f" by {safe_text(sig['timestamp_authority'], 100)}"
+    if sig.get("comment"):
+        who += f' "{safe_text(sig["comment"], 300)}"'
+    keyid = safe_text((sig.get("keyid") or "")[:16])
+    key = f"{safe_text(sig.get('key_name'), 100)} ({keyid})" if sig.get("keyid") else "unknown key"
+    return f"signature {sig.get('index')}: {who}; key {key}: {safe_text(sig.get('status'), 200)}"
