@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     # assembly
     "report": 4,
     "pipeline": 4,
+    "archive": 4,
     # front: the command line, the demo, the public facade
     "cli": 5,
     "_demo": 5,
