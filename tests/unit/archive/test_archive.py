@@ -12,27 +12,15 @@ from typing import Any
 
 import pytest
 from _certfactory import NOW, World, iso, make_world, sign_as
+from _cli_run import run
 from _signer_cases import RE
 from _tsa import make_tsa, needs_openssl
 
 from attest.archive import build_archive, verify_archive
 from attest.certificate.revocation import revocation_envelope
 from attest.certificate.signing import public_key_pem
-from attest.cli import main
 from attest.errors import CertificateRejected
 from attest.verification.trust import TimestampAuthority, save_trust_store
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: Any) -> tuple[int, str, str]:
-    """``attest ARGS...`` in process: (exit code, stdout, stderr); never a traceback."""
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
 
 
 @pytest.fixture
