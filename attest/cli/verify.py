@@ -296,7 +296,7 @@ def _claimed(signature: Any) -> dict[str, Any]:
     return {
         "index": None,
         "keyid": signature.hint,
-        "key_name": "named",
+        "key_name": None,  # the key id is only a hint until verified
         "name": data.get("name") if data else None,
         "role": data.get("role"),
         "meaning": data.get("meaning"),

@@ -302,5 +302,10 @@ def signature_line(sig: dict[str, Any]) -> str:
     if sig.get("comment"):
         who += f' "{safe_text(sig["comment"], 300)}"'
     keyid = safe_text((sig.get("keyid") or "")[:16])
-    key = f"{safe_text(sig.get('key_name'), 100)} ({keyid})" if sig.get("keyid") else "unknown key"
+    if not sig.get("keyid"):
+        key = "unknown key"
+    elif sig.get("key_name"):
+        key = f"{safe_text(sig['key_name'], 100)} ({keyid})"
+    else:
+        key = f"id {keyid}"
     return f"signature {sig.get('index')}: {who}; key {key}: {safe_text(sig.get('status'), 200)}"

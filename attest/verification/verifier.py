@@ -17,7 +17,12 @@
 8. rollback: the highest version verified per model name, kept in a state file;
 9. with ``probe``: the behavioural probe (:mod:`attest.verification.probe`, imported only then),
    on the bytes hashed in step 6, never on whatever the paths hold by then;
-10. with ``check_environment``: the local runtime against the deployment envelope.
+10. with ``check_environment``: the local runtime against the deployment envelope;
+
+and, given revocation statements, whether one withdraws this certificate (CERTIFICATE_REVOKED,
+:mod:`attest.verification.revocations`). Step 3 (:mod:`attest.verification.signatures`) also
+checks each signature's signer attestation, RFC 3161 token and the trust store's role
+requirements.
 
 Steps 1-4 are gates: a failure stops there and nothing after it is looked at. Steps 5-10
 report every problem they find. A rejection is a :class:`VerificationReport` with
@@ -314,6 +319,7 @@ def _compare_environment(
 def _after_gates(
     statement: dict[str, Any],
     report: VerificationReport,
+    revoked: list[tuple[str, str]],
     *,
     specs: list[tuple[str, Path]],
     probe: str | Path | None,
@@ -330,7 +336,7 @@ def _after_gates(
     report.certificate_id = predicate["certificate_id"]
     report.certificate_subjects = statement["subject"]
     report.policy = predicate["policy"]
-    reasons: list[tuple[str, str]] = []
+    reasons: list[tuple[str, str]] = list(revoked)  # CERTIFICATE_REVOKED, found by the caller
     # 5. validity window
     if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
         reasons.append(
@@ -453,9 +459,17 @@ def verify(
     except Rejected as rejected:
         report.reasons = [(rejected.code, rejected.message)]
         return report
+    revoked: list[tuple[str, str]] = []
+    if revocations:  # before the probe, which runs only on a certificate not yet rejected
+        from attest.verification.revocations import check_revocations
+
+        revoked = check_revocations(
+            envelope.payload, list(revocations), store, now, clock_skew, report.notes
+        )
     reasons = _after_gates(
         statement,
         report,
+        revoked,
         specs=specs,
         probe=probe,
         now=now,
@@ -463,12 +477,6 @@ def verify(
         state_file=state_file,
         check_environment=check_environment,
     )
-    if revocations:
-        from attest.verification.revocations import check_revocations
-
-        reasons += check_revocations(
-            envelope.payload, list(revocations), store, now, clock_skew, report.notes
-        )
     report.reasons = reasons
     report.verified = not reasons
     if report.verified:
