@@ -225,3 +225,27 @@ def test_timestamps_from_a_real_tsa_over_http(
     )  # fmt: skip
     assert code == 2 and "cannot reach the TSA" in err
     assert not (team["root"] / "never.json").exists()
+
+
+def test_trust_roles_are_managed_and_listed(
+    team: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    trust = team["trust"]
+    code, out, _ = run(capsys, "trust", "list", "--trust", trust, "--json")
+    listed = json.loads(out)
+    intern = next(k for k in listed["keys"] if k["name"] == "intern")
+    assert intern["roles"] == []
+    assert listed["requirements"] == ["1 release-engineer authorship", "1 clinical-safety approval"]
+    code, out, err = run(
+        capsys, "trust", "role", intern["keyid"][:12], "--trust", trust, "--add", "clinical-safety"
+    )
+    assert code == 0 and "clinical-safety" in out, err
+    # the intern now holds the role: their approval meets the requirement
+    assert _cosign(capsys, team, "intern", "--yes")[0] == 0
+    assert _verify(capsys, team, team["root"] / "cosigned.json")[0] == 0
+    run(capsys, "trust", "role", intern["keyid"], "--trust", trust, "--remove", "clinical-safety")
+    code, out, _ = run(capsys, "trust", "require", "--trust", trust, "--role", "clinical-safety",
+                       "--meaning", "approval", "--count", "0")  # fmt: skip
+    assert code == 0 and "clinical-safety" not in out
+    code, out, _ = run(capsys, "trust", "list", "--trust", trust)
+    assert "requires: 1 release-engineer authorship" in out and "roles: release-engineer" in out
