@@ -77,3 +77,9 @@ class CollectError(AttestError):
 
 class LedgerError(AttestError):
     """The audit ledger is unreadable, inconsistent or cannot be written."""
+
+
+class CertificateRejected(AttestError):
+    """A certificate given to act on (co-sign, archive) does not verify: a negative verdict."""
+
+    exit_code = EXIT_NEGATIVE

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey, load_private_key
 from attest.certificate.statement import (
     DeploymentEnvelope,
@@ -36,6 +37,7 @@ from attest.certificate.statement import (
     subjects_from_paths,
     write_certificate,
 )
+from attest.certificate.timestamp import timestamper
 from attest.core.files import read_bytes_checked
 from attest.core.io import (
     atomic_write_bytes,
@@ -284,6 +286,8 @@ def certify(
     at: datetime | None = None,
     budget: str | float | None = None,
     training_log: str | Path | None = None,
+    signer: SignerIdentity | None = None,
+    tsa: str | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -296,7 +300,9 @@ def certify(
     ``budget`` (``"30m"`` or seconds; default: the spec's ``budget:``) plans the collect to fit
     that time (:mod:`attest.collection.budget`). ``training_log``: a ``run.jsonl`` of
     :class:`attest.TrainingMonitor`, bound as a subject, its summary in the evidence and held
-    against the policy's ``training_log:`` thresholds.
+    against the policy's ``training_log:`` thresholds. ``signer`` is the identity and meaning the
+    signature states (default: the account name, release-engineer, authorship); ``tsa`` an
+    RFC 3161 timestamp authority URL whose token is embedded with the signature.
     """
     out_path = Path(out)
     budget_s = parse_budget(budget)
@@ -353,7 +359,13 @@ def certify(
             waivers=findings.waivers_used(),
             onnx_mapping=_onnx_mapping(evidence),
         )
-        certificate_path = write_certificate(out_path, sign_statement(statement, [signing_key]))
+        envelope = sign_statement(
+            statement,
+            [signing_key],
+            signers=None if signer is None else [signer],
+            timestamper=timestamper(tsa),
+        )
+        certificate_path = write_certificate(out_path, envelope)
     report_path: Path | None = None
     if report_writer is not None and report is not None:
         say("writing the report")

@@ -30,7 +30,7 @@ wheel, without building these models.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -57,7 +57,8 @@ from attest.certificate.format import (
     TIMESTAMP_PATTERN,
     VERSION_PATTERN,
 )
-from attest.certificate.signing import PrivateKey, canonical_json, dsse_envelope
+from attest.certificate.signers import SignerIdentity, default_identity, sign_payload
+from attest.certificate.signing import PrivateKey, canonical_json
 from attest.core.io import atomic_write_json
 from attest.core.times import format_timestamp, parse_timestamp
 from attest.errors import InputError, SigningError
@@ -240,11 +241,22 @@ class Statement(_Strict):
             ) from None
 
 
-def sign_statement(statement: Statement, keys: Sequence[PrivateKey]) -> dict[str, Any]:
-    """Sign a statement into a DSSE envelope ``{"payload", "payloadType", "signatures"}``."""
+def sign_statement(
+    statement: Statement,
+    keys: Sequence[PrivateKey],
+    *,
+    signers: Sequence[SignerIdentity] | None = None,
+    timestamper: Callable[[bytes], bytes] | None = None,
+) -> dict[str, Any]:
+    """Sign a statement into a DSSE envelope ``{"payload", "payloadType", "signatures"}``;
+    each signature carries its signer's attestation (name, role, meaning; default: the account
+    name as release-engineer, authorship) and, with a ``timestamper``, an RFC 3161 token."""
     if not keys:
         raise SigningError("no signing key given", hint="pass at least one --key")
-    return dsse_envelope(statement.signed_bytes, PAYLOAD_TYPE, list(keys))
+    who = list(signers) if signers is not None else [default_identity() for _ in keys]
+    return sign_payload(
+        statement.signed_bytes, PAYLOAD_TYPE, list(keys), who, timestamper=timestamper
+    )
 
 
 def write_certificate(path: str | Path, envelope: Mapping[str, Any]) -> Path:

@@ -23,6 +23,10 @@ from attest.errors import EXIT_BAD_INPUT, AttestError
 _COMMANDS: dict[str, tuple[str, str]] = {
     "keygen": ("keys", "keygen"),
     "sign": ("keys", "sign"),
+    "cosign": ("cosign", "cosign"),
+    "revoke": ("cosign", "revoke"),
+    "archive": ("archive", "archive"),
+    "verify-archive": ("archive", "verify_archive"),
     "trust": ("trust", "trust"),
     "verify": ("verify", "verify"),
     "inspect": ("verify", "inspect"),
@@ -38,6 +42,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 _HELP: dict[str, str] = {
     "keygen": "Create a signing key pair (encrypted PKCS#8, mode 0600).",
     "sign": "Sign an in-toto statement into a DSSE certificate (low-level).",
+    "cosign": "Add a signature (name, role, meaning) to a certificate, later.",
+    "revoke": "Withdraw one certificate with a signed revocation statement.",
+    "archive": "Pack a certificate and its evidence into a verifiable audit archive.",
+    "verify-archive": "Reproduce an archived verdict offline from the archive alone.",
     "trust": "Manage the verifier's trust store (add, revoke, list keys).",
     "verify": "Verify a certificate offline against a trust store and artifacts.",
     "inspect": "Print what a certificate says (NOT verified).",

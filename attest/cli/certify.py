@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from attest.cli.cosign import identity, signer_options
 from attest.errors import EXIT_NEGATIVE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -190,6 +191,7 @@ def evaluate(
     help="run.jsonl of attest.TrainingMonitor: bound as a subject, its summary in the evidence "
     "and held against the policy's training_log: thresholds.",
 )
+@signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -206,6 +208,11 @@ def certify(
     quiet: bool,
     budget: str | None,
     training_log: Path | None,
+    signer_name: str | None,
+    signer_role: str,
+    meaning: str,
+    comment: str,
+    tsa: str | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -216,6 +223,7 @@ def certify(
     from attest.core.progress import terminal_progress
     from attest.pipeline import certify as run_certify
 
+    signer = identity(signer_name, signer_role, meaning, comment)
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
     with terminal_progress(quiet=quiet, as_json=as_json) as progress:
         result = run_certify(
@@ -231,6 +239,8 @@ def certify(
             at=parse_at(at_text),
             budget=budget,
             training_log=training_log,
+            signer=signer,
+            tsa=tsa,
         )
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,

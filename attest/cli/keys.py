@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from attest.cli.cosign import identity, signer_options
 from attest.errors import InputError
 
 _ALGORITHMS = ("ed25519", "ecdsa-p256")
@@ -91,14 +92,27 @@ def keygen(out: str, algorithm: str, unencrypted: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Where to write the certificate.",
 )
-def sign(statement: Path, keys: tuple[Path, ...], output: Path) -> None:
+@signer_options(default_meaning="authorship")
+def sign(
+    statement: Path,
+    keys: tuple[Path, ...],
+    output: Path,
+    signer_name: str | None,
+    signer_role: str,
+    meaning: str,
+    comment: str,
+    tsa: str | None,
+) -> None:
     """Sign an in-toto statement (JSON) into a DSSE certificate.
 
     The statement is validated against the certificate schema first; the signed bytes are its
-    RFC 8785 canonical form. Most users want `attest certify` instead.
+    RFC 8785 canonical form. Every signature states the same signer options; to sign as
+    several people, sign with one key and add the others with `attest cosign`. Most users want
+    `attest certify` instead.
     """
     from attest.certificate.signing import load_private_key
     from attest.certificate.statement import Statement, sign_statement, write_certificate
+    from attest.certificate.timestamp import timestamper
     from attest.core.io import read_json_file
 
     data = read_json_file(statement, what="statement")
@@ -106,7 +120,11 @@ def sign(statement: Path, keys: tuple[Path, ...], output: Path) -> None:
     loaded = [load_private_key(k) for k in keys]
     if len({k.keyid for k in loaded}) != len(loaded):
         raise InputError("the same key was given twice", hint="each key counts once")
-    write_certificate(output, sign_statement(parsed, loaded))
+    who = identity(signer_name, signer_role, meaning, comment)
+    envelope = sign_statement(
+        parsed, loaded, signers=[who] * len(loaded), timestamper=timestamper(tsa)
+    )
+    write_certificate(output, envelope)
     predicate = parsed.predicate
     click.echo(
         f"signed {predicate.model.name} {predicate.model.version} "

@@ -141,7 +141,7 @@ def show(index: int | None, ledger_path: Path | None, as_json: bool) -> None:
         "index": leaf.index,
         "tree_size": size,
         "leaf_hash": leaf.leaf_hash.hex(),
-        "entry": entry.model_dump(mode="json"),
+        "entry": entry.plain(),
     }
     if as_json:
         _print_json(data)

@@ -49,6 +49,7 @@ def trust() -> None:
 @click.option("--not-before", default=None, help="Key counts only from this time (RFC 3339).")
 @click.option("--not-after", default=None, help="Key counts only until this time (RFC 3339).")
 @click.option("--threshold", type=click.IntRange(min=1), default=None, help="Set the threshold.")
+@click.option("--role", "roles", multiple=True, help="A role of the key (repeatable).")
 def add(
     pubkey: Path,
     trust_path: Path,
@@ -56,6 +57,7 @@ def add(
     not_before: str | None,
     not_after: str | None,
     threshold: int | None,
+    roles: tuple[str, ...],
 ) -> None:
     """Add a public key (PEM file) to the trust store, creating the store if needed."""
     from dataclasses import replace
@@ -80,6 +82,7 @@ def add(
         not_before=_time_option(not_before, "--not-before"),
         not_after=_time_option(not_after, "--not-after"),
         source=str(pubkey),
+        roles=_role_names(roles),
     )
     if threshold is not None:
         if threshold > len(store.keys):
@@ -97,15 +100,136 @@ def add(
 @click.argument("keyid")
 @_TRUST_OPTION
 @click.option("--reason", default="", help="Why (kept in the store for auditors).")
-def revoke(keyid: str, trust_path: Path, reason: str) -> None:
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    help="From when the key is revoked (RFC 3339; default now): for a compromised key, the "
+    "compromise date. Signatures timestamped before it still count.",
+)
+def revoke(keyid: str, trust_path: Path, reason: str, at_text: str | None) -> None:
     """Revoke a key by id (full, or a unique prefix of at least 8 hex digits)."""
     from attest.verification.trust import load_trust_store, revoke_key, save_trust_store
 
     store = load_trust_store(trust_path)
-    store = revoke_key(store, keyid, reason=reason)
+    store = revoke_key(store, keyid, reason=reason, at=_time_option(at_text, "--at"))
     save_trust_store(store, trust_path)
     revoked = store.revoked[-1]
     click.echo(f"revoked {revoked.keyid} in {trust_path}")
+
+
+def _role_names(roles: tuple[str, ...]) -> tuple[str, ...]:
+    cleaned = tuple(dict.fromkeys(r.strip() for r in roles))
+    if any(not r for r in cleaned):
+        raise InputError("a role name must not be empty")
+    return cleaned
+
+
+@trust.command("role")
+@click.argument("keyid")
+@_TRUST_OPTION
+@click.option("--add", "added", multiple=True, help="Give the key this role (repeatable).")
+@click.option("--remove", "removed", multiple=True, help="Take this role away (repeatable).")
+def role(keyid: str, trust_path: Path, added: tuple[str, ...], removed: tuple[str, ...]) -> None:
+    """Give a key roles or take them away (roles meet the store's requirements)."""
+    from dataclasses import replace
+
+    from attest.verification.trust import load_trust_store, resolve_keyid, save_trust_store
+
+    store = load_trust_store(trust_path)
+    full = resolve_keyid(store, keyid)
+    key = store.key(full)
+    if key is None:
+        raise InputError(f"key {full[:16]} is not listed in {trust_path}")
+    roles = tuple(r for r in _role_names((*key.roles, *added)) if r not in set(removed))
+    keys = tuple(replace(k, roles=roles) if k.keyid == full else k for k in store.keys)
+    save_trust_store(replace(store, keys=keys), trust_path)
+    click.echo(f"{key.label()}: roles {', '.join(roles) or '(none)'}")
+
+
+@trust.command("require")
+@_TRUST_OPTION
+@click.option("--role", "role_name", required=True, help="The role whose keys must sign.")
+@click.option(
+    "--meaning",
+    required=True,
+    type=click.Choice(["authorship", "review", "approval", "responsibility"]),
+    help="The meaning they must sign with.",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="How many distinct keys (0 removes the requirement).",
+)
+def require(trust_path: Path, role_name: str, meaning: str, count: int) -> None:
+    """Require COUNT distinct keys of ROLE to sign with MEANING (SIGNATURES_INSUFFICIENT
+    otherwise)."""
+    from dataclasses import replace
+
+    from attest.verification.trust import Requirement, load_trust_store, save_trust_store
+
+    store = load_trust_store(trust_path)
+    (name,) = _role_names((role_name,))
+    kept = tuple(r for r in store.requirements if (r.role, r.meaning) != (name, meaning))
+    if count:
+        kept = (*kept, Requirement(name, meaning, count))
+    save_trust_store(replace(store, requirements=kept), trust_path)
+    click.echo(f"{trust_path}: requires {'; '.join(r.label() for r in kept) or 'no role'}")
+
+
+@trust.command("revokers")
+@_TRUST_OPTION
+@click.option("--role", "roles", multiple=True, help="A role allowed to revoke certificates.")
+@click.option("--any", "anyone", is_flag=True, help="Any trusted key may revoke (the default).")
+def revokers(trust_path: Path, roles: tuple[str, ...], anyone: bool) -> None:
+    """Say which roles may revoke certificates (attest revoke)."""
+    from dataclasses import replace
+
+    from attest.verification.trust import load_trust_store, save_trust_store
+
+    if anyone == bool(roles):
+        raise InputError("give either --role ROLE (repeatable) or --any")
+    store = replace(
+        load_trust_store(trust_path), revocation_roles=None if anyone else _role_names(roles)
+    )
+    save_trust_store(store, trust_path)
+    shown = "any trusted key" if anyone else ", ".join(store.revocation_roles or ())
+    click.echo(f"{trust_path}: certificates may be revoked by {shown}")
+
+
+@trust.command("tsa")
+@click.argument("root", type=click.Path(dir_okay=False, path_type=Path))
+@_TRUST_OPTION
+@click.option("--name", required=True, help="A name for the timestamp authority.")
+def tsa(root: Path, trust_path: Path, name: str) -> None:
+    """Trust RFC 3161 tokens whose TSA certificate chains to ROOT (a PEM certificate)."""
+    from dataclasses import replace
+
+    from attest.core.files import read_text_checked
+    from attest.verification.trust import (
+        TimestampAuthority,
+        empty_trust_store,
+        load_trust_store,
+        save_trust_store,
+    )
+
+    pem = read_text_checked(root, what="TSA root certificate", max_bytes=256 * 1024)
+    store = (
+        load_trust_store(trust_path) if trust_path.exists() else empty_trust_store(str(trust_path))
+    )
+    if any(t.name == name for t in store.timestamp_authorities):
+        raise InputError(f"a timestamp authority named {name!r} is already trusted")
+    from cryptography import x509
+
+    try:
+        x509.load_pem_x509_certificate(pem.encode("ascii", "replace"))
+    except ValueError:
+        raise InputError(f"{root} is not a PEM X.509 certificate") from None
+    added = (*store.timestamp_authorities, TimestampAuthority(name, pem))
+    save_trust_store(replace(store, timestamp_authorities=added), trust_path)
+    click.echo(f"trusted timestamp authority {name} in {trust_path}")
 
 
 @trust.command("list")
@@ -130,13 +254,20 @@ def list_keys(trust_path: Path, as_json: bool) -> None:
                 "algorithm": key.algorithm,
                 "not_before": format_timestamp(key.not_before) if key.not_before else None,
                 "not_after": format_timestamp(key.not_after) if key.not_after else None,
+                "roles": list(key.roles),
                 "status": status,
             }
         )
     listed = {k.keyid for k in store.keys}
     unlisted = [r.keyid for r in store.revoked if r.keyid not in listed]
     if as_json:
-        data = {"threshold": store.threshold, "keys": rows, "revoked_unlisted": unlisted}
+        data = {
+            "threshold": store.threshold,
+            "keys": rows,
+            "revoked_unlisted": unlisted,
+            "requirements": [r.label() for r in store.requirements],
+            "timestamp_authorities": [t.name for t in store.timestamp_authorities],
+        }
         click.echo(json.dumps(data, indent=2))
         return
     click.echo(f"{trust_path}: threshold {store.threshold}, {len(rows)} key(s)")
@@ -145,5 +276,11 @@ def list_keys(trust_path: Path, as_json: bool) -> None:
         click.echo(
             f"  {row['keyid'][:16]}  {row['name']:<20} {row['algorithm']:<10} {window}  {row['status']}"
         )
+        if row["roles"]:
+            click.echo(f"  {'':16}  roles: {', '.join(row['roles'])}")
     for keyid in unlisted:
         click.echo(f"  {keyid[:16]}  (not listed)          revoked")
+    for need in store.requirements:
+        click.echo(f"  requires: {need.label()}")
+    for authority in store.timestamp_authorities:
+        click.echo(f"  timestamp authority: {authority.name}")

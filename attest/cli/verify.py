@@ -57,6 +57,22 @@ def _ledger_recorder(path: Path | None) -> Any:
     return record
 
 
+def _revocations(files: tuple[Path, ...], ledger: Path | None) -> list[tuple[str, bytes]]:
+    """The revocation statements to honour: the files given and those the ledger holds."""
+    from attest.core.files import read_bytes_checked
+    from attest.core.io import MAX_JSON_BYTES
+
+    found = [
+        (safe_text(path), read_bytes_checked(path, what="revocation", max_bytes=MAX_JSON_BYTES))
+        for path in files
+    ]
+    if ledger is not None and ledger.exists():
+        from attest.ledger import revocations_in
+
+        found += revocations_in(ledger)
+    return found
+
+
 def _render(data: dict[str, Any]) -> str:
     """The text report; every field is made safe to print (it may hold unsigned text)."""
     model = data.get("model") or {}
@@ -73,10 +89,9 @@ def _render(data: dict[str, Any]) -> str:
             f"  {safe_text(r['code'], 64)}: {safe_text(r['message'], 2000)}"
             for r in data["reasons"]
         ]
-    for signer in data["signers"]:
-        lines.append(
-            f"  signed by: {safe_text(signer['name'], 200)} ({safe_text(signer['keyid'][:16])})"
-        )
+    from attest.verification.signatures import signature_line
+
+    lines += [f"  {signature_line(sig)}" for sig in data.get("signatures") or []]
     if data["subjects_checked"]:
         names = ", ".join(safe_text(n, 300) for n in data["subjects_checked"])
         lines.append(f"  subjects checked: {names}")
@@ -161,7 +176,14 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
     "--ledger",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Append the outcome to this audit ledger.",
+    help="Reject a certificate this audit ledger records as revoked; append the outcome to it.",
+)
+@click.option(
+    "--revocations",
+    "revocation_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A signed revocation statement (attest revoke -o FILE) to honour (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
@@ -177,6 +199,7 @@ def verify(
     probe: str | None,
     check_environment: bool,
     ledger: Path | None,
+    revocation_files: tuple[Path, ...],
     as_json: bool,
 ) -> None:
     """Verify a certificate offline against a trust store and the artifacts at hand.
@@ -187,6 +210,7 @@ def verify(
     from attest.verification.verifier import verify as run_verify
 
     record = _ledger_recorder(ledger)
+    revocations = _revocations(revocation_files, ledger)
     if no_state:
         state_file = None
     elif state_file is None:
@@ -205,6 +229,7 @@ def verify(
             probe=probe,
             check_environment=check_environment,
             record_state=False,
+            revocations=revocations,
         )
         data = json_safe(report.to_dict())
         text = printable_json(data) if as_json else _render(data)
@@ -247,7 +272,7 @@ def inspect(certificate: Path, as_json: bool) -> None:
         }
         click.echo(printable_json(json_safe(data)))
         return
-    click.echo(_render_claims(statement, [hint for hint, _ in envelope.signatures]))
+    click.echo(_render_claims(statement, [_claimed(s) for s in envelope.signatures]))
 
 
 def _field(data: object, *keys: str) -> Any:
@@ -258,7 +283,31 @@ def _field(data: object, *keys: str) -> Any:
     return data
 
 
-def _render_claims(statement: Any, hints: list[str]) -> str:
+def _claimed(signature: Any) -> dict[str, Any]:
+    """What one signature's signer block claims, NOT verified (for inspect)."""
+    from attest.core.io import StrictJSONError, loads_strict
+
+    data: Any = {}
+    if signature.signer is not None:
+        with contextlib.suppress(StrictJSONError):
+            data = loads_strict(signature.signer.attestation)
+    data = data if isinstance(data, dict) else {}
+    stamped = signature.signer is not None and signature.signer.timestamp is not None
+    return {
+        "index": None,
+        "keyid": signature.hint,
+        "key_name": None,  # the key id is only a hint until verified
+        "name": data.get("name") if data else None,
+        "role": data.get("role"),
+        "meaning": data.get("meaning"),
+        "signed_at": data.get("signed_at"),
+        "comment": data.get("comment"),
+        "timestamp": "(token present)" if stamped else None,
+        "status": "NOT VERIFIED",
+    }
+
+
+def _render_claims(statement: Any, claims: list[dict[str, Any]]) -> str:
     """What an unverified certificate claims, every value made safe to print: a claim must
     never be able to overwrite the NOT VERIFIED line above it."""
 
@@ -269,15 +318,17 @@ def _render_claims(statement: Any, hints: list[str]) -> str:
     if not isinstance(_field(statement, "predicate"), dict):
         lines.append(printable_json(json_safe(statement)))
         return "\n".join(lines)
-    signatures = ", ".join(safe_text(h[:16]) or "(no key id)" for h in hints)
     lines += [
         f"  model:       {show('model', 'name')} {show('model', 'version', limit=64)}",
         f"  certificate: {show('certificate_id')}",
         f"  verdict:     {show('verdict', limit=32)}",
         f"  policy:      {show('policy', 'id')} {show('policy', 'version', limit=64)}",
         f"  issued:      {show('issued_at', limit=40)}  expires: {show('expires_at', limit=40)}",
-        f"  signatures:  {signatures}",
     ]
+    from attest.verification.signatures import signature_line
+
+    for index, claim in enumerate(claims):
+        lines.append(f"  {signature_line({**claim, 'index': index})}")
     subjects = _field(statement, "subject")
     for subject in subjects if isinstance(subjects, list) else []:
         if isinstance(subject, dict):

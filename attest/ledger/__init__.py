@@ -40,6 +40,7 @@ __all__ = [
     "default_ledger_path",
     "open_ledger",
     "record_verification",
+    "revocations_in",
 ]
 
 
@@ -65,11 +66,31 @@ def append_certificate(
     event: Event = "issued",
     reason_codes: list[str] | None = None,
     actor: str | None = None,
+    revocation: bytes | None = None,
 ) -> AppendResult:
     """Record a certificate file (``issued`` or ``revoked``) without verifying it: the entry
-    says ``certificate_checked: false``. Creates the ledger if needed."""
+    says ``certificate_checked: false``. Creates the ledger if needed. ``revocation``: the
+    signed revocation statement a ``revoked`` entry keeps (``attest revoke --ledger``)."""
     entry = entry_for_certificate(
-        certificate_path, event=event, reason_codes=reason_codes, actor=actor
+        certificate_path,
+        event=event,
+        reason_codes=reason_codes,
+        actor=actor,
+        revocation=revocation,
     )
     with open_ledger(ledger_path, create=True) as ledger:
         return ledger.append(entry)
+
+
+def revocations_in(ledger_path: str | Path) -> list[tuple[str, bytes]]:
+    """The signed revocation statements the ledger holds, as ``(source, bytes)``; each entry
+    is checked against its leaf hash as it is read. The verifier decides which to honour."""
+    import base64
+
+    found: list[tuple[str, bytes]] = []
+    with open_ledger(ledger_path) as ledger:
+        for index in range(ledger.tree_head().size):
+            _, entry = ledger.entry(index)
+            if entry.event == "revoked" and entry.revocation is not None:
+                found.append((f"ledger entry {index}", base64.b64decode(entry.revocation)))
+    return found

@@ -61,6 +61,9 @@ ReasonCode = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,63}$")
 Timestamp = Annotated[
     str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 ]
+RevocationText = Annotated[
+    str, StringConstraints(min_length=4, max_length=40_000, pattern=r"^[A-Za-z0-9+/]+={0,2}$")
+]
 _REASON_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
 
@@ -119,11 +122,24 @@ class LedgerEntry(_Strict):
     actor: ShortText | None = None
     host: ShortText | None = None
     tool_version: ShortText = __version__
+    revocation: RevocationText | None = Field(
+        default=None,
+        description="revoked: the signed revocation statement (base64 of its DSSE envelope), "
+        "which attest verify --ledger checks; absent from the leaf data when not set",
+    )
+
+    def plain(self) -> dict[str, Any]:
+        """The entry as JSON data; ``revocation`` only when set, so entries written before it
+        existed keep their leaf bytes."""
+        data = self.model_dump(mode="json")
+        if data.get("revocation") is None:
+            data.pop("revocation", None)
+        return data
 
     @property
     def leaf_data(self) -> bytes:
         """The RFC 8785 canonical JSON of the entry: the bytes the Merkle leaf commits to."""
-        return canonical_json(self.model_dump(mode="json"))
+        return canonical_json(self.plain())
 
 
 MAX_LEAF_BYTES = 64 * 1024
@@ -157,7 +173,7 @@ def _is_canonical(entry: LedgerEntry, data: bytes) -> bool:
     generated entries). It is about four times faster than the ``rfc8785`` package, so it
     decides the common case; whenever it disagrees with ``data``, ``rfc8785`` decides.
     """
-    plain = entry.model_dump(mode="json")
+    plain = entry.plain()
     try:
         quick = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
             "utf-8"
@@ -257,10 +273,12 @@ def entry_for_certificate(
     reason_codes: list[str] | None = None,
     actor: str | None = None,
     time: str | None = None,
+    revocation: bytes | None = None,
 ) -> LedgerEntry:
     """An entry for a certificate file, read strictly but NOT verified (``certificate_checked``
     is false): the ledger records what the certificate claims; ``attest verify --ledger``
-    records a checked verification."""
+    records a checked verification. ``revocation`` (event ``revoked``): the signed revocation
+    statement's bytes, kept in the entry."""
     path = Path(certificate_path)
     raw = read_bytes_checked(path, what="certificate", max_bytes=MAX_JSON_BYTES)
     try:
@@ -302,6 +320,7 @@ def entry_for_certificate(
             certificate_checked=False,
             actor=_clip(actor) or who_actor,
             host=host,
+            revocation=None if revocation is None else base64.b64encode(revocation).decode(),
         )
     except ValidationError as exc:
         raise InputError(

@@ -94,7 +94,7 @@ def inclusion_proof_file(result: InclusionResult) -> InclusionProofFile:
         tree_size=result.checkpoint.size,
         leaf_data=_b64(result.leaf.data),
         leaf_hash=_b64(result.leaf.leaf_hash),
-        entry=result.entry.model_dump(mode="json"),
+        entry=result.entry.plain(),
         inclusion_proof=[_b64(h) for h in result.proof],
         checkpoint=result.checkpoint.note,
     )
@@ -176,7 +176,7 @@ def _verify_inclusion_file(
     except LedgerError as exc:
         verdict.reasons.append(("LEAF_MALFORMED", exc.message))
         return verdict
-    if entry.model_dump(mode="json") != proof.entry:
+    if entry.plain() != proof.entry:
         verdict.reasons.append(
             ("ENTRY_MISMATCH", "the decoded 'entry' is not what leaf_data holds")
         )

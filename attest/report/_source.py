@@ -39,7 +39,16 @@ VerificationStatus = Literal["verified", "signature_valid", "failed", "not_check
 
 # Reason codes of the verifier that mean the signature itself cannot be relied on.
 # Any other rejection (expired, subject mismatch...) leaves the signed bytes authentic.
-_SIGNATURE_REASONS = frozenset({"MALFORMED", "SIGNATURE_INVALID", "UNTRUSTED_KEY", "KEY_REVOKED"})
+_SIGNATURE_REASONS = frozenset(
+    {
+        "MALFORMED",
+        "SIGNATURE_INVALID",
+        "UNTRUSTED_KEY",
+        "KEY_REVOKED",
+        "SIGNATURES_INSUFFICIENT",
+        "TIMESTAMP_INVALID",
+    }
+)
 
 # Findings verdicts, worst first: the report lists findings in this order.
 VERDICT_ORDER: dict[str, int] = {
@@ -63,6 +72,7 @@ class Verification:
     detail: str
     trust_path: str | None = None
     reasons: list[tuple[str, str]] = field(default_factory=list)
+    signatures: list[dict[str, Any]] = field(default_factory=list)  # as the verifier judged them
 
     @property
     def signature_ok(self) -> bool:
@@ -376,6 +386,12 @@ def verify_source(
         )
     except AttestError:
         raise  # the caller's own input (trust store, artifact) is unusable: exit 2, not a verdict
+    outcome = _outcome(result, source, trust)
+    outcome.signatures = [dict(s) for s in getattr(result, "signatures", []) or []]
+    return outcome
+
+
+def _outcome(result: Any, source: ReportSource, trust: str | Path) -> Verification:
     raw_reasons = getattr(result, "reasons", []) or []
     reasons: list[tuple[str, str]] = []
     for r in raw_reasons:

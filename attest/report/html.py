@@ -189,7 +189,17 @@ def _digest(ref: dict[str, Any]) -> Any:
     return digest.get("sha256", digest) if isinstance(digest, dict) else digest
 
 
-def _summary(src: ReportSource) -> str:
+def _signatures(src: ReportSource, ver: Verification) -> str:
+    """Each signature as "name (role), meaning, time" with its status: as verified when the
+    verifier ran, else as the certificate claims it, marked not verified."""
+    from attest.verification.signatures import signature_line
+
+    if ver.signatures:
+        return "<br>".join(esc(signature_line(s)) for s in ver.signatures)
+    return "<br>".join(f"<code>{esc(s.get('keyid'))}</code> (not verified)" for s in src.signatures)
+
+
+def _summary(src: ReportSource, ver: Verification) -> str:
     policy = src.policy or {}
     model_pairs = [
         ("model", esc(src.model.get("name")) or NA),
@@ -202,10 +212,7 @@ def _summary(src: ReportSource) -> str:
             or NA,
         ),
         ("policy digest", f"<code>{esc(_digest(policy))}</code>" if policy else NA),
-        (
-            "signer key id(s)",
-            "<br>".join(f"<code>{esc(s.get('keyid'))}</code>" for s in src.signatures) or NA,
-        ),
+        ("signatures", _signatures(src, ver) or NA),
         ("validity window", _validity(src)),
         ("written by", esc(f"gradient-attest {src.tool_version}") if src.tool_version else NA),
         (
@@ -305,7 +312,7 @@ def render_report(
             _banners(src, ver),
             _provenance(src, ver, evidence_digest),
             f'<nav class="toc">{toc}</nav></header>',
-            _summary(src),
+            _summary(src, ver),
             findings_section(src, anchors),
             checks_section(src, anchors),
             operators_section(src, flagged_operator_ids(src)),

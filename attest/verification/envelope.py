@@ -1,9 +1,9 @@
-"""Steps 1-3 of the verifier: read the certificate, parse its DSSE envelope strictly, and count
-the signatures of trusted keys.
+"""Steps 1-2 of the verifier: read the certificate and parse its DSSE envelope strictly
+(step 3, the signatures, is :mod:`attest.verification.signatures`).
 
-The key id in a signature is only a hint that orders the search: every trusted key is tried,
-each key counts once toward the threshold, and revoked keys and keys outside their validity
-window never count. Nothing here looks at the payload beyond its bytes.
+A signature is ``{keyid, sig}`` as DSSE has it, plus an optional ``signer`` block (the signer
+attestation and its timestamp token, :mod:`attest.certificate.signers`). Nothing here looks at
+the payload beyond its bytes.
 """
 
 from __future__ import annotations
@@ -11,27 +11,25 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from attest.certificate.signing import pae, verify_signature
 from attest.core.files import read_bytes_checked
 from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict
-from attest.core.text import safe_text
-from attest.core.times import format_timestamp
-from attest.verification.trust import TrustedKey, TrustStore
 
 __all__ = [
     "MAX_SIGNATURES",
     "Envelope",
+    "EnvelopeSignature",
     "Rejected",
-    "check_signatures",
+    "SignerBlock",
     "parse_envelope",
     "read_certificate",
 ]
 
 MAX_SIGNATURES = 32
+MAX_ATTESTATION_BYTES = 16 * 1024
+MAX_TOKEN_BYTES = 64 * 1024  # an RFC 3161 response with its certificate chain
 _B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}|[A-Za-z0-9_-]*={0,2}")
 
 
@@ -87,11 +85,46 @@ def _encodable(text: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class SignerBlock:
+    """A signature's ``signer`` block, decoded but not yet checked."""
+
+    attestation: bytes
+    sig: bytes
+    timestamp: bytes | None = None
+
+
+@dataclass(frozen=True)
+class EnvelopeSignature:
+    hint: str  # the keyid field: unsigned, only orders the key search
+    sig: bytes
+    signer: SignerBlock | None = None
+
+
 @dataclass
 class Envelope:
     payload: bytes
     payload_type: str
-    signatures: list[tuple[str, bytes]]  # (keyid hint, signature bytes)
+    signatures: list[EnvelopeSignature]
+
+
+def _signer_block(raw: Any, where: str) -> SignerBlock:
+    if not isinstance(raw, dict) or not {"attestation", "sig"} <= set(raw) <= _SIGNER_FIELDS:
+        raise Rejected("MALFORMED", f"{where} is not {{attestation, sig[, timestamp]}}")
+    attestation = _b64(raw["attestation"], f"{where}.attestation")
+    if len(attestation) > MAX_ATTESTATION_BYTES:
+        raise Rejected("MALFORMED", f"{where}.attestation is over {MAX_ATTESTATION_BYTES} bytes")
+    token = None
+    if "timestamp" in raw:
+        token = _b64(raw["timestamp"], f"{where}.timestamp")
+        if not token or len(token) > MAX_TOKEN_BYTES:
+            raise Rejected(
+                "MALFORMED", f"{where}.timestamp is empty or over {MAX_TOKEN_BYTES} bytes"
+            )
+    return SignerBlock(attestation, _b64(raw["sig"], f"{where}.sig"), token)
+
+
+_SIGNER_FIELDS = {"attestation", "sig", "timestamp"}
 
 
 def parse_envelope(data: bytes) -> Envelope:
@@ -118,73 +151,16 @@ def parse_envelope(data: bytes) -> Envelope:
         raise Rejected("MALFORMED", "the envelope has no signatures")
     if len(sigs) > MAX_SIGNATURES:
         raise Rejected("MALFORMED", f"{len(sigs)} signatures is over the limit of {MAX_SIGNATURES}")
-    parsed: list[tuple[str, bytes]] = []
+    parsed: list[EnvelopeSignature] = []
     for index, sig in enumerate(sigs):
-        if not isinstance(sig, dict) or "sig" not in sig or not set(sig) <= {"keyid", "sig"}:
-            raise Rejected("MALFORMED", f"signatures[{index}] is not {{keyid, sig}}")
+        fields = {"keyid", "sig", "signer"}
+        if not isinstance(sig, dict) or "sig" not in sig or not set(sig) <= fields:
+            raise Rejected("MALFORMED", f"signatures[{index}] is not {{keyid, sig[, signer]}}")
         hint = sig.get("keyid", "")
         if not isinstance(hint, str):
             raise Rejected("MALFORMED", f"signatures[{index}].keyid is not a string")
-        parsed.append((hint, _b64(sig["sig"], f"signatures[{index}].sig")))
+        signer = None
+        if "signer" in sig:
+            signer = _signer_block(sig["signer"], f"signatures[{index}].signer")
+        parsed.append(EnvelopeSignature(hint, _b64(sig["sig"], f"signatures[{index}].sig"), signer))
     return Envelope(payload, doc["payloadType"], parsed)
-
-
-# ---------------------------------------------------------------------------- step 3
-
-
-def check_signatures(
-    env: Envelope, trust: TrustStore, at: datetime, skew: timedelta
-) -> tuple[list[TrustedKey], list[tuple[str, str]], list[str]]:
-    """(distinct keys that count, problems, notes). The hint only orders the search."""
-    message = pae(env.payload_type, env.payload)
-    counted: dict[str, TrustedKey] = {}
-    problems: list[tuple[str, str]] = []
-    notes: list[str] = []
-    for index, (hint, sig) in enumerate(env.signatures):
-        order = sorted(trust.keys, key=lambda k: k.keyid != hint)  # hinted key first
-        signer = next((k for k in order if verify_signature(k.public_key, sig, message)), None)
-        what = f"signature {index}"
-        shown = safe_text(hint[:16])  # unsigned: escaped before it reaches any output
-        if signer is None:
-            if trust.is_revoked(hint):
-                problems.append(("KEY_REVOKED", f"{what} names revoked key {shown}"))
-            elif trust.key(hint) is not None:
-                label = trust.key(hint).label()  # type: ignore[union-attr]
-                problems.append(("SIGNATURE_INVALID", f"{what} does not verify under {label}"))
-            elif hint:
-                problems.append(
-                    (
-                        "UNTRUSTED_KEY",
-                        f"{what} is by key {shown}, which is not in the trust store",
-                    )
-                )
-            else:
-                problems.append(("SIGNATURE_INVALID", f"{what} verifies under no trusted key"))
-            continue
-        revocation = trust.revocation(signer.keyid)
-        if revocation is not None:
-            when = f" on {format_timestamp(revocation.revoked_at)}" if revocation.revoked_at else ""
-            why = f" ({revocation.reason})" if revocation.reason else ""
-            problems.append(("KEY_REVOKED", f"{what} is by {signer.label()}, revoked{when}{why}"))
-        elif (window := signer.window_problem(at, skew)) is not None:
-            problems.append(
-                (
-                    "UNTRUSTED_KEY",
-                    f"{what} is by {signer.label()}, which {window} (checked at {format_timestamp(at)})",
-                )
-            )
-        elif signer.keyid in counted:
-            notes.append(f"{what} is a second signature by {signer.label()}; a key counts once")
-        else:
-            counted[signer.keyid] = signer
-    if len(counted) >= trust.threshold:
-        notes.extend(f"ignored: {code}: {msg}" for code, msg in problems)
-        return list(counted.values()), [], notes
-    if not problems or counted:
-        problems.append(
-            (
-                "UNTRUSTED_KEY",
-                f"{len(counted)} distinct trusted key(s) signed; the trust store requires {trust.threshold}",
-            )
-        )
-    return [], problems, notes

@@ -10,6 +10,7 @@ Format (written by ``attest trust add``; nobody needs to paste PEM into YAML by 
         algorithm: ed25519
         not_before: "2026-01-01T00:00:00Z"   # optional validity window of the key
         not_after: "2027-01-01T00:00:00Z"
+        roles: [release-engineer]            # optional: what its signatures may stand for
         pem: |
           -----BEGIN PUBLIC KEY-----
           ...
@@ -17,6 +18,14 @@ Format (written by ``attest trust add``; nobody needs to paste PEM into YAML by 
       - keyid: 9ab0...
         revoked_at: "2026-06-01T09:00:00Z"
         reason: laptop lost
+    requirements:             # optional: distinct keys of each role that must sign, by meaning
+      - {role: release-engineer, meaning: authorship, count: 1}
+      - {role: clinical-safety, meaning: approval, count: 1}
+    revocation_roles: [clinical-safety]  # optional: who may revoke certificates (default: any key)
+    timestamp_authorities:    # optional: roots of RFC 3161 TSAs: [{name, pem}]
+
+A revoked key's signature counts only when a token of a trusted TSA proves it was made before
+``revoked_at`` (docs/certificate-format.md, "Trusted time").
 
 The file is parsed strictly (duplicate keys, unknown fields, a key id that does not match its
 PEM, a threshold that can never be met, a weak public key, a time outside 1970..9000 are errors
@@ -34,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from attest.certificate.signers import MEANINGS
 from attest.certificate.signing import (
     PublicKey,
     algorithm_of,
@@ -49,7 +59,9 @@ from attest.errors import ConfigError, InputError
 
 __all__ = [
     "TRUST_FORMAT_VERSION",
+    "Requirement",
     "RevokedKey",
+    "TimestampAuthority",
     "TrustStore",
     "TrustedKey",
     "add_key",
@@ -73,6 +85,7 @@ class TrustedKey:
     public_key: PublicKey
     not_before: datetime | None = None
     not_after: datetime | None = None
+    roles: tuple[str, ...] = ()
 
     @property
     def algorithm(self) -> str:
@@ -100,6 +113,27 @@ class RevokedKey:
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """``count`` distinct keys holding ``role`` must have signed with ``meaning``."""
+
+    role: str
+    meaning: str
+    count: int = 1
+
+    def label(self) -> str:
+        return f"{self.count} {self.role} {self.meaning}"
+
+
+@dataclass(frozen=True)
+class TimestampAuthority:
+    """A root certificate under which RFC 3161 tokens are trusted (kept as PEM text; the
+    verifier parses it only when a token is there to check)."""
+
+    name: str
+    pem: str
+
+
+@dataclass(frozen=True)
 class TrustStore:
     """Keys, revocations and the signature threshold. Immutable; edit with :func:`add_key`,
     :func:`revoke_key` and save with :func:`save_trust_store`."""
@@ -108,6 +142,15 @@ class TrustStore:
     revoked: tuple[RevokedKey, ...] = ()
     threshold: int = 1
     source: str = "trust store"
+    requirements: tuple[Requirement, ...] = ()
+    timestamp_authorities: tuple[TimestampAuthority, ...] = ()
+    revocation_roles: tuple[str, ...] | None = None  # None: any trusted key may revoke
+
+    def may_revoke(self, key: TrustedKey) -> bool:
+        """Whether ``key`` may revoke certificates (revoked keys never may)."""
+        if self.is_revoked(key.keyid):
+            return False
+        return self.revocation_roles is None or bool(set(key.roles) & set(self.revocation_roles))
 
     def is_revoked(self, keyid: str) -> bool:
         return any(r.keyid == keyid for r in self.revoked)
@@ -127,6 +170,8 @@ class TrustStore:
                 entry["not_before"] = format_timestamp(k.not_before)
             if k.not_after is not None:
                 entry["not_after"] = format_timestamp(k.not_after)
+            if k.roles:
+                entry["roles"] = list(k.roles)
             entry["pem"] = public_key_pem(k.public_key)
             keys.append(entry)
         revoked = []
@@ -137,12 +182,23 @@ class TrustStore:
             if r.reason:
                 item["reason"] = r.reason
             revoked.append(item)
-        return {
+        data: dict[str, Any] = {
             "version": TRUST_FORMAT_VERSION,
             "threshold": self.threshold,
             "keys": keys,
             "revoked": revoked,
         }
+        if self.requirements:
+            data["requirements"] = [
+                {"role": r.role, "meaning": r.meaning, "count": r.count} for r in self.requirements
+            ]
+        if self.revocation_roles is not None:
+            data["revocation_roles"] = list(self.revocation_roles)
+        if self.timestamp_authorities:
+            data["timestamp_authorities"] = [
+                {"name": t.name, "pem": t.pem} for t in self.timestamp_authorities
+            ]
+        return data
 
 
 _PLAIN_HINT = (
@@ -195,8 +251,77 @@ def _text(value: Any, where: str) -> str:
     return value
 
 
+_TOP_FIELDS = {
+    "version",
+    "threshold",
+    "keys",
+    "revoked",
+    "requirements",
+    "revocation_roles",
+    "timestamp_authorities",
+}
+
+
+def _roles(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{where} must be a list of role names")
+    roles = tuple(_text(v, f"{where}[{i}]").strip() for i, v in enumerate(value))
+    if len(set(roles)) != len(roles):
+        raise ConfigError(f"{where} names a role twice")
+    return roles
+
+
+def _requirements(value: Any, where: str) -> tuple[Requirement, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{where} must be a list")
+    found: list[Requirement] = []
+    for index, raw in enumerate(value):
+        here = f"{where}[{index}]"
+        entry = _fields(raw, {"role", "meaning", "count"}, {"role", "meaning"}, here)
+        meaning = entry["meaning"]
+        if meaning not in MEANINGS:
+            raise ConfigError(
+                f"{here}.meaning {excerpt(meaning)} is not one of {', '.join(MEANINGS)}"
+            )
+        count = entry.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"{here}.count must be a whole number >= 1, got {excerpt(count)}")
+        item = Requirement(_text(entry["role"], f"{here}.role").strip(), meaning, count)
+        if any((r.role, r.meaning) == (item.role, item.meaning) for r in found):
+            raise ConfigError(f"{here}: {item.role} {item.meaning} is required twice")
+        found.append(item)
+    return tuple(found)
+
+
+def _authorities(value: Any, where: str) -> tuple[TimestampAuthority, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{where} must be a list")
+    from cryptography import x509  # parsed here once, so a bad root fails at load time
+
+    found: list[TimestampAuthority] = []
+    for index, raw in enumerate(value):
+        here = f"{where}[{index}]"
+        entry = _fields(raw, {"name", "pem"}, {"name", "pem"}, here)
+        pem = _text(entry["pem"], f"{here}.pem")
+        try:
+            x509.load_pem_x509_certificate(pem.encode("ascii", "replace"))
+        except ValueError:
+            raise ConfigError(
+                f"{here}.pem is not a PEM X.509 certificate",
+                hint="add the TSA's root with: attest trust tsa CERT.pem --name NAME",
+            ) from None
+        found.append(TimestampAuthority(_text(entry["name"], f"{here}.name"), pem))
+    return tuple(found)
+
+
 def _parse(data: Any, source: str) -> TrustStore:
-    top = _fields(data, {"version", "threshold", "keys", "revoked"}, {"keys"}, source)
+    top = _fields(data, _TOP_FIELDS, {"keys"}, source)
     if top.get("version", TRUST_FORMAT_VERSION) != TRUST_FORMAT_VERSION:
         raise ConfigError(
             f"{source}: version {excerpt(top.get('version'))} is not supported "
@@ -215,7 +340,7 @@ def _parse(data: Any, source: str) -> TrustStore:
         where = f"{source}: keys[{index}]"
         entry = _fields(
             raw,
-            {"keyid", "name", "algorithm", "not_before", "not_after", "pem"},
+            {"keyid", "name", "algorithm", "not_before", "not_after", "pem", "roles"},
             {"name", "pem"},
             where,
         )
@@ -239,6 +364,7 @@ def _parse(data: Any, source: str) -> TrustStore:
             public_key=public,
             not_before=_time(entry.get("not_before"), f"{where}.not_before"),
             not_after=_time(entry.get("not_after"), f"{where}.not_after"),
+            roles=_roles(entry.get("roles"), f"{where}.roles"),
         )
         if key.not_before and key.not_after and key.not_after <= key.not_before:
             raise ConfigError(f"{where}: not_after is not later than not_before")
@@ -262,7 +388,18 @@ def _parse(data: Any, source: str) -> TrustStore:
             f"{source}: threshold {threshold} can never be met with {len(keys)} key(s)",
             hint="add keys with: attest trust add PUBKEY --trust FILE, or lower the threshold",
         )
-    return TrustStore(tuple(keys), tuple(revoked), threshold, source)
+    raw_roles = top.get("revocation_roles")
+    return TrustStore(
+        tuple(keys),
+        tuple(revoked),
+        threshold,
+        source,
+        requirements=_requirements(top.get("requirements"), f"{source}: requirements"),
+        timestamp_authorities=_authorities(
+            top.get("timestamp_authorities"), f"{source}: timestamp_authorities"
+        ),
+        revocation_roles=None if raw_roles is None else _roles(raw_roles, f"{source}: roles"),
+    )
 
 
 def load_trust_store(path: str | Path) -> TrustStore:
@@ -308,6 +445,7 @@ def add_key(
     not_before: datetime | None = None,
     not_after: datetime | None = None,
     source: str = "public key",
+    roles: tuple[str, ...] = (),
 ) -> tuple[TrustStore, TrustedKey]:
     """A new store with one more key; a key already listed or revoked is refused."""
     public = load_public_key_pem(public_key_pem_text, source=source)
@@ -323,7 +461,7 @@ def add_key(
         raise InputError("a key needs a non-empty --name")
     if not_before and not_after and not_after <= not_before:
         raise InputError("--not-after must be later than --not-before")
-    key = TrustedKey(keyid, name, public, not_before, not_after)
+    key = TrustedKey(keyid, name, public, not_before, not_after, roles)
     return replace(store, keys=(*store.keys, key)), key
 
 

@@ -17,7 +17,12 @@
 8. rollback: the highest version verified per model name, kept in a state file;
 9. with ``probe``: the behavioural probe (:mod:`attest.verification.probe`, imported only then),
    on the bytes hashed in step 6, never on whatever the paths hold by then;
-10. with ``check_environment``: the local runtime against the deployment envelope.
+10. with ``check_environment``: the local runtime against the deployment envelope;
+
+and, given revocation statements, whether one withdraws this certificate (CERTIFICATE_REVOKED,
+:mod:`attest.verification.revocations`). Step 3 (:mod:`attest.verification.signatures`) also
+checks each signature's signer attestation, RFC 3161 token and the trust store's role
+requirements.
 
 Steps 1-4 are gates: a failure stops there and nothing after it is looked at. Steps 5-10
 report every problem they find. A rejection is a :class:`VerificationReport` with
@@ -48,14 +53,9 @@ from attest.verification.artifact_check import (
     match_artifacts,
     read_external_data,
 )
-from attest.verification.envelope import (
-    Envelope,
-    Rejected,
-    check_signatures,
-    parse_envelope,
-    read_certificate,
-)
+from attest.verification.envelope import Envelope, Rejected, parse_envelope, read_certificate
 from attest.verification.rollback import is_rollback, record_verified
+from attest.verification.signatures import check_signatures
 from attest.verification.trust import TrustStore, load_trust_store
 
 __all__ = [
@@ -80,6 +80,9 @@ REASON_CODES: tuple[str, ...] = (
     "ROLLBACK",
     "ENVIRONMENT_MISMATCH",
     "PROBE_MISMATCH",
+    "SIGNATURES_INSUFFICIENT",
+    "TIMESTAMP_INVALID",
+    "CERTIFICATE_REVOKED",
 )
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
 MAX_CLOCK_SKEW = timedelta(days=1)
@@ -108,6 +111,7 @@ class VerificationReport:
     subjects_checked: list[str] = field(default_factory=list)
     subjects_not_checked: list[str] = field(default_factory=list)
     signers: list[dict[str, str]] = field(default_factory=list)
+    signatures: list[dict[str, Any]] = field(default_factory=list)  # each as judged (step 3)
     model: dict[str, str] | None = None  # as signed; set once the payload passed its checks
     certificate_id: str | None = None
     certificate_subjects: list[dict[str, Any]] = field(default_factory=list)  # as signed
@@ -130,6 +134,7 @@ class VerificationReport:
             "subjects_checked": self.subjects_checked,
             "subjects_not_checked": self.subjects_not_checked,
             "signers": self.signers,
+            "signatures": self.signatures,
             "certificate": {
                 "path": self.certificate_path,
                 "sha256": self.certificate_sha256,
@@ -314,6 +319,7 @@ def _compare_environment(
 def _after_gates(
     statement: dict[str, Any],
     report: VerificationReport,
+    revoked: list[tuple[str, str]],
     *,
     specs: list[tuple[str, Path]],
     probe: str | Path | None,
@@ -330,7 +336,7 @@ def _after_gates(
     report.certificate_id = predicate["certificate_id"]
     report.certificate_subjects = statement["subject"]
     report.policy = predicate["policy"]
-    reasons: list[tuple[str, str]] = []
+    reasons: list[tuple[str, str]] = list(revoked)  # CERTIFICATE_REVOKED, found by the caller
     # 5. validity window
     if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
         reasons.append(
@@ -397,6 +403,7 @@ def verify(
     check_environment: bool = False,
     require_artifacts: bool = True,
     record_state: bool = True,
+    revocations: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] = (),
 ) -> VerificationReport:
     """Verify ``cert_path`` offline against ``trust`` and the ``artifacts`` at hand.
 
@@ -411,7 +418,9 @@ def verify(
     line always requires ``--artifact``. ``record_state=False`` leaves the rollback state
     untouched even on success: the caller records it with :func:`record_rollback` once it has
     done what must come first (the command line renders its output first, so that nothing is
-    recorded for a verdict that could not be shown).
+    recorded for a verdict that could not be shown). ``revocations`` are ``(source, bytes)``
+    revocation envelopes (:mod:`attest.verification.revocations`): one that applies rejects
+    the certificate with CERTIFICATE_REVOKED.
 
     Returns a report; raises :class:`AttestError` only for unusable inputs of the caller.
     """
@@ -439,19 +448,28 @@ def verify(
         data = read_certificate(path)
         report.certificate_sha256 = hashlib.sha256(data).hexdigest()
         envelope = parse_envelope(data)
-        signers, problems, notes = check_signatures(envelope, store, now, clock_skew)
-        report.notes += notes
-        if problems:
-            report.reasons = problems
+        check = check_signatures(envelope, store, now, clock_skew)
+        report.notes += check.notes
+        report.signatures = [s.to_dict() for s in check.signatures]
+        if check.problems:
+            report.reasons = check.problems
             return report
-        report.signers = [{"keyid": k.keyid, "name": k.name} for k in signers]
+        report.signers = [{"keyid": k.keyid, "name": k.name} for k in check.counted]
         statement = _check_payload(envelope)
     except Rejected as rejected:
         report.reasons = [(rejected.code, rejected.message)]
         return report
+    revoked: list[tuple[str, str]] = []
+    if revocations:  # before the probe, which runs only on a certificate not yet rejected
+        from attest.verification.revocations import check_revocations
+
+        revoked = check_revocations(
+            envelope.payload, list(revocations), store, now, clock_skew, report.notes
+        )
     reasons = _after_gates(
         statement,
         report,
+        revoked,
         specs=specs,
         probe=probe,
         now=now,

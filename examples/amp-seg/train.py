@@ -41,7 +41,7 @@ N_TRAIN = 384
 N_TEST = 128
 EPOCHS = 12
 BATCH = 8
-PROBE_SIZE = 4
+PROBE_SIZE = 8  # clinical-strict min_probe_examples
 CHECKPOINTED = ["enc2", "dec1"]  # attest.yaml: training.checkpoint
 
 

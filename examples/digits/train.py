@@ -28,7 +28,7 @@ SEED = 0
 EPOCHS = 25
 BATCH = 64
 LR = 5e-3
-PROBE_SIZE = 8  # probe batch: the first held-out example of each class 0..7
+PROBE_SIZE = 10  # probe batch: the first held-out example of each class 0..9 (every class)
 
 
 def load_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

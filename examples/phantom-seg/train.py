@@ -37,7 +37,7 @@ N_TEST = 128
 EPOCHS = 12
 BATCH = 16
 LR = 1e-2
-PROBE_SIZE = 4
+PROBE_SIZE = 8  # clinical-strict min_probe_examples
 
 
 def phantoms(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -32,7 +32,7 @@ N_TEST = 256
 EPOCHS = 20
 BATCH = 64
 LR = 3e-3
-PROBE_SIZE = 4
+PROBE_SIZE = 8  # clinical-strict min_probe_examples
 
 
 def patches(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -32,7 +32,7 @@ N_TEST = 64
 EPOCHS = 15
 BATCH = 8
 LR = 1e-2
-PROBE_SIZE = 4
+PROBE_SIZE = 8  # clinical-strict min_probe_examples
 
 
 def volumes(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -145,3 +145,28 @@ def make_world(root: Path) -> World:
 
 def iso(moment: datetime) -> str:
     return format_timestamp(moment)
+
+
+def sign_as(
+    statement: dict[str, Any],
+    signers: list[tuple[PrivateKey, str, str]],
+    *,
+    timestamper: Any = None,
+) -> dict[str, Any]:
+    """An envelope whose signatures carry signer attestations: ``(key, role, meaning)`` each,
+    signed by "Dr Test <role>"; with ``timestamper`` (message -> token), timestamped."""
+    from attest.certificate.signers import SignerIdentity, sign_payload
+
+    return sign_payload(
+        canonical_json(statement),
+        PAYLOAD_TYPE,
+        [k for k, _, _ in signers],
+        [SignerIdentity(f"Dr Test {role}", role, meaning) for _, role, meaning in signers],
+        timestamper=timestamper,
+    )
+
+
+def with_roles(store: TrustStore, roles: dict[str, tuple[str, ...]], **changes: Any) -> TrustStore:
+    """``store`` with roles given to keys (by key id) and other fields replaced."""
+    keys = tuple(replace(k, roles=roles.get(k.keyid, k.roles)) for k in store.keys)
+    return replace(store, keys=keys, **changes)

@@ -12,6 +12,7 @@ operators across inputs, as not computed.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from attest.collection.capture.run import run_model
 from attest.collection.context import CollectContext
@@ -51,6 +52,20 @@ def _at(seq: Sequence_, i: int) -> dict[str, str | None]:
     return {"op": None, "module": None}
 
 
+def _class_coverage(spec: Any, classes: int | None) -> dict[str, Metric]:
+    """For ``target: label``: how many of the model's output classes the probe's labels cover
+    (``probe_classes_missing``, which the ``probe_class_coverage`` rule holds at 0). Nothing
+    for other targets: the rule then does not apply."""
+    if spec.target != "label" or spec.labels is None or classes is None:
+        return {}
+    present = {int(v) for v in spec.labels.reshape(-1).tolist() if 0 <= int(v) < classes}
+    return {
+        "model_classes": classes,
+        "probe_classes": len(present),
+        "probe_classes_missing": classes - len(present),
+    }
+
+
 def run(ctx: CollectContext) -> list[CheckResult]:
     """Check runner for ``topology``."""
     started = time.perf_counter()
@@ -65,6 +80,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     n = int(x.shape[0])
     sequences: list[Sequence_ | None] = []
     items: list[CheckItem] = []
+    classes: int | None = None  # the model's class dimension (output dim 1), once seen
     for i in range(n):
         labels = spec.labels[i : i + 1] if spec.labels is not None else None
         outcome = run_model(
@@ -82,6 +98,8 @@ def run(ctx: CollectContext) -> list[CheckResult]:
             )
             continue
         sequences.append(outcome.ops)
+        if classes is None and outcome.output is not None and outcome.output.dim() >= 2:
+            classes = int(outcome.output.shape[1])
     reference = next((s for s in sequences if s is not None), None)
     ref_index = sequences.index(reference) if reference is not None else None
     diverging: list[int] = []
@@ -128,6 +146,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "failed_inputs": len(errors),
         "operators_per_input": len(reference) if reference is not None else None,
         "batch_matches_inputs": batch_k is None if reference is not None else None,
+        **_class_coverage(spec, classes),
     }
     if diverging or errors or reference is None:
         ctx.topology_ok = False

@@ -56,3 +56,25 @@ def test_securesystemslib_envelope_verifies_with_ours(tmp_path: Path, algorithm:
     assert report.verified, report.reasons
     # the same envelope is rejected when the key is not trusted
     assert world.verify(cert).codes == ["UNTRUSTED_KEY"]
+
+
+def test_signer_attestations_leave_the_dsse_signature_verifiable(tmp_path: Path) -> None:
+    """The signer block is an extra signature field: securesystemslib keeps it and still
+    verifies the release signature over the payload (issue 21)."""
+    from _certfactory import sign_as
+
+    world = make_world(tmp_path)
+    envelope = sign_as(
+        world.statement(),
+        [
+            (world.key, "release-engineer", "authorship"),
+            (world.second, "clinical-safety", "approval"),
+        ],
+    )
+    theirs = dsse.Envelope.from_dict(json.loads(json.dumps(envelope)))
+    keys = [
+        sslib_signer.SSlibKey.from_crypto(k.public_key, keyid=k.keyid)
+        for k in (world.key, world.second)
+    ]
+    assert sorted(theirs.verify(keys, 2)) == sorted([world.key.keyid, world.second.keyid])
+    assert "signer" in theirs.to_dict()["signatures"][0]  # kept on a round trip

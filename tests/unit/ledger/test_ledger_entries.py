@@ -190,6 +190,9 @@ def test_entry_fields_hold_no_free_text() -> None:
         "actor",
         "host",
         "tool_version",
+        # a revoked entry keeps the signed revocation statement (base64) that attest verify
+        # --ledger checks; its reason is the revoker's short text (docs/ledger.md)
+        "revocation",
     }
     with pytest.raises(ValueError):
         LedgerEntry(
@@ -251,7 +254,7 @@ def test_fast_canonical_check_agrees_with_rfc8785(
             "actor": actor,
         }
     )
-    plain = entry.model_dump(mode="json")
+    plain = entry.plain()
     quick = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     assert quick == canonical_json(plain) == entry.leaf_data
     assert entry_from_leaf_data(entry.leaf_data) == entry

@@ -311,6 +311,11 @@ def test_certificate_verified_with_trust(tmp_path: Path) -> None:
     assert "read from the signed statement" in verified_part
     for row in evidence.operators:
         assert f"op-{row['id']}" in page.ids
+    # each signature as "name (role), meaning, time" with its verification status
+    assert re.search(
+        r"signature 0: [^<]+ \(release-engineer\), authorship, \d{4}-[^<]+key release \([0-9a-f]{16}\): counted",
+        text,
+    ), text[text.index("signatures") : text.index("signatures") + 400]
 
 
 def test_certificate_without_trust_is_marked_unverified(tmp_path: Path) -> None:

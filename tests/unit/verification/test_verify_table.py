@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _certfactory import NOW, World, decode, encode, iso, make_world, sign_raw
+from _signer_cases import ROWS
 
 from attest.cli import main
 from attest.verification.trust import revoke_key, save_trust_store
@@ -393,6 +394,7 @@ TABLE: list[tuple[Case, str]] = [
     (directory_missing_file, "ARTIFACT_MISSING"),
     (directory_symlink, "SUBJECT_MISMATCH"),
     (probe_extension_missing, "PROBE_MISMATCH"),
+    *ROWS,  # signer attestations, roles, timestamps, revocations (tests/unit/_signer_cases.py)
 ]
 
 
@@ -452,6 +454,10 @@ def test_rejected_on_the_command_line(
         args += ["--state-file", str(kwargs.pop("state_file"))]
     if "probe" in kwargs:
         args += ["--probe", str(kwargs.pop("probe"))]
+    for index, (_, data) in enumerate(kwargs.pop("revocations", [])):
+        path = world.root / f"revocation-{index}.json"
+        path.write_bytes(data)
+        args += ["--revocations", str(path)]
     assert not kwargs
     with pytest.raises(SystemExit) as exit_info:
         main(args)
