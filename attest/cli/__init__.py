@@ -37,8 +37,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report", "report"),
     "diff": ("report", "diff"),
     "metrics": ("report", "metrics"),
+    "export": ("export", "export"),
 }
 _HELP: dict[str, str] = {
+    "export": "Write a certificate as a Sigstore bundle, in-toto test result or CycloneDX BOM.",
     "keygen": "Create a signing key pair (encrypted PKCS#8, mode 0600).",
     "sign": "Sign an in-toto statement into a DSSE certificate (low-level).",
     "cosign": "Add a signature (name, role, meaning) to a certificate, later.",

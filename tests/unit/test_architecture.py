@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "report": 4,
     "pipeline": 4,
     "archive": 4,
+    "interop": 4,
     # front: the command line, the demo, the public facade
     "cli": 5,
     "_demo": 5,
