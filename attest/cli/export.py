@@ -12,6 +12,7 @@ Exit codes: 0 written (or, for verify, the export holds), 1 the export does not 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -50,7 +51,7 @@ def bundle(certificate: Path, output: Path) -> None:
         )
 
 
-def _verified(certificate: Path, trust: Path):  # type: ignore[no-untyped-def]
+def _verified(certificate: Path, trust: Path) -> Any:
     from attest.interop.source import verified_statement
 
     return verified_statement(certificate, trust)
@@ -80,13 +81,39 @@ def test_result(certificate: Path, trust_path: Path, key_path: Path, output: Pat
 @click.option("--trust", "trust_path", required=True, envvar="ATTEST_TRUST", type=_FILE,
               help="Trust store the certificate must verify against first.")  # fmt: skip
 @click.option("-o", "--output", required=True, type=_FILE, help="Where to write the BOM.")
-def cyclonedx(certificate: Path, trust_path: Path, output: Path) -> None:
+@click.option("--format", "bom_format", type=click.Choice(["cyclonedx", "spdx"]),
+              default="cyclonedx", show_default=True,
+              help="spdx: the SPDX 3.0.1 AI profile instead (as attest export spdx).")  # fmt: skip
+def cyclonedx(certificate: Path, trust_path: Path, output: Path, bom_format: str) -> None:
     """Write the CycloneDX 1.6 ML-BOM of a (verified) CERTIFICATE."""
     from attest.core.io import atomic_write_json
+
+    cert = _verified(certificate, trust_path)
+    if bom_format == "spdx":
+        _write_spdx(cert, output)
+        return
     from attest.interop.cyclonedx import cyclonedx_bom
 
-    atomic_write_json(output, cyclonedx_bom(_verified(certificate, trust_path)))
+    atomic_write_json(output, cyclonedx_bom(cert))
     click.echo(f"cyclonedx: {output}")
+
+
+def _write_spdx(cert: Any, output: Path) -> None:
+    from attest.core.io import atomic_write_bytes
+    from attest.interop.spdx import spdx_document
+
+    atomic_write_bytes(output, spdx_document(cert))
+    click.echo(f"spdx: {output}")
+
+
+@export.command("spdx")
+@click.argument("certificate", type=_FILE)
+@click.option("--trust", "trust_path", required=True, envvar="ATTEST_TRUST", type=_FILE,
+              help="Trust store the certificate must verify against first.")  # fmt: skip
+@click.option("-o", "--output", required=True, type=_FILE, help="Where to write the document.")
+def spdx(certificate: Path, trust_path: Path, output: Path) -> None:
+    """Write the SPDX 3.0.1 document (AI profile) of a (verified) CERTIFICATE."""
+    _write_spdx(_verified(certificate, trust_path), output)
 
 
 @export.command("verify")

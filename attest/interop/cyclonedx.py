@@ -29,7 +29,7 @@ from attest._version import __version__
 from attest.errors import InputError
 from attest.interop.source import VerifiedCertificate
 
-__all__ = ["MODEL_SUFFIXES", "cyclonedx_bom"]
+__all__ = ["MODEL_SUFFIXES", "cyclonedx_bom", "limitations", "performance_metrics"]
 
 MODEL_SUFFIXES: Final = (".safetensors", ".onnx", ".pt", ".pth", ".ckpt", ".bin", ".h5")
 _DATA_SUFFIXES: Final = (".npz", ".npy", ".safetensors")
@@ -45,7 +45,7 @@ def _metric(kind: str, value: Any, slice_: str | None = None) -> dict[str, Any] 
     return entry
 
 
-def _performance_metrics(predicate: dict[str, Any]) -> list[dict[str, Any]]:
+def performance_metrics(predicate: dict[str, Any]) -> list[dict[str, Any]]:
     metrics = predicate.get("model_metrics") or {}
     checks = predicate.get("checks") or {}
     precision = (predicate.get("environment") or {}).get("precision")
@@ -67,7 +67,7 @@ def _performance_metrics(predicate: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in rows if r is not None]
 
 
-def _limitations(predicate: dict[str, Any]) -> list[str]:
+def limitations(predicate: dict[str, Any]) -> list[str]:
     out = []
     for finding in predicate.get("findings") or []:
         verdict = finding.get("verdict")
@@ -151,8 +151,8 @@ def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
     bom.register_dependency(root, components)  # the release is made of its certified files
     data: dict[str, Any] = json.loads(JsonV1Dot6(bom).output_as_string())
     card = {
-        "quantitativeAnalysis": {"performanceMetrics": _performance_metrics(predicate)},
-        "considerations": {"technicalLimitations": _limitations(predicate)},
+        "quantitativeAnalysis": {"performanceMetrics": performance_metrics(predicate)},
+        "considerations": {"technicalLimitations": limitations(predicate)},
     }
     for component in data.get("components", []):
         if component.get("bom-ref") in model_refs:

@@ -214,3 +214,45 @@ def test_the_bom_validates_and_carries_the_certificate_s_figures(
     code, text = run(["export", "verify", str(tampered), "--trust", str(trust), "--certificate",
                       str(cert)], capsys)  # fmt: skip
     assert code == 1 and "SHA-256" in text
+
+
+def test_certify_format_rewrites_the_certificate_as_a_bundle_that_verifies(
+    world: tuple[World, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attest.cli.certify import _rewrite_as_bundle
+
+    w, cert, _ = world
+    native = cert.read_bytes()
+    _rewrite_as_bundle(cert)
+    assert json.loads(cert.read_text())["mediaType"] == BUNDLE_MEDIA_TYPE
+    assert json.loads(cert.read_text())["dsseEnvelope"]["payload"] == json.loads(native)["payload"]
+    assert w.verify(cert).verified
+
+
+def test_the_spdx_document_has_an_ai_package_per_model_with_the_certificate_s_digests(
+    world: tuple[World, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    spdx = pytest.importorskip("spdx_python_model").v3_0_1
+    w, cert, trust = world
+    out = w.root / "model.spdx.json"
+    code, text = run(["export", "cyclonedx", str(cert), "--trust", str(trust), "--format", "spdx",
+                      "-o", str(out)], capsys)  # fmt: skip
+    assert code == 0, text
+    objects = spdx.SHACLObjectSet()
+    spdx.JSONLDDeserializer().read(io.BytesIO(out.read_bytes()), objects)
+    packages = {p.name: p for p in objects.foreach_type(spdx.ai_AIPackage)}
+    assert sorted(packages) == ["model.onnx", "weights.safetensors"]
+    certified = {s["name"]: s["digest"]["sha256"] for s in w.statement()["subject"]}
+    for name, package in packages.items():
+        assert [h.hashValue for h in package.verifiedUsing] == [certified[name]]
+        metrics = {e.key: e.value for e in package.ai_metric}
+        assert float(metrics["min_stability_score"]) == 91.0
+        assert "HAZ-12" in package.ai_limitation
+    relations = list(objects.foreach_type(spdx.Relationship))
+    assert {r.relationshipType for r in relations} == {spdx.RelationshipType.hasEvidence}
+    files = {f.name: f for f in objects.foreach_type(spdx.software_File)}
+    assert [h.hashValue for h in files[cert.name].verifiedUsing] == [
+        __import__("hashlib").sha256(cert.read_bytes()).hexdigest()
+    ]
