@@ -208,6 +208,12 @@ def _rewrite_as_bundle(path: Path) -> None:
     help="The certificate's form: the DSSE envelope, or a Sigstore bundle v0.3 holding it "
     "(docs/interop.md; signer attestations are not carried by a bundle).",
 )
+@click.option(
+    "--model-signing",
+    is_flag=True,
+    help="Also sign the spec's folder with OpenSSF model-signing (model.sig, bound as a "
+    "subject); needs an ECDSA P-256 key.",
+)
 @signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
@@ -230,6 +236,7 @@ def certify(
     comment: str,
     tsa: str | None,
     cert_format: str,
+    model_signing: bool,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -257,6 +264,7 @@ def certify(
             budget=budget,
             signer=signer,
             tsa=tsa,
+            model_signing=model_signing,
         )
     if cert_format == "sigstore-bundle" and result.certificate_path is not None:
         _rewrite_as_bundle(result.certificate_path)

@@ -256,3 +256,30 @@ def test_the_spdx_document_has_an_ai_package_per_model_with_the_certificate_s_di
     assert [h.hashValue for h in files[cert.name].verifiedUsing] == [
         __import__("hashlib").sha256(cert.read_bytes()).hexdigest()
     ]
+
+
+def test_model_signing_signs_the_directory_and_its_own_verifier_accepts_it(tmp_path: Path) -> None:
+    pytest.importorskip("model_signing")
+    from _certfactory import new_key
+    from model_signing import verifying
+
+    from attest.certificate.model_signing import sign_model_directory
+    from attest.certificate.signing import public_key_pem
+    from attest.errors import InputError
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "weights.safetensors").write_bytes(b"weights" * 64)
+    (folder / "attest.yaml").write_text("model: {}\n")
+    key = new_key("ecdsa-p256")
+    signature = sign_model_directory(folder, key)
+    assert signature == folder / "model.sig"
+    public = tmp_path / "release.pub"
+    public.write_text(public_key_pem(key.public_key))
+    verifier = verifying.Config().use_elliptic_key_verifier(public_key=public)
+    verifier.verify(folder, signature)  # model-signing's own verification
+    (folder / "weights.safetensors").write_bytes(b"other weights")
+    with pytest.raises(Exception, match=r"(?i)mismatch|digest|hash|verif"):
+        verifier.verify(folder, signature)
+    with pytest.raises(InputError, match="ECDSA P-256"):
+        sign_model_directory(folder, new_key("ed25519"))
