@@ -283,3 +283,23 @@ def test_model_signing_signs_the_directory_and_its_own_verifier_accepts_it(tmp_p
         verifier.verify(folder, signature)
     with pytest.raises(InputError, match="ECDSA P-256"):
         sign_model_directory(folder, new_key("ed25519"))
+
+
+def test_inspect_report_and_the_ledger_read_the_bundle_form(
+    world: tuple[World, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attest.certificate.bundle import to_bundle
+
+    w, cert, trust = world
+    bundle = w.write(to_bundle(json.loads(cert.read_text())), "cert.sigstore.json")
+    code, text = run(["inspect", str(bundle), "--json"], capsys)
+    assert code == 0 and '"digits-cnn"' in text
+    code, text = run(["report", str(bundle), "--trust", str(trust), "-o", str(w.root / "r.html")],
+                     capsys)  # fmt: skip
+    assert code == 0, text
+    assert "cert-0001" in (w.root / "r.html").read_text()
+    code, text = run(["ledger", "append", str(bundle), "--ledger", str(w.root / "l.sqlite"),
+                      "--json"], capsys)  # fmt: skip
+    assert code == 0, text
+    code, text = run(["diff", str(cert), str(bundle)], capsys)
+    assert code == 0, text
