@@ -288,6 +288,7 @@ def certify(
     training_log: str | Path | None = None,
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
+    model_signing: bool = False,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -316,6 +317,10 @@ def certify(
     lifetime = parse_expiry(expires_in)
     loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
     signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
+    if model_signing:
+        from attest.certificate.model_signing import require_model_signing_key
+
+        require_model_signing_key(signing_key)
     report_writer = _report_writer() if report is not None else None
     log_path = Path(training_log) if training_log is not None else None
     log_record = training_log_record(log_path) if log_path is not None else None  # fail early
@@ -338,8 +343,11 @@ def certify(
     certificate_path: Path | None = None
     if findings.passed:
         say("signing the certificate")
+        subjects = certificate_subjects(evidence, loaded_spec, out_path.parent, log_path)
+        if model_signing:  # OpenSSF model-signing's model.sig, bound as a subject
+            subjects.update(_model_signature(loaded_spec, signing_key, subjects))
         statement = build_statement(
-            subjects=certificate_subjects(evidence, loaded_spec, out_path.parent, log_path),
+            subjects=subjects,
             model={
                 "name": str(evidence.model.get("name")),
                 "version": str(evidence.model.get("version")),
@@ -384,6 +392,18 @@ def certify(
         statement=statement,
         report_path=report_path,
     )
+
+
+def _model_signature(
+    spec: LoadedSpec, key: PrivateKey, subjects: Mapping[str, str]
+) -> dict[str, str]:
+    """Sign the spec's folder with OpenSSF model-signing; ``{"model.sig": sha256}``."""
+    from attest.certificate.model_signing import SIGNATURE_NAME, sign_model_directory
+
+    if SIGNATURE_NAME in subjects:
+        raise InputError(f"a subject is already named {SIGNATURE_NAME}; rename that file")
+    signature = sign_model_directory(spec.artifacts["spec"].parent, key)
+    return {SIGNATURE_NAME: sha256_file(signature)}
 
 
 def _report_writer() -> Callable[..., Any]:

@@ -38,8 +38,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("report", "diff"),
     "metrics": ("report", "metrics"),
     "training": ("training", "training"),
+    "export": ("export", "export"),
 }
 _HELP: dict[str, str] = {
+    "export": "Write a certificate as a Sigstore bundle, in-toto test result or CycloneDX BOM.",
     "keygen": "Create a signing key pair (encrypted PKCS#8, mode 0600).",
     "sign": "Sign an in-toto statement into a DSSE certificate (low-level).",
     "cosign": "Add a signature (name, role, meaning) to a certificate, later.",

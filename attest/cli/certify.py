@@ -119,6 +119,21 @@ def evaluate(
         ctx.exit(EXIT_NEGATIVE)
 
 
+def _rewrite_as_bundle(path: Path) -> None:
+    """The written certificate, in the Sigstore bundle form (atomically replaced)."""
+    from attest.certificate.bundle import dropped_signer_blocks, to_bundle
+    from attest.core.io import atomic_write_json, read_json_file
+
+    envelope = read_json_file(path, what="certificate")
+    atomic_write_json(path, to_bundle(envelope))
+    if dropped_signer_blocks(envelope):
+        click.echo(
+            "note: the signer attestation (name, role, meaning, timestamp) is not carried by a "
+            "Sigstore bundle; certify without --format for the Part 11 record",
+            err=True,
+        )
+
+
 @click.command("certify")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -191,6 +206,21 @@ def evaluate(
     help="run.jsonl of attest.TrainingMonitor: bound as a subject, its summary in the evidence "
     "and held against the policy's training_log: thresholds.",
 )
+@click.option(
+    "--format",
+    "cert_format",
+    type=click.Choice(["dsse", "sigstore-bundle"]),
+    default="dsse",
+    show_default=True,
+    help="The certificate's form: the DSSE envelope, or a Sigstore bundle v0.3 holding it "
+    "(docs/interop.md; signer attestations are not carried by a bundle).",
+)
+@click.option(
+    "--model-signing",
+    is_flag=True,
+    help="Also sign the spec's folder with OpenSSF model-signing (model.sig, bound as a "
+    "subject); needs an ECDSA P-256 key.",
+)
 @signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
@@ -213,6 +243,8 @@ def certify(
     meaning: str,
     comment: str,
     tsa: str | None,
+    cert_format: str,
+    model_signing: bool,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -241,7 +273,10 @@ def certify(
             training_log=training_log,
             signer=signer,
             tsa=tsa,
+            model_signing=model_signing,
         )
+    if cert_format == "sigstore-bundle" and result.certificate_path is not None:
+        _rewrite_as_bundle(result.certificate_path)
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,
         "evidence": str(result.evidence_path),

@@ -28,6 +28,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from attest._version import __version__
+from attest.certificate.bundle import BundleError, envelope_of
 from attest.certificate.signing import canonical_json
 from attest.core.files import read_bytes_checked
 from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict, sha256_bytes
@@ -282,9 +283,11 @@ def entry_for_certificate(
     path = Path(certificate_path)
     raw = read_bytes_checked(path, what="certificate", max_bytes=MAX_JSON_BYTES)
     try:
-        envelope = loads_strict(raw)
+        envelope = envelope_of(loads_strict(raw))  # the Sigstore bundle form too
     except StrictJSONError as exc:
         raise InputError(f"certificate {path} is not valid JSON: {exc}") from None
+    except BundleError as exc:
+        raise InputError(f"certificate {path} is not a usable Sigstore bundle: {exc}") from None
     if not isinstance(envelope, Mapping) or not isinstance(envelope.get("payload"), str):
         raise InputError(
             f"certificate {path} is not a DSSE envelope (no string 'payload')",

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from attest.certificate.bundle import BundleError, envelope_of
 from attest.certificate.signing import b64decode_strict
 from attest.core.io import StrictJSONError, loads_strict, read_json_file, sha256_bytes, sha256_file
 from attest.errors import AttestError, EvidenceError, InputError
@@ -261,6 +262,10 @@ def load_source(path: str | Path) -> ReportSource:
     """Load a certificate, statement or evidence file into a :class:`ReportSource` (unverified)."""
     p = Path(path)
     doc = read_json_file(p, what="input", max_bytes=MAX_INPUT_BYTES)
+    try:  # a certificate in the Sigstore bundle form: its envelope
+        doc = envelope_of(doc)
+    except BundleError as exc:
+        raise InputError(f"{p} is not a usable Sigstore bundle: {exc}") from None
     digest = sha256_file(p)
     kind = _classify(doc, p)
     if kind == "evidence":

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attest.certificate.bundle import BundleError, envelope_of
 from attest.core.files import read_bytes_checked
 from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict
 
@@ -134,6 +135,10 @@ def parse_envelope(data: bytes) -> Envelope:
         raise Rejected("MALFORMED", f"the certificate is not strict JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise Rejected("MALFORMED", "the certificate is not a JSON object (a DSSE envelope)")
+    try:  # the Sigstore bundle form carries the same envelope (attest.certificate.bundle)
+        doc = envelope_of(doc)
+    except BundleError as exc:
+        raise Rejected("MALFORMED", f"not a usable Sigstore bundle: {exc}") from None
     expected = {"payload", "payloadType", "signatures"}
     if set(doc) != expected:
         extra, missing = sorted(set(doc) - expected), sorted(expected - set(doc))

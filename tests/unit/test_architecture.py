@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     "integrations": 4,  # framework adapters of the collection stage (Lightning)
     "testing": 4,  # the pytest plugin: collect and the policy engine inside a test
     "archive": 4,
+    "interop": 4,
     # front: the command line, the demo, the public facade
     "cli": 5,
     "_demo": 5,

@@ -52,6 +52,7 @@ VERIFY_MODULES = {
     "attest._version",
     "attest.errors",
     "attest.certificate.signing",
+    "attest.certificate.bundle",
     "attest.certificate.signers",  # the signer attestation format (issue 21)
     "attest.verification.signatures",
     "attest.verification.trust",
