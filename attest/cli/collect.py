@@ -100,8 +100,9 @@ def collect(
 ) -> None:
     """Profile the model of SPEC (attest.yaml) and run every check; write evidence.
 
-    With --merge, PATHS are evidence files of the same model from different hardware
-    targets, merged into one.
+    The exported model.onnx and probe bundle (when the spec exports) are written next to
+    the evidence file. With --merge, PATHS are evidence files of the same model from
+    different hardware targets, merged into one.
     """
     from attest.core.io import atomic_write_json
 
@@ -113,7 +114,7 @@ def collect(
                 "--merge needs at least two evidence files",
                 hint="attest collect --merge a.json b.json -o all.json",
             )
-        from attest.collection.merge import load_evidence, merge_evidence
+        from attest.evidence.merge import load_evidence, merge_evidence
 
         evidence = merge_evidence([load_evidence(p) for p in paths], [str(p) for p in paths])
         atomic_write_json(out, evidence.model_dump(mode="json"))
@@ -129,7 +130,16 @@ def collect(
 
         budget_s = parse_budget(budget)  # a bad --budget is refused before any work
         with terminal_progress(quiet=quiet, as_json=as_json) as progress:
-            evidence = run_collect(paths[0], out=out, progress=progress, budget_s=budget_s)
+            # The export check's model.onnx and probe bundle go next to the evidence file, so the
+            # folder is what `attest certify --evidence` needs from this machine.
+            out.resolve().parent.mkdir(parents=True, exist_ok=True)
+            evidence = run_collect(
+                paths[0],
+                out=out,
+                progress=progress,
+                budget_s=budget_s,
+                output_dir=out.resolve().parent,
+            )
     if as_json:
         click.echo(json.dumps(_json_summary(evidence, out), indent=2))
     else:

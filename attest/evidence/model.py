@@ -13,9 +13,14 @@ says so with ``status`` and ``reason``; it never reports a pass it did not measu
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from attest.core.io import read_json_file
+from attest.core.validation import validation_problems
+from attest.errors import EvidenceError
 
 __all__ = [
     "CHECK_IDS",
@@ -45,6 +50,7 @@ __all__ = [
     "OperatorRow",
     "PhaseRecord",
     "Subject",
+    "load_evidence",
 ]
 
 EVIDENCE_SCHEMA_VERSION = "1"
@@ -416,3 +422,15 @@ class Evidence(_Strict):
     export: ExportRecord | None = None
     phases: list[PhaseRecord] = Field(default_factory=list)
     budget: BudgetRecord | None = None
+
+
+def load_evidence(path: str | Path) -> Evidence:
+    """Read and validate an evidence file; any problem is an :class:`EvidenceError`."""
+    data = read_json_file(path, what="evidence file")
+    try:
+        return Evidence.model_validate(data)
+    except ValidationError as exc:
+        raise EvidenceError(
+            f"evidence file {path} is not valid evidence: {validation_problems(exc)}",
+            hint="produce it with: attest collect SPEC -o evidence.json",
+        ) from None
