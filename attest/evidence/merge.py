@@ -211,6 +211,7 @@ def merge_evidence(evidences: list[Evidence], names: list[str] | None = None) ->
         model_failure=failures[0] if failures else None,
         targets=targets,
         export=next((ev.export for ev in evidences if ev.export is not None), None),
+        dispatch=[record for ev in evidences for record in ev.dispatch],
     )
     merged.modules = module_rows(merged.operators, merged.annotations)
     return merged

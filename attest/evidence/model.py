@@ -36,6 +36,7 @@ __all__ = [
     "CheckItem",
     "CheckResult",
     "CheckStatus",
+    "DispatchRecord",
     "Evidence",
     "ExportDeployment",
     "ExportRecord",
@@ -401,6 +402,22 @@ class BudgetRecord(_Strict):
     note: str | None = None
 
 
+class DispatchRecord(_Strict):
+    """Where a cluster ran one target's collect (``attest collect --ray``): the engine, the
+    node, how many times the task was started (a worker that died is retried by the engine),
+    what the task asked for and how long the successful attempt took."""
+
+    target: str
+    engine: Literal["ray"]
+    engine_version: str
+    address: str
+    node: str | None = None
+    hostname: str | None = None
+    attempts: int = Field(ge=1)
+    requested: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float | None = None
+
+
 class Evidence(_Strict):
     """The whole evidence file. The profiler owns the model-level and per-operator fields;
     every check writes its :class:`CheckResult` into :attr:`checks`."""
@@ -422,6 +439,7 @@ class Evidence(_Strict):
     export: ExportRecord | None = None
     phases: list[PhaseRecord] = Field(default_factory=list)
     budget: BudgetRecord | None = None
+    dispatch: list[DispatchRecord] = Field(default_factory=list)
 
 
 def load_evidence(path: str | Path) -> Evidence:
