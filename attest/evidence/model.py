@@ -378,6 +378,8 @@ class PhaseRecord(_Strict):
     rss_start_bytes: int | None = None
     rss_end_bytes: int | None = None
     peak_method: Literal["VmHWM", "sampled", "none"] = "none"
+    # the worker process that ran it (attest collect --workers); None: this process
+    worker: int | None = None
 
 
 class BudgetReduction(_Strict):

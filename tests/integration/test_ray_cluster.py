@@ -229,3 +229,19 @@ def test_a_target_no_node_can_serve_fails_naming_the_resource(
     assert "target a100: no node of the Ray cluster can run it" in err
     assert "GPU 1" in err and "accelerator_type:A100" in err
     assert not out.exists()
+
+
+def test_one_collect_split_over_ray_tasks(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, env = cluster
+    spec = make_spec(tmp_path / "model", spec_extra="repeats: 3\nthreads: 1\n")
+    out = tmp_path / "run" / "evidence.json"
+    code, _, err = _finish(
+        _attest("collect", str(spec), "--ray", address, "--workers", "2", "-o", str(out), env=env)
+    )
+    assert code == 0, err[-3000:]
+    evidence = json.loads(out.read_text())
+    assert {p["worker"] for p in evidence["phases"]} == {None, 1}
+    statuses = {c["status"] for c in evidence["checks"].values()}
+    assert statuses <= {"computed", "not_applicable"}, evidence["checks"]

@@ -40,7 +40,7 @@ from attest.errors import AttestError, CollectError, InputError
 from attest.evidence.merge import merge_evidence
 from attest.evidence.model import DispatchRecord, Evidence
 
-__all__ = ["RayCollect", "collect_on_ray", "target_folder"]
+__all__ = ["RayCollect", "collect_on_ray", "connect", "target_folder"]
 
 Say = Callable[[str], None]
 _POLL_S = 0.5
@@ -70,6 +70,19 @@ def _import_ray() -> Any:
         ) from None
 
 
+def connect(address: str) -> Any:
+    """``ray`` connected to the cluster at ``address`` (``auto``, ``HOST:PORT``, ``local``)."""
+    ray = _import_ray()
+    try:
+        ray.init(address=address, namespace="attest", log_to_driver=False, configure_logging=False)
+    except Exception as exc:
+        raise InputError(
+            f"cannot connect to the Ray cluster at {address!r}: {type(exc).__name__}: {exc}",
+            hint="start one with `ray start --head`, or pass --ray local",
+        ) from None
+    return ray
+
+
 class _Attempts:
     """A Ray actor counting each start of each target's task (Ray does not tell a task, or
     its caller, which attempt it is)."""
@@ -86,7 +99,7 @@ class _Attempts:
         return self.starts
 
 
-def _run_target(name: str, bundle: SpecBundle, tracker: Any) -> dict[str, Any]:
+def _run_target(name: str, bundle: SpecBundle, tracker: Any, workers: int = 1) -> dict[str, Any]:
     """The task on the target's node (module docstring). Returns plain data."""
     import ray
 
@@ -97,7 +110,8 @@ def _run_target(name: str, bundle: SpecBundle, tracker: Any) -> dict[str, Any]:
     started = time.perf_counter()
     folder, spec_path = unpack_spec(bundle)
     try:
-        evidence = collect(spec_path, output_dir=folder / "_exported")
+        # --workers inside a target: a local process pool on the target's node
+        evidence = collect(spec_path, output_dir=folder / "_exported", workers=workers)
         for role, digest in bundle.roles.items():
             recorded = evidence.artifacts.get(role, {}).get("sha256")
             if recorded != digest:
@@ -252,24 +266,18 @@ def collect_on_ray(
     out: str | Path,
     say: Say | None = None,
     schedule_timeout_s: float = 600.0,
+    workers: int = 1,
 ) -> RayCollect:
     """Collect ``spec`` once per target on the Ray cluster at ``address`` (module docstring).
 
     ``address`` is what ``ray.init`` takes: ``auto`` (the cluster this machine belongs to),
     ``HOST:PORT`` of a head node, or ``local`` (start a cluster on this machine).
     """
-    ray = _import_ray()
     report = say or (lambda _message: None)
     out_path = Path(out)
     bundle = pack_spec(spec)
     report(f"packed {len(bundle.files)} files ({bundle.size / 1e6:.1f} MB) of {spec}")
-    try:
-        ray.init(address=address, namespace="attest", log_to_driver=False, configure_logging=False)
-    except Exception as exc:
-        raise InputError(
-            f"cannot connect to the Ray cluster at {address!r}: {type(exc).__name__}: {exc}",
-            hint="start one with `ray start --head`, or pass --ray local",
-        ) from None
+    ray = connect(address)
     try:
         _wait_feasible(ray, targets, schedule_timeout_s, report)
         bundle_ref = ray.put(bundle)
@@ -277,7 +285,7 @@ def collect_on_ray(
         task = ray.remote(_run_target)
         refs = {
             name: task.options(name=f"attest-collect-{name}", **req.ray_options()).remote(
-                name, bundle_ref, tracker
+                name, bundle_ref, tracker, workers
             )
             for name, req in targets.items()
         }
