@@ -294,7 +294,9 @@ def test_targets_agree_with_the_collect_contract() -> None:
         result = integrated_gradients(model, x, target=target, labels=labels, steps=4)
         with torch.no_grad():
             expected = target_scalar(model(x), spec, labels).double().numpy()
-        assert np.allclose(result.f_input, expected, rtol=1e-6)
+        # to float32 rounding: the IG pass and this one batch differently (oneDNN may block
+        # a convolution differently per batch size, as on AVX-512 machines)
+        assert np.allclose(result.f_input, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_segmentation_target_sums_the_class_channel() -> None:
