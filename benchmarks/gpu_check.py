@@ -37,7 +37,7 @@ def main() -> int:
     from bench_collect import write_spec
 
     from attest.collection import collect
-    from attest.collection.merge import merge_evidence
+    from attest.evidence.merge import merge_evidence
 
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="attest-gpu-"))
     spec = write_spec(out_dir / "spec", blocks=8, batch=16, size=32, repeats=args.repeats)

@@ -77,6 +77,7 @@ __all__ = [
     "Predicate",
     "Statement",
     "Subject",
+    "TargetEnvelope",
     "ToolInfo",
     "build_statement",
     "format_timestamp",
@@ -145,6 +146,19 @@ class PolicyRef(_Strict):
     digest: DigestSet
 
 
+class TargetEnvelope(_Strict):
+    """One hardware target of a certificate over several (``attest certify --evidence``): its
+    verdict under the policy, whether the policy required it, the runtime it was measured in
+    and the keys whose difference rejects a server, and the digest of its evidence file."""
+
+    verdict: Verdict
+    required: bool
+    hardware: list[Text] = Field(default_factory=list)
+    runtime: dict[str, Any] = Field(default_factory=dict)
+    fatal_differences: list[Text] = Field(default_factory=list)
+    evidence_digest: DigestSet | None = None
+
+
 class DeploymentEnvelope(_Strict):
     """The targets and runtime settings the certificate covers.
 
@@ -154,11 +168,14 @@ class DeploymentEnvelope(_Strict):
     - ``fatal_differences``: names (``target`` or a ``runtime`` key) whose difference from the
       local runtime rejects the certificate under ``--check-environment``; differences in
       other names are reported as notes only.
+    - ``per_target``: for a certificate over several targets, each target by name
+      (:class:`TargetEnvelope`); ``--check-environment`` matches the server to one of them.
     """
 
     targets: list[Text] = Field(default_factory=list)
     runtime: dict[str, Any] = Field(default_factory=dict)
     fatal_differences: list[Text] = Field(default_factory=list)
+    per_target: dict[str, TargetEnvelope] = Field(default_factory=dict)
 
 
 class Predicate(_Strict):

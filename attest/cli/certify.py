@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from attest.cli.cosign import identity, signer_options
-from attest.errors import EXIT_NEGATIVE
+from attest.errors import EXIT_NEGATIVE, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from attest.policy.model import Findings
@@ -134,6 +134,15 @@ def _rewrite_as_bundle(path: Path) -> None:
         )
 
 
+def _named_evidence(text: str) -> tuple[str, Path] | Path:
+    """``--evidence [NAME=]FILE``: a target name is given when the part before ``=`` is not an
+    existing file (so a file name holding ``=`` still works)."""
+    name, sep, path = text.partition("=")
+    if sep and name and not Path(text).exists():
+        return (name, Path(path))
+    return Path(text)
+
+
 @click.command("certify")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -221,6 +230,15 @@ def _rewrite_as_bundle(path: Path) -> None:
     help="Also sign the spec's folder with OpenSSF model-signing (model.sig, bound as a "
     "subject); needs an ECDSA P-256 key.",
 )
+@click.option(
+    "--evidence",
+    "evidence_files",
+    multiple=True,
+    metavar="[NAME=]FILE",
+    help="Certify evidence collected elsewhere instead of collecting here: one file per "
+    "hardware target (repeat the option); NAME names the target (default: the hardware "
+    "target the evidence records).",
+)
 @signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
@@ -245,36 +263,53 @@ def certify(
     tsa: str | None,
     cert_format: str,
     model_signing: bool,
+    evidence_files: tuple[str, ...],
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
     On a failed policy no certificate is written; the evidence and findings are, and the
     failing rules are listed. Exit 0 pass, 1 policy failed, 2 bad input.
+
+    With --evidence (once per hardware target), nothing is collected: each target's evidence
+    is held against the policy and one certificate lists every target with its verdict; it
+    is signed only if every required target (the policy's required_targets) passes.
     """
     from attest.certificate.signing import load_private_key
     from attest.core.progress import terminal_progress
     from attest.pipeline import certify as run_certify
 
+    if evidence_files and budget is not None:
+        raise InputError("--budget applies to collecting; it cannot go with --evidence")
     signer = identity(signer_name, signer_role, meaning, comment)
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
-    with terminal_progress(quiet=quiet, as_json=as_json) as progress:
-        result = run_certify(
-            spec,
-            policy=policy_path,
-            key=signing_key,
-            out=output,
-            evidence_out=evidence_out,
-            findings_out=findings_out,
-            report=report,
-            expires_in=expires_in,
-            progress=progress,
-            at=parse_at(at_text),
-            budget=budget,
-            training_log=training_log,
-            signer=signer,
-            tsa=tsa,
-            model_signing=model_signing,
+    common: dict[str, Any] = {
+        "policy": policy_path,
+        "key": signing_key,
+        "out": output,
+        "evidence_out": evidence_out,
+        "findings_out": findings_out,
+        "report": report,
+        "expires_in": expires_in,
+        "at": parse_at(at_text),
+        "signer": signer,
+        "tsa": tsa,
+        "model_signing": model_signing,
+    }
+    if evidence_files and training_log is not None:
+        raise InputError(
+            "--training-log binds a log when certify collects; it cannot go with --evidence",
+            hint="collect with the log bound, or certify the log's model without --evidence",
         )
+    with terminal_progress(quiet=quiet, as_json=as_json) as progress:
+        if evidence_files:
+            from attest.pipeline.targets import certify_evidence
+
+            items = [_named_evidence(text) for text in evidence_files]
+            result = certify_evidence(spec, items, progress=progress, **common)
+        else:
+            result = run_certify(
+                spec, progress=progress, budget=budget, training_log=training_log, **common
+            )
     if cert_format == "sigstore-bundle" and result.certificate_path is not None:
         _rewrite_as_bundle(result.certificate_path)
     outputs = {
@@ -294,6 +329,7 @@ def certify(
                     "certificate_id": statement.predicate.certificate_id if statement else None,
                     "outputs": outputs,
                     "failed": [f.model_dump(mode="json") for f in result.findings.failed],
+                    "targets": [t.model_dump(mode="json") for t in result.findings.targets],
                 },
                 indent=2,
             )
@@ -313,6 +349,9 @@ def certify(
             click.echo("no certificate written: the policy failed")
             if output.exists():
                 click.echo(f"note: {output} is an older certificate; it does not cover this run")
+        for target in result.findings.targets:
+            needed = "required" if target.required else "not required"
+            click.echo(f"target {target.name}: {target.verdict.upper()} ({needed})")
         click.echo(f"evidence:    {result.evidence_path}")
         click.echo(f"findings:    {result.findings_path}")
         if result.report_path:

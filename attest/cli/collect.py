@@ -2,6 +2,7 @@
 
     attest collect attest.yaml -o evidence.json [--json]
     attest collect --merge cpu.json cuda.json -o all.json [--json]
+    attest collect attest.yaml --ray auto --targets targets.yaml -o evidence.json
 
 Exit codes: 0 when evidence was written (whatever it shows), 2 on bad input. Progress goes
 to stderr on a terminal only (attest.core.progress), never with --json or --quiet. torch is imported only when the command runs.
@@ -90,6 +91,36 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
     help="Plan the work to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
     "Default: the spec's budget:, else the full work.",
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    default=None,
+    metavar="ADDRESS",
+    help="Collect on a Ray cluster, one task per target of --targets: auto, HOST:PORT of the "
+    "head node, or local (start one here). Needs the ray extra.",
+)
+@click.option(
+    "--targets",
+    "targets_file",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --ray: targets.yaml, each target name mapped to its Ray resources.",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Split the checks of one collect over this many processes (Ray tasks with --ray "
+    "and no --targets); the figures are the same as in one process.",
+)
+@click.option(
+    "--schedule-timeout",
+    default="10m",
+    show_default=True,
+    metavar="DURATION",
+    help="With --ray: fail a target that no node can start within this time.",
+)
 def collect(
     paths: tuple[Path, ...],
     out: Path,
@@ -97,41 +128,140 @@ def collect(
     as_json: bool,
     quiet: bool,
     budget: str | None,
+    ray_address: str | None,
+    targets_file: Path | None,
+    workers: int,
+    schedule_timeout: str,
 ) -> None:
     """Profile the model of SPEC (attest.yaml) and run every check; write evidence.
 
-    With --merge, PATHS are evidence files of the same model from different hardware
-    targets, merged into one.
+    The exported model.onnx and probe bundle (when the spec exports) are written next to
+    the evidence file. With --merge, PATHS are evidence files of the same model from
+    different hardware targets, merged into one. With --ray and --targets, SPEC is collected
+    once per target on a Ray cluster: each target's evidence goes to OUT_STEM.targets/NAME/
+    (for attest certify --evidence) and their merge to OUT.
     """
-    from attest.core.io import atomic_write_json
-
+    if targets_file is not None and ray_address is None:
+        raise InputError(
+            "--targets needs --ray",
+            hint="attest collect attest.yaml --ray auto --targets targets.yaml -o evidence.json",
+        )
+    if ray_address is not None and targets_file is None and workers == 1:
+        raise InputError(
+            "--ray needs --targets (one task per target) or --workers N (one collect split "
+            "over N tasks)"
+        )
     if merge:
-        if budget is not None:
-            raise InputError("--budget applies to collecting, not to --merge")
-        if len(paths) < 2:
-            raise InputError(
-                "--merge needs at least two evidence files",
-                hint="attest collect --merge a.json b.json -o all.json",
-            )
-        from attest.collection.merge import load_evidence, merge_evidence
-
-        evidence = merge_evidence([load_evidence(p) for p in paths], [str(p) for p in paths])
-        atomic_write_json(out, evidence.model_dump(mode="json"))
+        if workers != 1:
+            raise InputError("--workers applies to collecting, not to --merge")
+        evidence = _merge(paths, out, budget, ray_address)
+    elif ray_address is not None and targets_file is not None:
+        evidence = _collect_on_ray(
+            paths, out, budget, ray_address, targets_file, schedule_timeout, quiet or as_json,
+            workers,
+        )  # fmt: skip
     else:
-        if len(paths) != 1:
-            raise InputError(
-                f"attest collect takes one spec file, got {len(paths)}",
-                hint="attest collect attest.yaml -o evidence.json (or --merge a.json b.json -o all.json)",
-            )
-        from attest.collection import collect as run_collect
-        from attest.core.progress import terminal_progress
-        from attest.spec.model import parse_budget
-
-        budget_s = parse_budget(budget)  # a bad --budget is refused before any work
-        with terminal_progress(quiet=quiet, as_json=as_json) as progress:
-            evidence = run_collect(paths[0], out=out, progress=progress, budget_s=budget_s)
+        evidence = _collect_here(paths, out, budget, quiet, as_json, workers, ray_address)
     if as_json:
         click.echo(json.dumps(_json_summary(evidence, out), indent=2))
     else:
         for line in _summary_lines(evidence, out):
             click.echo(line)
+
+
+def _one_spec(paths: tuple[Path, ...]) -> Path:
+    if len(paths) != 1:
+        raise InputError(
+            f"attest collect takes one spec file, got {len(paths)}",
+            hint="attest collect attest.yaml -o evidence.json (or --merge a.json b.json -o all.json)",
+        )
+    return paths[0]
+
+
+def _merge(paths: tuple[Path, ...], out: Path, budget: str | None, ray: str | None) -> Evidence:
+    from attest.core.io import atomic_write_json
+    from attest.evidence.merge import merge_evidence
+    from attest.evidence.model import load_evidence
+
+    if budget is not None or ray is not None:
+        raise InputError("--budget and --ray apply to collecting, not to --merge")
+    if len(paths) < 2:
+        raise InputError(
+            "--merge needs at least two evidence files",
+            hint="attest collect --merge a.json b.json -o all.json",
+        )
+    evidence = merge_evidence([load_evidence(p) for p in paths], [str(p) for p in paths])
+    atomic_write_json(out, evidence.model_dump(mode="json"))
+    return evidence
+
+
+def _collect_here(
+    paths: tuple[Path, ...],
+    out: Path,
+    budget: str | None,
+    quiet: bool,
+    as_json: bool,
+    workers: int = 1,
+    ray_address: str | None = None,
+) -> Evidence:
+    from attest.collection import collect as run_collect
+    from attest.core.progress import terminal_progress
+    from attest.spec.model import parse_budget
+
+    spec = _one_spec(paths)
+    budget_s = parse_budget(budget)  # a bad --budget is refused before any work
+    out.resolve().parent.mkdir(parents=True, exist_ok=True)
+    with terminal_progress(quiet=quiet, as_json=as_json) as progress:
+        # The export check's model.onnx and probe bundle go next to the evidence file, so the
+        # folder is what `attest certify --evidence` needs from this machine.
+        return run_collect(
+            spec,
+            out=out,
+            progress=progress,
+            budget_s=budget_s,
+            output_dir=out.resolve().parent,
+            workers=workers,
+            ray_address=ray_address,
+        )
+
+
+def _collect_on_ray(
+    paths: tuple[Path, ...],
+    out: Path,
+    budget: str | None,
+    address: str,
+    targets_file: Path,
+    schedule_timeout: str,
+    silent: bool,
+    workers: int = 1,
+) -> Evidence:
+    from datetime import timedelta
+
+    from attest.collection.cluster.ray_dispatch import collect_on_ray
+    from attest.collection.cluster.targets import load_targets
+    from attest.core.times import parse_duration
+
+    if budget is not None:
+        raise InputError("--budget is not supported with --ray yet", hint="drop --budget")
+    spec = _one_spec(paths)
+    targets = load_targets(targets_file)
+    timeout = parse_duration(
+        schedule_timeout, option="--schedule-timeout", minimum=timedelta(seconds=1)
+    )
+
+    def say(message: str) -> None:
+        if not silent:
+            click.echo(message, err=True)
+
+    result = collect_on_ray(
+        spec,
+        targets,
+        address=address,
+        out=out,
+        say=say,
+        schedule_timeout_s=timeout.total_seconds(),
+        workers=workers,
+    )
+    for name, path in result.per_target.items():
+        say(f"target {name}: evidence {path}")
+    return result.evidence

@@ -104,6 +104,8 @@ def _render(data: dict[str, Any]) -> str:
         lines.append(
             f"  probe ({safe_text(probe.get('mode'), 32)}): {safe_text(probe.get('message'), 2000)}"
         )
+    if data.get("environment_target"):
+        lines.append(f"  environment: matches target {safe_text(data['environment_target'], 200)}")
     lines += [f"  note: {safe_text(note, 2000)}" for note in data["notes"]]
     return "\n".join(lines)
 

@@ -45,7 +45,7 @@ from attest.collection.resources import (
     require_headroom,
 )
 from attest.core.progress import step_message
-from attest.errors import AttestError
+from attest.errors import AttestError, InputError
 from attest.evidence.model import (
     CHECK_IDS,
     EXPORT_CHECKS,
@@ -59,7 +59,7 @@ from attest.evidence.model import (
     PhaseRecord,
 )
 
-__all__ = ["CHECK_RUNNERS", "RUNNER_CHECKS", "Runner", "collect"]
+__all__ = ["CHECK_RUNNERS", "RUNNER_CHECKS", "Runner", "capture_and_run", "collect", "reseed"]
 
 Runner = str | Callable[[CollectContext], list[CheckResult]]
 
@@ -132,6 +132,8 @@ def _run_checks(
     progress: Callable[[str], None] | None,
     phases: list[PhaseRecord],
     planner: BudgetPlanner | None = None,
+    *,
+    fill_missing: bool = True,
 ) -> dict[str, CheckResult]:
     results: dict[str, CheckResult] = {}
     for index, runner in enumerate(runners):
@@ -160,6 +162,11 @@ def _run_checks(
             if result.peak_rss_bytes is None:
                 result.peak_rss_bytes = usage.peak_rss_bytes
             results.setdefault(result.check, result)
+    return _completed(results) if fill_missing else results
+
+
+def _completed(results: dict[str, CheckResult]) -> dict[str, CheckResult]:
+    """Every check id, in order; one no runner produced is ``not_implemented`` (never a pass)."""
     for check_id in CHECK_IDS:
         results.setdefault(
             check_id,
@@ -188,6 +195,7 @@ def _run_one(ctx: CollectContext, runner: Runner, name: str) -> list[CheckResult
             for check_id in expected
         ]
     try:
+        reseed(ctx.settings.seed)
         produced = func(ctx)
         if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
             raise TypeError(
@@ -201,6 +209,17 @@ def _run_one(ctx: CollectContext, runner: Runner, name: str) -> list[CheckResult
         reason = f"runner {name} raised {type(exc).__name__}: {exc}{_where(exc)}"
         return _error_results(expected, reason)
     return produced
+
+
+def reseed(seed: int) -> None:
+    """Every runner starts from the same random state, whichever runners ran before it (so a
+    collect split over workers, :mod:`attest.collection.parallel`, gives the same figures)."""
+    import random
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _release_spills(ctx: CollectContext) -> None:
@@ -262,6 +281,8 @@ def collect(
     runners: list[Runner] | None = None,
     output_dir: str | Path | None = None,
     budget_s: float | None = None,
+    workers: int = 1,
+    ray_address: str | None = None,
 ) -> Evidence:
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
@@ -273,16 +294,23 @@ def collect(
     evidence records where). A model that raises gives
     evidence saying where (``Evidence.model_failure`` and ``error`` results), not an
     exception; a spec that cannot be loaded raises :class:`~attest.errors.AttestError`.
+    ``workers`` > 1 splits the check runners over that many processes (Ray tasks on the
+    cluster at ``ray_address`` when given; :mod:`attest.collection.parallel`).
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
-    from attest.collection.profile.profiler import capture_reference
     from attest.core.io import atomic_write_json
     from attest.spec import load_spec
 
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     settings = settings or CheckSettings()
     budget_s = budget_s if budget_s is not None else loaded.budget_s
+    order = list(CHECK_RUNNERS if runners is None else runners)
+    if workers != 1 and (budget_s is not None or not all(isinstance(r, str) for r in order)):
+        raise InputError(
+            "--workers cannot go with a --budget (or with runners that are not importable names)",
+            hint="drop --budget, or collect in one process",
+        )
     if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
         loaded = dataclasses.replace(loaded)
         settings = dataclasses.replace(settings)
@@ -298,24 +326,27 @@ def collect(
         )
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
-        phases: list[PhaseRecord] = []
-        with PhaseMeter() as meter, checkpointing_off():
-            try:
-                capture_reference(ctx)
-            except (MemoryError, RuntimeError) as exc:
-                if is_out_of_memory(exc):
-                    raise out_of_memory_error(exc, "the reference capture") from None
-                raise
-            _release_spills(ctx)
-        phases.append(_phase_record("capture", [], meter.usage))
-        order = list(CHECK_RUNNERS if runners is None else runners)
+        phases = [_capture(ctx)]
         planner = None
-        if budget_s is not None and ctx.profiler.profile is not None:
-            planner = BudgetPlanner(
-                limit_s=budget_s, unit_s=unit_seconds(ctx.profiler.profile), started=started
-            )
-            planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
-        checks = _run_checks(ctx, order, progress, phases, planner)
+        if workers != 1:
+            from attest.collection.parallel import run_parallel
+
+            def run_here(names: list[str]) -> list[CheckResult]:
+                found = _run_checks(ctx, list(names), progress, phases, fill_missing=False)
+                return list(found.values())
+
+            produced = run_parallel(
+                ctx, [str(r) for r in order], workers, phases, ray_address=ray_address,
+                run_here=run_here,
+            )  # fmt: skip
+            checks = _completed({r.check: r for r in produced})
+        else:
+            if budget_s is not None and ctx.profiler.profile is not None:
+                planner = BudgetPlanner(
+                    limit_s=budget_s, unit_s=unit_seconds(ctx.profiler.profile), started=started
+                )
+                planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
+            checks = _run_checks(ctx, order, progress, phases, planner)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
         profile = ctx.profiler.profile
@@ -341,6 +372,35 @@ def collect(
     if out is not None:
         atomic_write_json(out, evidence.model_dump(mode="json"))
     return evidence
+
+
+def _capture(ctx: CollectContext) -> PhaseRecord:
+    """The reference capture (run 0), measured as the first phase."""
+    from attest.collection.profile.profiler import capture_reference
+
+    with PhaseMeter() as meter, checkpointing_off():
+        try:
+            capture_reference(ctx)
+        except (MemoryError, RuntimeError) as exc:
+            if is_out_of_memory(exc):
+                raise out_of_memory_error(exc, "the reference capture") from None
+            raise
+        _release_spills(ctx)
+    return _phase_record("capture", [], meter.usage)
+
+
+def capture_and_run(
+    loaded: LoadedSpec, settings: CheckSettings, runners: list[str], output_dir: Path
+) -> tuple[CollectContext, list[CheckResult], list[PhaseRecord]]:
+    """One part of a collect split over workers (:mod:`attest.collection.parallel`): the
+    runtime, the reference capture and ``runners``, nothing assembled."""
+    from attest.collection import runtime_info as environment
+
+    with environment.runtime(loaded, settings):
+        ctx = CollectContext(spec=loaded, settings=settings, output_dir=output_dir)
+        phases = [_capture(ctx)]
+        found = _run_checks(ctx, list(runners), None, phases, fill_missing=False)
+    return ctx, list(found.values()), phases
 
 
 def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:

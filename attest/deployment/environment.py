@@ -28,10 +28,12 @@ __all__ = [
     "COMPARED_KEYS",
     "DEFAULT_FATAL",
     "EnvironmentDifference",
+    "TargetMatch",
     "compare_environment",
     "cpu_description",
     "deployment_envelope",
     "local_environment",
+    "match_deployment",
 ]
 
 # The keys compare_environment looks at, in report order.
@@ -233,3 +235,62 @@ def deployment_envelope(
         "runtime": {**recorded, **runtime_settings},
         "fatal_differences": [str(k) for k in fatal],
     }
+
+
+@dataclass(frozen=True)
+class TargetMatch:
+    """Which certified target this machine matched (``attest verify --check-environment``).
+
+    ``target`` is the matched target's name, or None when none matched; then ``refusal`` says
+    why and ``nearest`` names the closest target. ``differences`` are those from the matched
+    target (all non-fatal), or from the nearest one.
+    """
+
+    target: str | None
+    differences: list[EnvironmentDifference]
+    nearest: str | None = None
+    refusal: str | None = None
+
+
+def _candidates(deployment: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    per_target = deployment.get("per_target")
+    if isinstance(per_target, dict) and per_target:
+        return [(str(name), dict(env)) for name, env in per_target.items()]
+    targets = deployment.get("targets") or []
+    name = "+".join(map(str, targets)) if targets else "the certified target"
+    return [(name, {**deployment, "verdict": "pass"})]
+
+
+def match_deployment(deployment: dict[str, Any]) -> TargetMatch:
+    """Match this machine to one of the certificate's targets.
+
+    A certificate over several targets lists them in ``deployment.per_target``; otherwise the
+    deployment envelope is the one target. A target matches when no fatal key differs; among
+    several, the one with the fewest differences wins (then the first listed). A match to a
+    target that failed its policy is refused: the certificate does not cover that hardware.
+    """
+    scored: list[tuple[int, int, int, str, dict[str, Any], list[EnvironmentDifference]]] = []
+    for order, (name, env) in enumerate(_candidates(deployment)):
+        runtime = dict(env.get("runtime") or {})
+        fatal = list(env.get("fatal_differences") or DEFAULT_FATAL)
+        local = local_environment(
+            threads=runtime.get("intra_op_threads"),
+            execution_provider=runtime.get("execution_provider", "CPUExecutionProvider"),
+        )
+        differences = compare_environment(runtime, local, fatal)
+        fatal_count = sum(1 for d in differences if d.fatal)
+        scored.append((fatal_count, len(differences), order, name, env, differences))
+    scored.sort(key=lambda c: c[:3])
+    for fatal_count, _, _, name, env, differences in scored:
+        if fatal_count == 0 and env.get("verdict") == "pass":
+            return TargetMatch(target=name, differences=differences)
+    fatal_count, _, _, name, env, differences = scored[0]
+    if fatal_count == 0:
+        refusal = (
+            f"this machine matches target {name}, which failed the certificate's policy; "
+            "the certificate does not cover this hardware"
+        )
+    else:
+        listed = "; ".join(d.message for d in differences if d.fatal)
+        refusal = f"no certified target matches this machine; the nearest is {name}: {listed}"
+    return TargetMatch(target=None, differences=differences, nearest=name, refusal=refusal)

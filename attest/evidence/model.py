@@ -13,10 +13,14 @@ says so with ``status`` and ``reason``; it never reports a pass it did not measu
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from attest.core.io import read_json_file
+from attest.core.validation import validation_problems
+from attest.errors import EvidenceError
 from attest.evidence.training_summary import TrainingSummary
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "CheckItem",
     "CheckResult",
     "CheckStatus",
+    "DispatchRecord",
     "Evidence",
     "ExportDeployment",
     "ExportRecord",
@@ -48,6 +53,7 @@ __all__ = [
     "PhaseRecord",
     "Subject",
     "TrainingLogRecord",
+    "load_evidence",
 ]
 
 EVIDENCE_SCHEMA_VERSION = "1"
@@ -374,6 +380,8 @@ class PhaseRecord(_Strict):
     rss_start_bytes: int | None = None
     rss_end_bytes: int | None = None
     peak_method: Literal["VmHWM", "sampled", "none"] = "none"
+    # the worker process that ran it (attest collect --workers); None: this process
+    worker: int | None = None
 
 
 class BudgetReduction(_Strict):
@@ -408,6 +416,22 @@ class TrainingLogRecord(_Strict):
     series: list[dict[str, float | int | None]] = Field(default_factory=list)
 
 
+class DispatchRecord(_Strict):
+    """Where a cluster ran one target's collect (``attest collect --ray``): the engine, the
+    node, how many times the task was started (a worker that died is retried by the engine),
+    what the task asked for and how long the successful attempt took."""
+
+    target: str
+    engine: Literal["ray"]
+    engine_version: str
+    address: str
+    node: str | None = None
+    hostname: str | None = None
+    attempts: int = Field(ge=1)
+    requested: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float | None = None
+
+
 class Evidence(_Strict):
     """The whole evidence file. The profiler owns the model-level and per-operator fields;
     every check writes its :class:`CheckResult` into :attr:`checks`."""
@@ -430,3 +454,16 @@ class Evidence(_Strict):
     phases: list[PhaseRecord] = Field(default_factory=list)
     budget: BudgetRecord | None = None
     training_log: TrainingLogRecord | None = None
+    dispatch: list[DispatchRecord] = Field(default_factory=list)
+
+
+def load_evidence(path: str | Path) -> Evidence:
+    """Read and validate an evidence file; any problem is an :class:`EvidenceError`."""
+    data = read_json_file(path, what="evidence file")
+    try:
+        return Evidence.model_validate(data)
+    except ValidationError as exc:
+        raise EvidenceError(
+            f"evidence file {path} is not valid evidence: {validation_problems(exc)}",
+            hint="produce it with: attest collect SPEC -o evidence.json",
+        ) from None

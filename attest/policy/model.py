@@ -43,11 +43,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from attest._version import __version__
 from attest.certificate.signing import canonical_json
-from attest.core.io import read_json_file
 from attest.core.strict_yaml import load_yaml_mapping
 from attest.core.validation import validation_problems
-from attest.errors import EvidenceError, PolicyError
-from attest.evidence.model import CHECK_IDS, CheckId, Evidence, Metric, Subject
+from attest.errors import PolicyError
+from attest.evidence.model import CHECK_IDS, CheckId, Metric, Subject, load_evidence
 
 __all__ = [
     "FINDINGS_SCHEMA_VERSION",
@@ -58,6 +57,7 @@ __all__ = [
     "Policy",
     "PolicySummary",
     "Rule",
+    "TargetVerdict",
     "TrainingLogRules",
     "Verdict",
     "Waiver",
@@ -218,6 +218,12 @@ class Policy(_Strict):
         default=None,
         description="thresholds on a training log given to certify (docs/policy-reference.md)",
     )
+    required_targets: list[str] = Field(
+        default_factory=list,
+        description="hardware targets (names such as cpu:x86_64:avx512, or fnmatch patterns such "
+        "as cuda:*) that `attest certify --evidence` requires to be present and to pass; empty: "
+        "every target whose evidence is given is required",
+    )
 
     @model_validator(mode="after")
     def _cross_references(self) -> Policy:
@@ -274,10 +280,28 @@ class Finding(_Strict):
     severity: Severity
     message: str
     waiver: AppliedWaiver | None = None
+    # the hardware target whose evidence this finding holds (``attest certify --evidence``)
+    target: str | None = None
+
+
+class TargetVerdict(_Strict):
+    """One hardware target's verdict in a certification over several targets
+    (``attest certify --evidence``); its findings carry ``target`` = :attr:`name`."""
+
+    name: str
+    verdict: Literal["pass", "fail", "missing"]
+    required: bool
+    counts: dict[str, int] = Field(default_factory=dict)
+    evidence: str | None = None  # the evidence file it was evaluated from
+    evidence_sha256: str | None = None
 
 
 class Findings(_Strict):
-    """The findings file (``findings.json``): every finding and the overall verdict."""
+    """The findings file (``findings.json``): every finding and the overall verdict.
+
+    Over several targets, :attr:`targets` lists each target's verdict and every finding names
+    its target; the verdict is pass only if every required target is present and passes.
+    """
 
     schema_version: str = FINDINGS_SCHEMA_VERSION
     tool_version: str = __version__
@@ -289,6 +313,7 @@ class Findings(_Strict):
     counts: dict[str, int]
     findings: list[Finding]
     expired_waivers: list[str] = Field(default_factory=list)
+    targets: list[TargetVerdict] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -391,15 +416,3 @@ def policy_digest(policy: Policy) -> str:
     import hashlib
 
     return hashlib.sha256(canonical_json(policy.model_dump(mode="json"))).hexdigest()
-
-
-def load_evidence(path: str | Path) -> Evidence:
-    """Load and validate an evidence file."""
-    data = read_json_file(path, what="evidence file")
-    try:
-        return Evidence.model_validate(data)
-    except ValidationError as exc:
-        raise EvidenceError(
-            f"evidence file {path} is not valid evidence: {validation_problems(exc)}",
-            hint="produce it with: attest collect SPEC -o evidence.json",
-        ) from None

@@ -90,10 +90,9 @@ MAX_CLOCK_SKEW = timedelta(days=1)
 # Extension points, imported lazily and only when asked for (they need numpy/onnxruntime):
 #   attest.verification.probe.run_probe(onnx_bytes, probe_bytes, *, certified_env, onnx_sha256,
 #       external_data: {location: bytes}) -> object with .passed: bool, .message: str (and optionally .to_dict())
-#   attest.deployment.environment.local_environment(*, threads, execution_provider) -> dict
-#   attest.deployment.environment.compare_environment(certified, local, fatal)
-#       -> list of objects with .fatal: bool, .message: str (and optionally .to_dict())
-#   attest.deployment.environment.DEFAULT_FATAL: keys fatal when the certificate names none
+#   attest.deployment.environment.match_deployment(deployment) -> object with .target (the
+#       matched target's name or None), .refusal (why none matched), .differences (objects
+#       with .message and .to_dict())
 # A missing extension fails closed (PROBE_MISMATCH / ENVIRONMENT_MISMATCH), never passes.
 PROBE_MODULE = "attest.verification.probe"
 ENVIRONMENT_MODULE = "attest.deployment.environment"
@@ -120,6 +119,7 @@ class VerificationReport:
     notes: list[str] = field(default_factory=list)
     probe: dict[str, Any] | None = None
     environment_differences: list[dict[str, Any]] = field(default_factory=list)
+    environment_target: str | None = None  # the certified target this machine matched
 
     @property
     def codes(self) -> list[str]:
@@ -147,6 +147,7 @@ class VerificationReport:
             "notes": self.notes,
             "probe": self.probe,
             "environment_differences": self.environment_differences,
+            "environment_target": self.environment_target,
         }
 
 
@@ -293,27 +294,18 @@ def _compare_environment(
                 f"this installation cannot check the environment ({ENVIRONMENT_MODULE} is missing)",
             )
         ]
-    runtime = dict(deployment.get("runtime", {}))
-    fatal = list(deployment.get("fatal_differences") or module.DEFAULT_FATAL)
     try:
-        local = module.local_environment(
-            threads=runtime.get("intra_op_threads"),
-            execution_provider=runtime.get("execution_provider", "CPUExecutionProvider"),
-        )
-        differences = module.compare_environment(runtime, local, fatal)
+        match = module.match_deployment(deployment)
     except Exception as exc:  # fail closed
         return [
             ("ENVIRONMENT_MISMATCH", f"the environment check failed: {type(exc).__name__}: {exc}")
         ]
-    reasons = []
-    for diff in differences:
-        if hasattr(diff, "to_dict"):
-            report.environment_differences.append(diff.to_dict())
-        if diff.fatal:
-            reasons.append(("ENVIRONMENT_MISMATCH", str(diff.message)))
-        else:
-            report.notes.append(f"environment: {diff.message}")
-    return reasons
+    report.environment_target = match.target
+    report.environment_differences = [d.to_dict() for d in match.differences]
+    if match.target is None:
+        return [("ENVIRONMENT_MISMATCH", str(match.refusal))]
+    report.notes += [f"environment: {d.message}" for d in match.differences]
+    return []
 
 
 def _after_gates(

@@ -12,7 +12,7 @@ from _collect_models import MLP, make_spec
 
 from attest.collection import CHECK_RUNNERS, collect
 from attest.collection.context import CollectContext
-from attest.collection.merge import merge_evidence
+from attest.evidence.merge import merge_evidence
 from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
 
 MINE = ["attest.collection.profile.topology:run", "attest.collection.profile.profiler:run"]

@@ -178,33 +178,40 @@ class _Difference:
         return {"key": self.key, "fatal": self.fatal}
 
 
+@dataclass
+class _Match:
+    target: str | None
+    differences: list[_Difference]
+    refusal: str | None = None
+
+
 def test_environment_differences_reject_only_when_fatal(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def local_environment(*, threads: Any, execution_provider: str) -> dict[str, Any]:
-        return {"cpu_arch": "x86_64", "onnxruntime_version": "1.0"}
+    local = {"cpu_arch": "x86_64", "onnxruntime_version": "1.0"}
 
-    def compare_environment(
-        certified: dict[str, Any], local: dict[str, Any], fatal: list[str]
-    ) -> list[_Difference]:
-        return [_Difference(k, k in fatal) for k in certified if certified[k] != local.get(k)]
+    def match_deployment(deployment: dict[str, Any]) -> _Match:
+        certified, fatal = (
+            deployment["runtime"],
+            deployment.get("fatal_differences") or ["cpu_arch"],
+        )
+        found = [_Difference(k, k in fatal) for k in certified if certified[k] != local.get(k)]
+        if any(d.fatal for d in found):
+            return _Match(None, found, refusal="no certified target matches: " + found[0].message)
+        return _Match("cpu:x86_64", found)
 
-    _install(
-        monkeypatch,
-        "fake_env",
-        local_environment=local_environment,
-        compare_environment=compare_environment,
-        DEFAULT_FATAL=("cpu_arch",),
-    )
+    _install(monkeypatch, "fake_env", match_deployment=match_deployment)
     monkeypatch.setattr("attest.verification.verifier.ENVIRONMENT_MODULE", "fake_env")
     runtime = {"cpu_arch": "x86_64", "onnxruntime_version": "1.1"}
     cert = world.write(world.envelope(deployment={"runtime": runtime}))
     report = world.verify(cert, check_environment=True)
     assert report.verified and "environment: onnxruntime_version differs" in report.notes
+    assert report.environment_target == "cpu:x86_64"
     fatal = {"runtime": runtime, "fatal_differences": ["onnxruntime_version"]}
     cert = world.write(world.envelope(deployment=fatal), "fatal.json")
     report = world.verify(cert, check_environment=True)
     assert report.codes == ["ENVIRONMENT_MISMATCH"]
+    assert "onnxruntime_version differs" in report.reasons[0][1]
     assert report.environment_differences == [{"key": "onnxruntime_version", "fatal": True}]
     monkeypatch.setattr(
         "attest.verification.verifier.ENVIRONMENT_MODULE", "attest.no_such_environment"

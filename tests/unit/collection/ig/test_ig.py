@@ -150,9 +150,11 @@ def test_chunks_are_bounded_by_the_memory_budget_and_do_not_change_bits() -> Non
     assert len(batch_sizes) >= 2 * steps // small.chunk_size  # it really went in chunks
     assert big.chunk_size > small.chunk_size
     assert torch.equal(small.attributions, big.attributions)  # node order fixed: same bits
-    # F(x), F(b): a pass of their own (small budget) or in the path's one chunk (big budget)
-    assert np.array_equal(small.f_input, big.f_input)
-    assert np.array_equal(small.f_baseline, big.f_baseline)
+    # F(x), F(b): a pass of their own (small budget) or in the path's one chunk (big budget).
+    # Bit-equal on most CPUs, but not promised: oneDNN may block a convolution differently for
+    # a batch of 2 and one of a thousand (it does on AVX-512 machines), so to float32 rounding.
+    np.testing.assert_allclose(small.f_input, big.f_input, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(small.f_baseline, big.f_baseline, rtol=1e-5, atol=1e-6)
 
 
 def test_argmax_classes_found_with_the_endpoints_in_the_paths_chunk_or_apart() -> None:
@@ -292,7 +294,9 @@ def test_targets_agree_with_the_collect_contract() -> None:
         result = integrated_gradients(model, x, target=target, labels=labels, steps=4)
         with torch.no_grad():
             expected = target_scalar(model(x), spec, labels).double().numpy()
-        assert np.allclose(result.f_input, expected, rtol=1e-6)
+        # to float32 rounding: the IG pass and this one batch differently (oneDNN may block
+        # a convolution differently per batch size, as on AVX-512 machines)
+        assert np.allclose(result.f_input, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_segmentation_target_sums_the_class_channel() -> None:

@@ -80,10 +80,11 @@ def test_operator_rows_carry_the_spread_and_merging_keeps_the_widest() -> None:
     from typing import Any, cast
 
     from attest.collection.capture.run import RunOutcome
-    from attest.collection.merge import merge_evidence
     from attest.collection.profile.measures import OpMeasure, Profile
-    from attest.collection.rows import module_rows, operator_rows
+    from attest.collection.rows import operator_rows
+    from attest.evidence.merge import merge_evidence
     from attest.evidence.model import Evidence
+    from attest.evidence.rollup import module_rows
 
     def measure(op_id: int, forward: list[int], backward: list[int]) -> OpMeasure:
         m = OpMeasure(op_id, "aten.relu.default", "act", [[2]], ["torch.float32"], False)

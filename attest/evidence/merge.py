@@ -10,15 +10,12 @@ policy holding the merged file to a threshold holds every target to it.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from attest._version import __version__
-from attest.core.io import read_json_file
 from attest.errors import EvidenceError
-from attest.evidence.model import CheckResult, Evidence, Metric, OperatorRow
+from attest.evidence.model import CheckResult, Evidence, Metric, OperatorRow, load_evidence
+from attest.evidence.rollup import module_rows
 
 __all__ = ["load_evidence", "merge_evidence"]
 
@@ -59,20 +56,6 @@ _STATUS_RANK = {
     "not_implemented": 3,
     "error": 4,
 }
-
-
-def load_evidence(path: str | Path) -> Evidence:
-    """Read and validate an evidence file; any problem is an :class:`EvidenceError`."""
-    data = read_json_file(path, what="evidence file")
-    try:
-        return Evidence.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise EvidenceError(
-            f"evidence file {path} does not match the evidence schema: {loc}: {first['msg']}",
-            hint="produce it with `attest collect`",
-        ) from None
 
 
 def _targets_of(ev: Evidence) -> list[str]:
@@ -212,8 +195,6 @@ def merge_evidence(evidences: list[Evidence], names: list[str] | None = None) ->
             environments.update(ev.environment["targets"])
         else:
             environments["/".join(t)] = {k: v for k, v in ev.environment.items() if k != "targets"}
-    from attest.collection.rows import module_rows
-
     operators = _merge_rows(parts)
     failures = [ev.model_failure for ev in evidences if ev.model_failure is not None]
     merged = Evidence(
@@ -230,6 +211,7 @@ def merge_evidence(evidences: list[Evidence], names: list[str] | None = None) ->
         model_failure=failures[0] if failures else None,
         targets=targets,
         export=next((ev.export for ev in evidences if ev.export is not None), None),
+        dispatch=[record for ev in evidences for record in ev.dispatch],
     )
     merged.modules = module_rows(merged.operators, merged.annotations)
     return merged

@@ -52,7 +52,7 @@ from attest.evidence.model import Evidence, ExportedFile, TrainingLogRecord
 from attest.evidence.training_log import MAX_LOG_BYTES, parse_training_log
 from attest.evidence.training_summary import series_of, summarize_training_log
 from attest.policy.engine import evaluate
-from attest.policy.model import Findings, Policy, load_policy
+from attest.policy.model import Finding, Findings, Policy, load_policy
 from attest.spec import LoadedSpec, load_spec, parse_spec_file
 from attest.spec.model import parse_budget
 
@@ -108,10 +108,14 @@ def _recorded_digest(evidence: Evidence, role: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _deployment_files(evidence: Evidence, out_dir: Path) -> dict[str, Path]:
+def _deployment_files(
+    evidence: Evidence, out_dir: Path, evidence_dir: Path | None = None
+) -> dict[str, Path]:
     """The ONNX file and probe bundle the export check wrote (:attr:`Evidence.export`), placed
     next to the certificate (copied there if the check wrote them elsewhere) and checked against
-    their recorded digests."""
+    their recorded digests. Evidence collected on another machine records paths of that
+    machine: then the files are looked for by name next to the evidence file
+    (``evidence_dir``)."""
     if evidence.export is None:
         return {}
     files: dict[str, Path] = {}
@@ -119,8 +123,14 @@ def _deployment_files(evidence: Evidence, out_dir: Path) -> dict[str, Path]:
     for entry in exported:
         name, source, digest = entry.name, Path(entry.path), entry.sha256
         target = out_dir / name
+        if not source.is_file() and evidence_dir is not None:
+            source = evidence_dir / name
         if not source.is_file():
-            raise InputError(f"the exported {name} ({source}) is gone; rerun attest certify")
+            raise InputError(
+                f"the exported {name} ({source}) is gone",
+                hint="rerun attest certify; for evidence collected elsewhere, copy the exported "
+                "files next to the evidence file",
+            )
         if source.resolve() != target.resolve():
             atomic_write_bytes(target, source.read_bytes())
         if sha256_file(target) != digest:
@@ -136,6 +146,7 @@ def certificate_subjects(
     spec: Path | LoadedSpec,
     out_dir: Path,
     training_log: Path | None = None,
+    evidence_dir: Path | None = None,
 ) -> dict[str, str]:
     """``{subject name: sha256}``: the spec, its weights and probe inputs, and (when the spec
     exports) the ONNX file and the probe bundle, written next to the certificate; with a
@@ -156,7 +167,7 @@ def certificate_subjects(
                 hint="rerun attest certify so the evidence and the certificate cover the same file",
             )
         chosen[path.name if path.name not in chosen else f"{role}-{path.name}"] = path
-    for name, path in _deployment_files(evidence, out_dir).items():
+    for name, path in _deployment_files(evidence, out_dir, evidence_dir).items():
         chosen[name if name not in chosen else f"deploy-{name}"] = path
     subjects = subjects_from_paths(chosen)
     record = evidence.training_log
@@ -305,15 +316,8 @@ def certify(
     signature states (default: the account name, release-engineer, authorship); ``tsa`` an
     RFC 3161 timestamp authority URL whose token is embedded with the signature.
     """
-    out_path = Path(out)
+    out_path, evidence_path, findings_path = _output_paths(out, evidence_out, findings_out)
     budget_s = parse_budget(budget)
-    evidence_path = Path(evidence_out) if evidence_out else out_path.with_name("evidence.json")
-    findings_path = Path(findings_out) if findings_out else out_path.with_name("findings.json")
-    clash = {out_path.resolve(), evidence_path.resolve(), findings_path.resolve()}
-    if len(clash) != 3:
-        raise InputError(
-            "the certificate, evidence and findings outputs must be three different files"
-        )
     lifetime = parse_expiry(expires_in)
     loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
     signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
@@ -339,15 +343,68 @@ def certify(
     findings = evaluate(evidence, loaded_policy, at=at)
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
 
+    def subjects() -> dict[str, str]:
+        found = certificate_subjects(evidence, loaded_spec, out_path.parent, log_path)
+        if model_signing:  # OpenSSF model-signing's model.sig, bound as a subject
+            found.update(model_signature(loaded_spec.artifacts["spec"].parent, signing_key, found))
+        return found
+
+    return _sign_and_report(
+        evidence,
+        findings,
+        subjects=subjects,
+        paths=(out_path, evidence_path, findings_path),
+        key=signing_key,
+        lifetime=lifetime,
+        at=at,
+        report=report,
+        report_writer=report_writer,
+        say=say,
+        signer=signer,
+        tsa=tsa,
+    )
+
+
+def _output_paths(
+    out: str | Path, evidence_out: str | Path | None, findings_out: str | Path | None
+) -> tuple[Path, Path, Path]:
+    out_path = Path(out)
+    evidence_path = Path(evidence_out) if evidence_out else out_path.with_name("evidence.json")
+    findings_path = Path(findings_out) if findings_out else out_path.with_name("findings.json")
+    clash = {out_path.resolve(), evidence_path.resolve(), findings_path.resolve()}
+    if len(clash) != 3:
+        raise InputError(
+            "the certificate, evidence and findings outputs must be three different files"
+        )
+    return out_path, evidence_path, findings_path
+
+
+def _sign_and_report(
+    evidence: Evidence,
+    findings: Findings,
+    *,
+    subjects: Callable[[], dict[str, str]],
+    paths: tuple[Path, Path, Path],
+    key: PrivateKey,
+    lifetime: timedelta,
+    at: datetime | None,
+    report: str | Path | None,
+    report_writer: Callable[..., Any] | None,
+    say: Progress,
+    deployment: DeploymentEnvelope | None = None,
+    signer: SignerIdentity | None = None,
+    tsa: str | None = None,
+) -> CertifyResult:
+    """On pass, build the statement over ``subjects()`` and sign it (with the signer's stated
+    identity and meaning, and a timestamp from ``tsa``); then the report; the result either
+    way."""
+    out_path, evidence_path, findings_path = paths
     statement: Statement | None = None
     certificate_path: Path | None = None
     if findings.passed:
         say("signing the certificate")
-        subjects = certificate_subjects(evidence, loaded_spec, out_path.parent, log_path)
-        if model_signing:  # OpenSSF model-signing's model.sig, bound as a subject
-            subjects.update(_model_signature(loaded_spec, signing_key, subjects))
         statement = build_statement(
-            subjects=subjects,
+            subjects=subjects(),
             model={
                 "name": str(evidence.model.get("name")),
                 "version": str(evidence.model.get("version")),
@@ -357,19 +414,19 @@ def certify(
             issued_at=at,
             expires_in=lifetime,
             environment=evidence.environment,
-            deployment=_deployment(evidence),
+            deployment=deployment or _deployment(evidence),
             evidence_digest={"sha256": sha256_file(evidence_path)},
             model_metrics=evidence.model_metrics,
             operators=[row.model_dump(mode="json") for row in evidence.operators],
             modules=[row.model_dump(mode="json") for row in evidence.modules],
             checks={k: v.model_dump(mode="json") for k, v in evidence.checks.items()},
-            findings=[f.model_dump(mode="json") for f in findings.findings],
+            findings=[_finding_json(f) for f in findings.findings],
             waivers=findings.waivers_used(),
             onnx_mapping=_onnx_mapping(evidence),
         )
         envelope = sign_statement(
             statement,
-            [signing_key],
+            [key],
             signers=None if signer is None else [signer],
             timestamper=timestamper(tsa),
         )
@@ -394,16 +451,20 @@ def certify(
     )
 
 
-def _model_signature(
-    spec: LoadedSpec, key: PrivateKey, subjects: Mapping[str, str]
-) -> dict[str, str]:
+def model_signature(folder: Path, key: PrivateKey, subjects: Mapping[str, str]) -> dict[str, str]:
     """Sign the spec's folder with OpenSSF model-signing; ``{"model.sig": sha256}``."""
     from attest.certificate.model_signing import SIGNATURE_NAME, sign_model_directory
 
     if SIGNATURE_NAME in subjects:
         raise InputError(f"a subject is already named {SIGNATURE_NAME}; rename that file")
-    signature = sign_model_directory(spec.artifacts["spec"].parent, key)
+    signature = sign_model_directory(folder, key)
     return {SIGNATURE_NAME: sha256_file(signature)}
+
+
+def _finding_json(finding: Finding) -> dict[str, Any]:
+    # ``target`` only over several targets: a single-target certificate's findings keep the
+    # keys they always had.
+    return finding.model_dump(mode="json", exclude={"target"} if finding.target is None else None)
 
 
 def _report_writer() -> Callable[..., Any]:

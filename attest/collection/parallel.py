@@ -1,0 +1,247 @@
+"""``attest collect --workers N``: the check runners of one collect split over N processes.
+
+The runners of :data:`attest.collection.CHECK_RUNNERS` are independent once the reference
+capture exists: each starts from the same random state (:func:`attest.collection.reseed`),
+reads only the spec, the settings, the capture and the topology verdict, and keeps its own
+hand-offs (gradient graph, IG state) to itself. So a collect can run them in several
+processes, each repeating the reference capture (about one forward+backward) and the topology
+check, and join their results: the same checks with the same figures as one process, bit for
+bit where the backend is deterministic (tests/unit/collection/test_parallel.py holds a
+two-worker collect to a one-worker one).
+
+Part 0 runs in this process and holds the profiler's runner (the per-operator rows come from
+its measurements); the other runners go to the least loaded part by their estimated cost
+(:data:`attest.collection.budget.PHASE_COST` and the settings' knobs, in forward+backward
+units). The other parts run in a local process pool (``spawn``: a fresh interpreter each) or,
+with ``--ray ADDRESS``, as Ray tasks that receive the spec's folder through the object store
+(:mod:`attest.collection.cluster.bundle`). A part's exported files come back as bytes and are
+written where this collect writes them.
+
+Why hand-written: torch's own parallel tools (DataParallel, torch.distributed) split one
+model's batch, not a collect's independent checks; concurrent.futures and Ray do the process
+work, this module only decides which runner goes where and joins the results.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+import tempfile
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from attest.collection.budget import KNOBS, PHASE_COST
+from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.errors import CollectError, InputError
+from attest.evidence.model import CheckResult, ExportRecord, PhaseRecord
+
+__all__ = ["MAX_WORKERS", "plan_parts", "run_parallel", "run_part"]
+
+MAX_WORKERS = 64
+_TOPOLOGY = "attest.collection.profile.topology:run"
+_PROFILE = "attest.collection.profile.profiler:run"
+
+
+def _phase(runner: str) -> str:
+    from attest.collection import phase_name
+
+    return phase_name(runner)
+
+
+def _cost(runner: str, settings: CheckSettings, spec: LoadedSpec) -> float:
+    phase = _phase(runner)
+    cost = PHASE_COST.get(phase, 1.0)
+    for knob in KNOBS:
+        if knob.phase == phase:
+            value = getattr(settings, knob.setting, None)
+            value = getattr(spec, knob.setting, None) if value is None else value
+            if value is not None:
+                cost += float(knob.cost(value))
+    return cost
+
+
+def plan_parts(
+    runners: list[str], workers: int, settings: CheckSettings, spec: LoadedSpec
+) -> list[list[str]]:
+    """Runner names per part; every part starts with the topology runner, part 0 holds the
+    profiler's. Empty parts are dropped; the order inside a part is the collect's order."""
+    if workers < 1 or workers > MAX_WORKERS:
+        raise InputError(f"--workers {workers} is not between 1 and {MAX_WORKERS}")
+    parts: list[list[str]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    if _PROFILE in runners:
+        parts[0].append(_PROFILE)
+        loads[0] += _cost(_PROFILE, settings, spec)
+    rest = [r for r in runners if r not in (_TOPOLOGY, _PROFILE)]
+    for runner in sorted(rest, key=lambda r: -_cost(r, settings, spec)):
+        index = min(range(workers), key=lambda i: (loads[i], i))
+        parts[index].append(runner)
+        loads[index] += _cost(runner, settings, spec)
+    order = {r: i for i, r in enumerate(runners)}
+    planned = [
+        ([_TOPOLOGY] if _TOPOLOGY in runners else []) + sorted(p, key=order.__getitem__)
+        for i, p in enumerate(parts)
+        if p or i == 0
+    ]
+    return planned
+
+
+def _part_result(
+    ctx: CollectContext, results: list[CheckResult], phases: list[PhaseRecord]
+) -> dict[str, Any]:
+    files: dict[str, bytes] = {}
+    if ctx.export is not None:
+        for entry in (ctx.export.onnx, ctx.export.probe_bundle):
+            files[entry.name] = Path(entry.path).read_bytes()
+    return {
+        "checks": [r.model_dump(mode="json") for r in results],
+        "phases": [p.model_dump(mode="json") for p in phases],
+        "attributions": ctx.ig.attributions,
+        "export": ctx.export.model_dump(mode="json") if ctx.export is not None else None,
+        "files": files,
+    }
+
+
+def run_part(spec_path: str, settings: CheckSettings, runners: list[str]) -> dict[str, Any]:
+    """One part, in a worker process: load the spec, capture, run ``runners``; plain data."""
+    from attest.collection import capture_and_run
+    from attest.collection.rows import artifact_digests
+    from attest.spec import load_spec
+
+    loaded = load_spec(spec_path)
+    folder = Path(tempfile.mkdtemp(prefix="attest-part-"))
+    try:
+        ctx, results, phases = capture_and_run(loaded, settings, runners, folder)
+        data = _part_result(ctx, results, phases)
+        data["artifacts"] = artifact_digests(loaded)
+        return data
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_part_from_bundle(
+    bundle: Any, settings: CheckSettings, runners: list[str]
+) -> dict[str, Any]:
+    """One part as a Ray task: the spec's folder arrives as a checked bundle."""
+    from attest.collection.cluster.bundle import unpack_spec
+
+    folder, spec_path = unpack_spec(bundle)
+    try:
+        return run_part(str(spec_path), settings, runners)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class _RayParts:
+    """Parts as Ray tasks on the cluster at ``address`` (each asks for the spec's threads)."""
+
+    def __init__(self, address: str, spec: LoadedSpec) -> None:
+        from attest.collection.cluster.bundle import pack_spec
+        from attest.collection.cluster.ray_dispatch import connect
+
+        self.ray = connect(address)
+        self.bundle = self.ray.put(pack_spec(spec.path))
+        self.task = self.ray.remote(run_part_from_bundle).options(
+            num_cpus=max(1, int(spec.threads)), max_retries=2, retry_exceptions=False
+        )
+
+    def submit(self, settings: CheckSettings, runners: list[str]) -> Any:
+        return self.task.remote(self.bundle, settings, runners)
+
+    def result(self, handle: Any) -> dict[str, Any]:
+        return dict(self.ray.get(handle))
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+class _PoolParts:
+    """Parts in a local pool of fresh interpreters."""
+
+    def __init__(self, workers: int, spec: LoadedSpec) -> None:
+        self.spec_path = str(spec.path)
+        self.pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+        )
+
+    def submit(self, settings: CheckSettings, runners: list[str]) -> Future[dict[str, Any]]:
+        return self.pool.submit(run_part, self.spec_path, settings, runners)
+
+    def result(self, handle: Future[dict[str, Any]]) -> dict[str, Any]:
+        return handle.result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _adopt(
+    ctx: CollectContext, index: int, data: dict[str, Any], out_dir: Path, phases: list[PhaseRecord]
+) -> list[CheckResult]:
+    """Take a finished part's results into this collect."""
+    from attest.collection.rows import artifact_digests
+
+    if data["artifacts"] != artifact_digests(ctx.spec):
+        raise CollectError(f"worker {index} read other spec, weights or probe bytes than this one")
+    for record in data["phases"]:
+        phases.append(PhaseRecord.model_validate({**record, "worker": index}))
+    if data["attributions"] is not None:
+        ctx.ig.attributions = data["attributions"]
+    if data["export"] is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, blob in data["files"].items():
+            (out_dir / Path(name).name).write_bytes(blob)
+        record = ExportRecord.model_validate(data["export"])
+        ctx.export = record.model_copy(
+            update={
+                "onnx": record.onnx.model_copy(update={"path": str(out_dir / record.onnx.name)}),
+                "probe_bundle": record.probe_bundle.model_copy(
+                    update={"path": str(out_dir / record.probe_bundle.name)}
+                ),
+            }
+        )
+    return [CheckResult.model_validate(c) for c in data["checks"]]
+
+
+def run_parallel(
+    ctx: CollectContext,
+    runners: list[str],
+    workers: int,
+    phases: list[PhaseRecord],
+    *,
+    ray_address: str | None = None,
+    run_here: Any,
+) -> list[CheckResult]:
+    """Run part 0 here (``run_here(runner_names) -> list[CheckResult]``) and the others in
+    workers; the results of every part, part 0's first."""
+    parts = plan_parts(runners, workers, ctx.settings, ctx.spec)
+    if len(parts) == 1:
+        return list(run_here(parts[0]))
+    out_dir = ctx.output_dir or Path(tempfile.mkdtemp(prefix="attest-export-"))
+    backend: _RayParts | _PoolParts = (
+        _RayParts(ray_address, ctx.spec)
+        if ray_address is not None
+        else _PoolParts(len(parts) - 1, ctx.spec)
+    )
+    try:
+        handles = [backend.submit(ctx.settings, part) for part in parts[1:]]
+        results = list(run_here(parts[0]))
+        topology = {r.check for r in results}
+        for index, handle in enumerate(handles, 1):
+            try:
+                data = backend.result(handle)
+            except CollectError:
+                raise
+            except Exception as exc:
+                raise CollectError(
+                    f"worker {index} (runners {', '.join(_phase(r) for r in parts[index])}) "
+                    f"failed: {type(exc).__name__}: {exc}",
+                    hint="run without --workers to see the failure in this process",
+                ) from None
+            # the topology check ran in every part; keep part 0's
+            results += [
+                r for r in _adopt(ctx, index, data, out_dir, phases) if r.check not in topology
+            ]
+    finally:
+        backend.close()
+    return results

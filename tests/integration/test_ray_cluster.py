@@ -1,0 +1,247 @@
+"""``attest collect --ray``: a real local Ray cluster (``ray start --head``, two worker CPUs,
+one custom resource) running real collect tasks, then ``attest certify --evidence`` on what
+came back. One test kills a worker process in the middle of its task (Ray retries it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _collect_models import MLP, make_spec
+
+from attest.certificate.signing import generate_keypair
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+REPO = Path(__file__).resolve().parents[2]
+# A model slow enough (every forward sleeps) for a test to kill its worker mid-task.
+SLOW = MLP.replace(
+    "def build(width=16):",
+    "class Slow(nn.Module):\n"
+    "    def __init__(self, inner):\n"
+    "        super().__init__()\n"
+    "        self.inner = inner\n"
+    "    def forward(self, x):\n"
+    "        import time\n"
+    "        time.sleep(0.02)\n"
+    "        return self.inner(x)\n\n"
+    "def build_slow():\n"
+    "    return Slow(build())\n\n"
+    "def build(width=16):",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A head node on 127.0.0.1 with 2 CPUs and the custom resource ``avx512``, token-auth on."""
+    temp = tmp_path_factory.mktemp("ray")
+    env = dict(os.environ)
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    port = _free_port()
+    started = subprocess.run(
+        [
+            ray_cli,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=2",
+            '--resources={"avx512": 1}',
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={temp}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}", env
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def _attest(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "attest", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 600) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    assert "Traceback" not in err, err[-3000:]
+    return proc.returncode, out, err
+
+
+def test_two_targets_collected_on_the_cluster_then_certified(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, env = cluster
+    spec = make_spec(tmp_path / "model", spec_extra="repeats: 3\nthreads: 1\n")
+    targets = tmp_path / "targets.yaml"
+    targets.write_text("plain: {num_cpus: 1}\nwide: {num_cpus: 1, resources: {avx512: 1}}\n")
+    out = tmp_path / "run" / "evidence.json"
+    code, _, err = _finish(
+        _attest(
+            "collect",
+            str(spec),
+            "--ray",
+            address,
+            "--targets",
+            str(targets),
+            "-o",
+            str(out),
+            env=env,
+        )
+    )
+    assert code == 0, err[-3000:]
+    assert "target plain: running, attempt 1" in err and "target wide: done" in err
+    merged = json.loads(out.read_text())
+    assert merged["targets"] == ["plain", "wide"]
+    records = {r["target"]: r for r in merged["dispatch"]}
+    assert records["wide"]["requested"]["resources"] == {"avx512": 1.0}
+    assert records["plain"]["attempts"] == records["wide"]["attempts"] == 1
+    per_target = [out.parent / "evidence.targets" / n / "evidence.json" for n in ("plain", "wide")]
+    digests = {json.loads(p.read_text())["artifacts"]["weights"]["sha256"] for p in per_target}
+    assert len(digests) == 1  # both read exactly the bytes the driver sent
+
+    key, _, _ = generate_keypair(tmp_path / "release", passphrase=None)
+    policy = REPO / "policies" / "research.yaml"
+    args = [
+        "certify",
+        str(spec),
+        "--policy",
+        str(policy),
+        "--key",
+        str(key),
+        "--json",
+        "-q",
+        "-o",
+        str(tmp_path / "cert" / "gradient_certificate.json"),
+    ]
+    for path in per_target:
+        args += ["--evidence", str(path)]
+    code, text, err = _finish(_attest(*args, env=env))
+    summary = json.loads(text)
+    assert [(t["name"], t["required"]) for t in summary["targets"]] == [
+        ("plain", True),
+        ("wide", True),
+    ]
+    assert code == 0, summary["failed"]
+    assert (tmp_path / "cert" / "gradient_certificate.json").is_file()
+
+
+def test_a_worker_killed_mid_task_is_retried_and_recorded(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, env = cluster
+    folder = tmp_path / "slow"
+    make_spec(folder, SLOW, spec_extra="repeats: 3\nthreads: 1\n")
+    spec = folder / "attest.yaml"
+    spec.write_text(spec.read_text().replace("factory: model:build", "factory: model:build_slow"))
+    # the slow wrapper's weights carry the inner model under "inner."
+    shutil.move(folder / "weights.safetensors", folder / "inner.safetensors")
+    from safetensors.torch import load_file, save_file
+
+    save_file(
+        {f"inner.{k}": v for k, v in load_file(str(folder / "inner.safetensors")).items()},
+        str(folder / "weights.safetensors"),
+    )
+    (folder / "inner.safetensors").unlink()
+    targets = tmp_path / "targets.yaml"
+    targets.write_text("only: {num_cpus: 1, max_retries: 2}\n")
+    out = tmp_path / "run" / "evidence.json"
+    proc = _attest(
+        "collect", str(spec), "--ray", address, "--targets", str(targets), "-o", str(out), env=env
+    )
+    assert proc.stderr is not None
+    killed = None
+    deadline = time.monotonic() + 300
+    lines: list[str] = []
+    while killed is None and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "target only: running, attempt 1 (pid " in line:
+            killed = int(line.split("(pid ")[1].split()[0])
+            os.kill(killed, signal.SIGKILL)
+    assert killed is not None, "".join(lines)
+    code, _, err = _finish(proc)
+    assert code == 0, "".join(lines) + err[-3000:]
+    assert "target only: running, attempt 2" in err
+    record = json.loads(out.read_text())["dispatch"][0]
+    assert record["attempts"] == 2
+
+
+def test_a_target_no_node_can_serve_fails_naming_the_resource(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, env = cluster
+    spec = make_spec(tmp_path / "model", spec_extra="repeats: 3\nthreads: 1\n")
+    targets = tmp_path / "targets.yaml"
+    targets.write_text("here: {num_cpus: 1}\na100: {num_gpus: 1, accelerator_type: A100}\n")
+    out = tmp_path / "run" / "evidence.json"
+    code, _, err = _finish(
+        _attest(
+            "collect",
+            str(spec),
+            "--ray",
+            address,
+            "--targets",
+            str(targets),
+            "-o",
+            str(out),
+            "--schedule-timeout",
+            "2s",
+            env=env,
+        )
+    )
+    assert code != 0
+    assert "target a100: no node of the Ray cluster can run it" in err
+    assert "GPU 1" in err and "accelerator_type:A100" in err
+    assert not out.exists()
+
+
+def test_one_collect_split_over_ray_tasks(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, env = cluster
+    spec = make_spec(tmp_path / "model", spec_extra="repeats: 3\nthreads: 1\n")
+    out = tmp_path / "run" / "evidence.json"
+    code, _, err = _finish(
+        _attest("collect", str(spec), "--ray", address, "--workers", "2", "-o", str(out), env=env)
+    )
+    assert code == 0, err[-3000:]
+    evidence = json.loads(out.read_text())
+    assert {p["worker"] for p in evidence["phases"]} == {None, 1}
+    statuses = {c["status"] for c in evidence["checks"].values()}
+    assert statuses <= {"computed", "not_applicable"}, evidence["checks"]
