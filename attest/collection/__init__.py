@@ -21,255 +21,40 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
-import importlib
 import time
-import traceback
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner
-from attest.collection.checkpointing import checkpointing_off
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
-from attest.collection.resources import (
-    PhaseMeter,
-    PhaseUsage,
-    current_rss,
-    is_out_of_memory,
-    out_of_memory_error,
-    require_headroom,
+from attest.collection.runners import (
+    CHECK_RUNNERS,
+    RUNNER_CHECKS,
+    Runner,
+    capture_and_run,
+    completed,
+    measure_capture,
+    phase_name,
+    reseed,
+    run_checks,
+    unit_seconds,
 )
 from attest.core.progress import step_message
-from attest.errors import AttestError, InputError
-from attest.evidence.model import (
-    CHECK_IDS,
-    EXPORT_CHECKS,
-    GRADIENT_CHECKS,
-    IG_CHECKS,
-    PROFILE_CHECKS,
-    TOPOLOGY_CHECKS,
-    TRAINING_CHECKS,
-    CheckResult,
-    Evidence,
-    PhaseRecord,
-)
+from attest.errors import InputError
+from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
 
-__all__ = ["CHECK_RUNNERS", "RUNNER_CHECKS", "Runner", "capture_and_run", "collect", "reseed"]
-
-Runner = str | Callable[[CollectContext], list[CheckResult]]
-
-# Order matters: topology first (the others read ctx.topology_ok), the profiler's own checks
-# next, then the gradient checks and the integrated-gradient checks.
-CHECK_RUNNERS: list[Runner] = [
-    "attest.collection.profile.topology:run",
-    "attest.collection.profile.profiler:run",
-    "attest.collection.gradients.runner:run",
-    "attest.collection.ig.checks:run",
-    "attest.collection.export.check:run",
-    "attest.collection.training.runner:run",
+__all__ = [
+    "CHECK_RUNNERS",
+    "RUNNER_CHECKS",
+    "Runner",
+    "capture_and_run",
+    "collect",
+    "phase_name",
+    "reseed",
 ]
-
-# The check ids each named runner produces: reported as not_implemented when its module is
-# missing, as error when it raises.
-RUNNER_CHECKS: dict[str, tuple[str, ...]] = {
-    "attest.collection.profile.topology:run": TOPOLOGY_CHECKS,
-    "attest.collection.profile.profiler:run": PROFILE_CHECKS,
-    "attest.collection.gradients.runner:run": GRADIENT_CHECKS,
-    "attest.collection.ig.checks:run": IG_CHECKS,
-    "attest.collection.export.check:run": EXPORT_CHECKS,
-    "attest.collection.training.runner:run": TRAINING_CHECKS,
-}
-
-
-def _runner_name(runner: Runner) -> str:
-    if isinstance(runner, str):
-        return runner
-    module = getattr(runner, "__module__", "?")
-    return f"{module}:{getattr(runner, '__qualname__', repr(runner))}"
-
-
-def _resolve(runner: Runner) -> Callable[[CollectContext], list[CheckResult]] | str:
-    """The callable of a runner, or a string saying why the module is not in this build."""
-    if not isinstance(runner, str):
-        return runner
-    module_name, _, attr = runner.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
-            return f"{module_name} is not part of this build"
-        raise
-    func = getattr(module, attr or "run", None)
-    if not callable(func):
-        return f"{module_name} has no runner {attr or 'run'}()"
-    return func  # type: ignore[no-any-return]
-
-
-def _error_results(check_ids: tuple[str, ...], reason: str) -> list[CheckResult]:
-    return [CheckResult(check=c, status="error", reason=reason) for c in check_ids]  # type: ignore[arg-type]
-
-
-def phase_name(runner: Runner) -> str:
-    """The phase a runner is recorded under: ``gradients`` for attest.collection.gradients..."""
-    name = _runner_name(runner)
-    module = name.partition(":")[0]
-    parts = module.split(".")
-    if module == "attest.collection.profile.topology":
-        return "topology"
-    if len(parts) >= 3 and parts[:2] == ["attest", "collection"]:
-        return {"profile": "profile"}.get(parts[2], parts[2])
-    return name
-
-
-def _run_checks(
-    ctx: CollectContext,
-    runners: list[Runner],
-    progress: Callable[[str], None] | None,
-    phases: list[PhaseRecord],
-    planner: BudgetPlanner | None = None,
-    *,
-    fill_missing: bool = True,
-) -> dict[str, CheckResult]:
-    results: dict[str, CheckResult] = {}
-    for index, runner in enumerate(runners):
-        name = _runner_name(runner)
-        if planner is not None:  # plan again with the time actually left
-            planner.plan([phase_name(r) for r in runners[index:]], ctx.settings, ctx.spec)
-        if phases and phases[0].phase == "capture":
-            _require_headroom(phases[0], phase_name(runner))
-        if progress is not None:  # steps: the check ids finished so far, of all of them
-            done = sum(1 for check_id in CHECK_IDS if check_id in results)
-            short = name.rpartition(".")[2].partition(":")[0]
-            progress(step_message(done, len(CHECK_IDS), f"checks: {short}"))
-        # the training checks run checkpointed regions as the model does; the others plainly
-        plain = (
-            contextlib.nullcontext() if phase_name(runner) == "training" else checkpointing_off()
-        )
-        with PhaseMeter() as meter, plain:
-            produced = _run_one(ctx, runner, name)
-            gc.collect()  # what the runner built and dropped goes before the next one starts
-            _release_spills(ctx)
-        usage = meter.usage
-        phases.append(_phase_record(phase_name(runner), [r.check for r in produced], usage))
-        for result in produced:
-            if result.duration_s is None:
-                result.duration_s = round(usage.duration_s / max(1, len(produced)), 6)
-            if result.peak_rss_bytes is None:
-                result.peak_rss_bytes = usage.peak_rss_bytes
-            results.setdefault(result.check, result)
-    return _completed(results) if fill_missing else results
-
-
-def _completed(results: dict[str, CheckResult]) -> dict[str, CheckResult]:
-    """Every check id, in order; one no runner produced is ``not_implemented`` (never a pass)."""
-    for check_id in CHECK_IDS:
-        results.setdefault(
-            check_id,
-            CheckResult(
-                check=check_id,  # type: ignore[arg-type]
-                status="not_implemented",
-                reason="no check runner in this build produces this check",
-            ),
-        )
-    return {check_id: results[check_id] for check_id in CHECK_IDS}
-
-
-def _run_one(ctx: CollectContext, runner: Runner, name: str) -> list[CheckResult]:
-    """One runner's results; an import failure, a missing module or a raising runner gives
-    its expected checks as error / not_implemented results (never a pass)."""
-    expected = RUNNER_CHECKS.get(name, ())
-    try:
-        func = _resolve(runner)
-    except Exception as exc:
-        return _error_results(
-            expected, f"importing runner {name} raised {type(exc).__name__}: {exc}"
-        )
-    if isinstance(func, str):
-        return [
-            CheckResult(check=check_id, status="not_implemented", reason=func)  # type: ignore[arg-type]
-            for check_id in expected
-        ]
-    try:
-        reseed(ctx.settings.seed)
-        produced = func(ctx)
-        if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
-            raise TypeError(
-                f"runner returned {type(produced).__name__}, expected list[CheckResult]"
-            )
-    except AttestError:
-        raise
-    except Exception as exc:
-        if is_out_of_memory(exc):  # a clear error, not a check 'error' the user must decode
-            raise out_of_memory_error(exc, f"the {phase_name(runner)} checks") from None
-        reason = f"runner {name} raised {type(exc).__name__}: {exc}{_where(exc)}"
-        return _error_results(expected, reason)
-    return produced
-
-
-def reseed(seed: int) -> None:
-    """Every runner starts from the same random state, whichever runners ran before it (so a
-    collect split over workers, :mod:`attest.collection.parallel`, gives the same figures)."""
-    import random
-
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _release_spills(ctx: CollectContext) -> None:
-    """Give back the spill file's pages a phase read (they stay in the page cache)."""
-    profile = ctx.profiler.profile
-    for spill in profile.spills if profile is not None else []:
-        spill.release()
-
-
-def _require_headroom(capture: PhaseRecord, phase: str) -> None:
-    """Refuse a phase the machine has no memory for: each phase holds at most about what run
-    0 held at its peak (the model's activations and gradients plus run 0's reference before it
-    moved to the spill file) on top of what the process already holds."""
-    if capture.peak_rss_bytes is None or capture.rss_start_bytes is None:
-        return
-    working = capture.peak_rss_bytes - capture.rss_start_bytes
-    # what the process already holds above its start (freed heap the allocator kept) is
-    # reused, not asked of the machine again: only the rest must be free
-    held = max(0, (current_rss() or capture.rss_start_bytes) - capture.rss_start_bytes)
-    if working - held > 0:
-        require_headroom(working - held, f"the {phase} checks")
-
-
-def unit_seconds(profile: Any) -> float:
-    """One forward+backward of the model in seconds, as run 0 measured its operators (without
-    the capture's own overhead): the unit of the budget's cost model."""
-    forward = sum(profile.model_forward_ns[:1]) / 1e9
-    backward = sum(profile.model_backward_ns[:1]) / 1e9
-    return float(max(forward + backward, 1e-4))
-
-
-def _phase_record(phase: str, checks: list[str], usage: PhaseUsage) -> PhaseRecord:
-    return PhaseRecord(
-        phase=phase,
-        checks=checks,
-        duration_s=usage.duration_s,
-        cpu_s=usage.cpu_s,
-        peak_rss_bytes=usage.peak_rss_bytes,
-        rss_start_bytes=usage.rss_start_bytes,
-        rss_end_bytes=usage.rss_end_bytes,
-        peak_method=usage.peak_method,  # type: ignore[arg-type]
-    )
-
-
-def _where(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return ""
-    last = frames[-1]
-    return f" (at {Path(last.filename).name}:{last.lineno} in {last.name})"
 
 
 def collect(
@@ -326,27 +111,27 @@ def collect(
         )
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
-        phases = [_capture(ctx)]
+        phases = [measure_capture(ctx)]
         planner = None
         if workers != 1:
             from attest.collection.parallel import run_parallel
 
             def run_here(names: list[str]) -> list[CheckResult]:
-                found = _run_checks(ctx, list(names), progress, phases, fill_missing=False)
+                found = run_checks(ctx, list(names), progress, phases, fill_missing=False)
                 return list(found.values())
 
             produced = run_parallel(
                 ctx, [str(r) for r in order], workers, phases, ray_address=ray_address,
                 run_here=run_here,
             )  # fmt: skip
-            checks = _completed({r.check: r for r in produced})
+            checks = completed({r.check: r for r in produced})
         else:
             if budget_s is not None and ctx.profiler.profile is not None:
                 planner = BudgetPlanner(
                     limit_s=budget_s, unit_s=unit_seconds(ctx.profiler.profile), started=started
                 )
                 planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
-            checks = _run_checks(ctx, order, progress, phases, planner)
+            checks = run_checks(ctx, order, progress, phases, planner)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
         profile = ctx.profiler.profile
@@ -372,35 +157,6 @@ def collect(
     if out is not None:
         atomic_write_json(out, evidence.model_dump(mode="json"))
     return evidence
-
-
-def _capture(ctx: CollectContext) -> PhaseRecord:
-    """The reference capture (run 0), measured as the first phase."""
-    from attest.collection.profile.profiler import capture_reference
-
-    with PhaseMeter() as meter, checkpointing_off():
-        try:
-            capture_reference(ctx)
-        except (MemoryError, RuntimeError) as exc:
-            if is_out_of_memory(exc):
-                raise out_of_memory_error(exc, "the reference capture") from None
-            raise
-        _release_spills(ctx)
-    return _phase_record("capture", [], meter.usage)
-
-
-def capture_and_run(
-    loaded: LoadedSpec, settings: CheckSettings, runners: list[str], output_dir: Path
-) -> tuple[CollectContext, list[CheckResult], list[PhaseRecord]]:
-    """One part of a collect split over workers (:mod:`attest.collection.parallel`): the
-    runtime, the reference capture and ``runners``, nothing assembled."""
-    from attest.collection import runtime_info as environment
-
-    with environment.runtime(loaded, settings):
-        ctx = CollectContext(spec=loaded, settings=settings, output_dir=output_dir)
-        phases = [_capture(ctx)]
-        found = _run_checks(ctx, list(runners), None, phases, fill_missing=False)
-    return ctx, list(found.values()), phases
 
 
 def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:

@@ -44,7 +44,7 @@ _PROFILE = "attest.collection.profile.profiler:run"
 
 
 def _phase(runner: str) -> str:
-    from attest.collection import phase_name
+    from attest.collection.runners import phase_name
 
     return phase_name(runner)
 
@@ -105,8 +105,8 @@ def _part_result(
 
 def run_part(spec_path: str, settings: CheckSettings, runners: list[str]) -> dict[str, Any]:
     """One part, in a worker process: load the spec, capture, run ``runners``; plain data."""
-    from attest.collection import capture_and_run
     from attest.collection.rows import artifact_digests
+    from attest.collection.runners import capture_and_run
     from attest.spec import load_spec
 
     loaded = load_spec(spec_path)
@@ -138,7 +138,7 @@ class _RayParts:
 
     def __init__(self, address: str, spec: LoadedSpec) -> None:
         from attest.collection.cluster.bundle import pack_spec
-        from attest.collection.cluster.ray_dispatch import connect
+        from attest.collection.cluster.ray_connect import connect
 
         self.ray = connect(address)
         self.bundle = self.ray.put(pack_spec(spec.path))

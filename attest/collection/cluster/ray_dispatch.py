@@ -22,7 +22,6 @@ is written, so a partial set never reaches a signature.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import socket
@@ -34,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from attest.collection.cluster.bundle import SpecBundle, pack_spec, unpack_spec
+from attest.collection.cluster.ray_connect import connect
 from attest.collection.cluster.targets import TargetRequirements
 from attest.core.io import atomic_write_bytes, atomic_write_json
-from attest.errors import AttestError, CollectError, InputError
+from attest.errors import AttestError, CollectError
 from attest.evidence.merge import merge_evidence
 from attest.evidence.model import DispatchRecord, Evidence
 
-__all__ = ["RayCollect", "collect_on_ray", "connect", "target_folder"]
+__all__ = ["RayCollect", "collect_on_ray", "target_folder"]
 
 Say = Callable[[str], None]
 _POLL_S = 0.5
@@ -58,29 +58,6 @@ class RayCollect:
 def target_folder(out: Path, name: str) -> Path:
     """Where one target's evidence and exported files go: ``<out stem>.targets/<name>/``."""
     return out.parent / f"{out.stem}.targets" / name
-
-
-def _import_ray() -> Any:
-    try:
-        return importlib.import_module("ray")
-    except ImportError:
-        raise InputError(
-            "--ray needs Ray, which is not installed",
-            hint="pip install 'gradient-attest[ray]' (or pip install ray)",
-        ) from None
-
-
-def connect(address: str) -> Any:
-    """``ray`` connected to the cluster at ``address`` (``auto``, ``HOST:PORT``, ``local``)."""
-    ray = _import_ray()
-    try:
-        ray.init(address=address, namespace="attest", log_to_driver=False, configure_logging=False)
-    except Exception as exc:
-        raise InputError(
-            f"cannot connect to the Ray cluster at {address!r}: {type(exc).__name__}: {exc}",
-            hint="start one with `ray start --head`, or pass --ray local",
-        ) from None
-    return ray
 
 
 class _Attempts:
