@@ -318,6 +318,7 @@ def checkpoint(
 @click.argument("url", required=False)
 @click.option(
     "--state",
+    "state_path",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
     help="With URL: the auditor's stored checkpoint of that log (default: one file per origin "
@@ -341,7 +342,7 @@ def checkpoint(
 def verify(
     ctx: click.Context,
     url: str | None,
-    state: Path | None,
+    state_path: Path | None,
     key_paths: tuple[Path, ...],
     skip_entries: bool,
     ledger_path: Path | None,
@@ -357,7 +358,7 @@ def verify(
     if url is not None:
         from attest.cli.ledger_service import verify_remote
 
-        verify_remote(ctx, url, key_paths, state, skip_entries, as_json)
+        verify_remote(ctx, url, key_paths, state_path, skip_entries, as_json)
         return
     from attest.ledger import audit_ledger, open_ledger
     from attest.ledger.checkpoint import load_checkpoint_key

@@ -19,15 +19,61 @@ def _listen(text: str) -> tuple[str, int]:
 
 
 @click.command("serve")
-@click.option("--db", "dsn", required=True, envvar="ATTEST_LEDGER_DB", help="PostgreSQL connection string (postgresql://... or key=value), env ATTEST_LEDGER_DB.")
-@click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The log's Ed25519 private key (signs checkpoints).")
-@click.option("--origin", required=True, help="The log's origin (checkpoint first line), e.g. ledger.example.org/clinical.")
-@click.option("--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT to listen on.")
-@click.option("--clients", "clients_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="clients.yaml: who may write which entry types (an empty list: read-only).")
-@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path), default=None, help="TLS certificate chain (PEM); with --tls-key.")
-@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), default=None, help="TLS private key (PEM).")
-@click.option("--checkpoint-interval", default=10.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds between stored checkpoint rows (one is also signed after every batch).")
-@click.option("--max-batch", default=512, show_default=True, type=click.IntRange(1, 10_000), help="Most entries appended in one transaction.")
+@click.option(
+    "--db",
+    "dsn",
+    required=True,
+    envvar="ATTEST_LEDGER_DB",
+    help="PostgreSQL connection string (postgresql://... or key=value), env ATTEST_LEDGER_DB.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The log's Ed25519 private key (signs checkpoints).",
+)
+@click.option(
+    "--origin",
+    required=True,
+    help="The log's origin (checkpoint first line), e.g. ledger.example.org/clinical.",
+)
+@click.option(
+    "--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT to listen on."
+)
+@click.option(
+    "--clients",
+    "clients_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="clients.yaml: who may write which entry types (an empty list: read-only).",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TLS certificate chain (PEM); with --tls-key.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TLS private key (PEM).",
+)
+@click.option(
+    "--checkpoint-interval",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds between stored checkpoint rows (one is also signed after every batch).",
+)
+@click.option(
+    "--max-batch",
+    default=512,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Most entries appended in one transaction.",
+)
 def serve(
     dsn: str,
     key_path: Path,
@@ -57,7 +103,8 @@ def serve(
         from attest.ledger.service.submission import load_clients
     except ModuleNotFoundError as exc:
         raise InputError(
-            f"attest ledger serve needs {exc.name}", hint="pip install 'gradient-attest[ledger-service]'"
+            f"attest ledger serve needs {exc.name}",
+            hint="pip install 'gradient-attest[ledger-service]'",
         ) from None
     key = load_private_key(key_path)
     config = ServiceConfig(
@@ -70,7 +117,10 @@ def serve(
     )
     app = create_app(config)
     scheme = "https" if tls_cert else "http"
-    click.echo(f"ledger {origin}: {scheme}://{host}:{port}/ ({len(config.clients.clients)} clients)", err=True)
+    click.echo(
+        f"ledger {origin}: {scheme}://{host}:{port}/ ({len(config.clients.clients)} clients)",
+        err=True,
+    )
     click.echo(f"verifier key: {verifier_key(origin, key.public_key)}", err=True)
     uvicorn.run(
         app,
@@ -87,7 +137,13 @@ def serve(
 @click.command("mirror")
 @click.argument("url")
 @click.argument("local", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--key", "key_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The log's public key (PEM or note verifier key).")
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The log's public key (PEM or note verifier key).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def mirror(url: str, local: Path, key_path: Path, as_json: bool) -> None:
     """Keep a verified local copy (SQLite) of the remote log at URL.
@@ -110,14 +166,21 @@ def mirror(url: str, local: Path, key_path: Path, as_json: bool) -> None:
 
 
 def verify_remote(
-    ctx: click.Context, url: str, key_paths: tuple[Path, ...], state: Path | None, skip_entries: bool, as_json: bool
+    ctx: click.Context,
+    url: str,
+    key_paths: tuple[Path, ...],
+    state: Path | None,
+    skip_entries: bool,
+    as_json: bool,
 ) -> None:
     """``attest ledger verify URL``: audit the whole remote log from its tiles."""
     from attest.ledger.checkpoint import load_checkpoint_key
     from attest.ledger.service.remote_audit import audit_remote
 
     if len(key_paths) != 1:
-        raise InputError("attest ledger verify URL needs the log's public key: --key LEDGER.pub (once)")
+        raise InputError(
+            "attest ledger verify URL needs the log's public key: --key LEDGER.pub (once)"
+        )
     key, name = load_checkpoint_key(key_paths[0])
     report = audit_remote(url, key, key_name=name, state_path=state, check_entries=not skip_entries)
     if as_json:

@@ -8,6 +8,7 @@ the ``postgres`` user (created by the Debian package) through ``runuser``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -44,12 +45,26 @@ class PgCluster:
             self._as_user = ["runuser", "-u", "postgres", "--"]
             shutil.chown(self.base, "postgres")
             shutil.chown(self.socket, "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
         self.start()
 
     def _run(self, tool: str, *args: str) -> None:
         done = subprocess.run(
-            [*self._as_user, str(self.bin / tool), *args], capture_output=True, text=True, check=False
+            [*self._as_user, str(self.bin / tool), *args],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if done.returncode != 0:
             raise RuntimeError(f"{tool} failed ({done.returncode}): {done.stdout}\n{done.stderr}")
@@ -63,7 +78,17 @@ class PgCluster:
 
     def start(self) -> None:
         options = f"-k {self.socket} -c listen_addresses='' -c max_connections=200"
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.base / "log"), "-w", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.base / "log"),
+            "-w",
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
@@ -77,8 +102,6 @@ class PgCluster:
         return self.dsn_for(name)
 
     def destroy(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):
             self.stop("immediate")
-        except RuntimeError:
-            pass
         shutil.rmtree(self.base, ignore_errors=True)

@@ -97,8 +97,14 @@ class _Readers:
                 storage = PostgresStorage(self.dsn)
             try:
                 yield storage
-            finally:
+            except DatabaseUnavailable:
+                storage.close()  # the others were opened to the same server: drop them too
+                self.close()
+                raise
+            except BaseException:
                 self._free.put(storage)
+                raise
+            self._free.put(storage)
         finally:
             self._slots.put(None)
 
@@ -139,8 +145,10 @@ class _Service:
             return _error(404, "NOT_FOUND", f"the log's checkpoint covers {size} entries")
         headers = _IMMUTABLE
         with self.readers.borrow() as storage:
-            body = self._bundle(storage, tile) if tile.level is None else b"".join(
-                storage.read_nodes(tile.node_keys())
+            body = (
+                self._bundle(storage, tile)
+                if tile.level is None
+                else b"".join(storage.read_nodes(tile.node_keys()))
             )
         return Response(body, media_type=_OCTETS, headers=headers)
 
@@ -169,7 +177,12 @@ class _Service:
             proof = inclusion_proof(storage.read_nodes, index, size)
             leaf = storage.read_nodes([(0, index)])[0]
         return JSONResponse(
-            {"index": index, "tree_size": size, "leaf_hash": _b64(leaf), "inclusion_proof": [_b64(h) for h in proof]}
+            {
+                "index": index,
+                "tree_size": size,
+                "leaf_hash": _b64(leaf),
+                "inclusion_proof": [_b64(h) for h in proof],
+            }
         )
 
     def consistency(self, request: Request) -> Response:
@@ -193,7 +206,9 @@ class _Service:
         with self.readers.borrow() as storage:
             storage.ping()
         served = self.sequencer.served
-        return JSONResponse({"status": "ok", "origin": self.config.origin, "tree_size": served.head.size})
+        return JSONResponse(
+            {"status": "ok", "origin": self.config.origin, "tree_size": served.head.size}
+        )
 
     def metrics_text(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
@@ -209,8 +224,17 @@ class _Service:
         outcome, served = await self.sequencer.submit(submission)
         if outcome.replay:
             self.metrics.submissions.labels("replay").inc()
-            same = "" if outcome.index is None else f" (it recorded this entry at index {outcome.index})"
-            return _error(409, "REPLAY", f"this nonce was used before{same}; nothing appended", index=outcome.index)
+            same = (
+                ""
+                if outcome.index is None
+                else f" (it recorded this entry at index {outcome.index})"
+            )
+            return _error(
+                409,
+                "REPLAY",
+                f"this nonce was used before{same}; nothing appended",
+                index=outcome.index,
+            )
         self.metrics.submissions.labels("appended").inc()
         return JSONResponse(
             {
@@ -226,12 +250,16 @@ class _Service:
             raise _Refused(415, "UNSUPPORTED_MEDIA_TYPE", "send the entry as application/json")
         declared = request.headers.get("content-length", "0")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise _Refused(413, "BODY_TOO_LARGE", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+            raise _Refused(
+                413, "BODY_TOO_LARGE", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+            )
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_BODY_BYTES:
-                raise _Refused(413, "BODY_TOO_LARGE", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+                raise _Refused(
+                    413, "BODY_TOO_LARGE", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+                )
         try:
             sent = SubmissionRequest.model_validate(loads_strict(bytes(body), max_depth=16))
         except StrictJSONError as exc:
@@ -240,22 +268,38 @@ class _Service:
             raise _Refused(400, "MALFORMED", validation_problems(exc, limit=3)) from None
         policy = self.config.clients
         if not policy.clients:
-            raise _Refused(403, "READ_ONLY", "this service accepts no writes (clients.yaml lists none)")
+            raise _Refused(
+                403, "READ_ONLY", "this service accepts no writes (clients.yaml lists none)"
+            )
         if sent.origin != self.config.origin:
-            raise _Refused(400, "WRONG_ORIGIN", f"this log is {self.config.origin!r}, not {sent.origin!r}")
+            raise _Refused(
+                400, "WRONG_ORIGIN", f"this log is {self.config.origin!r}, not {sent.origin!r}"
+            )
         key = policy.key_of(sent.client)
         if key is None:
             raise _Refused(401, "UNKNOWN_CLIENT", f"client {sent.client!r} is not listed")
         if not sent.verify(key):
-            raise _Refused(401, "SIGNATURE_INVALID", f"the signature does not verify under {sent.client!r}'s key")
+            raise _Refused(
+                401,
+                "SIGNATURE_INVALID",
+                f"the signature does not verify under {sent.client!r}'s key",
+            )
         if sent.seconds_from(now_utc()) > MAX_SKEW_S:
-            raise _Refused(400, "REQUEST_EXPIRED", f"the request time is over {MAX_SKEW_S:.0f} s from the service's clock")
+            raise _Refused(
+                400,
+                "REQUEST_EXPIRED",
+                f"the request time is over {MAX_SKEW_S:.0f} s from the service's clock",
+            )
         try:
             entry = parse_entry(sent.entry)
         except InputError as exc:
             raise _Refused(400, "MALFORMED", exc.message) from None
         if not policy.may_write(sent.client, entry.event):
-            raise _Refused(403, "ENTRY_TYPE_NOT_ALLOWED", f"client {sent.client!r} may not write {entry.event!r} entries")
+            raise _Refused(
+                403,
+                "ENTRY_TYPE_NOT_ALLOWED",
+                f"client {sent.client!r} may not write {entry.event!r} entries",
+            )
         data = entry.leaf_data
         if len(data) > MAX_ENTRY_BYTES:
             raise _Refused(413, "BODY_TOO_LARGE", f"the entry is over {MAX_ENTRY_BYTES} bytes")

@@ -136,7 +136,9 @@ class LedgerClient:
         """POST a signed write; the answer (index, leaf_hash, tree_size, checkpoint)."""
         return self._json(self._request("POST", "add", json=body))
 
-    def confirm(self, answer: dict[str, Any], leaf: bytes, key: PublicKey, key_name: str | None) -> int:
+    def confirm(
+        self, answer: dict[str, Any], leaf: bytes, key: PublicKey, key_name: str | None
+    ) -> int:
         """Check a write's answer: the checkpoint verifies under ``key``, covers the index,
         and the inclusion proof the service gives leads from ``leaf`` to its root."""
         index = answer.get("index")
@@ -144,7 +146,9 @@ class LedgerClient:
             raise LedgerError(f"ledger service {self.url}: the answer names no index")
         checkpoint = open_checkpoint(str(answer.get("checkpoint", "")), key, key_name=key_name)
         served_leaf, path = self.inclusion_proof(index, checkpoint.size)
-        if served_leaf != leaf or not verify_inclusion(index, checkpoint.size, leaf, path, checkpoint.root):
+        if served_leaf != leaf or not verify_inclusion(
+            index, checkpoint.size, leaf, path, checkpoint.root
+        ):
             raise LedgerError(
                 f"ledger service {self.url}: entry {index} is not proven in the signed checkpoint"
                 f" of {checkpoint.size} entries it answered with",

@@ -51,4 +51,4 @@ class ServiceMetrics:
 
     def render(self) -> bytes:
         """The OpenMetrics text exposition (ends in ``# EOF``)."""
-        return generate_latest(self.registry)
+        return bytes(generate_latest(self.registry))  # type: ignore[no-untyped-call]

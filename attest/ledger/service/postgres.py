@@ -155,7 +155,7 @@ class PostgresStorage:
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[target]:
-                    db.execute(statement)  # type: ignore[arg-type]  # constant SQL
+                    db.execute(statement)
             if version == 0:
                 db.execute(
                     "INSERT INTO ledger_meta VALUES ('log_id', md5(random()::text || clock_timestamp()::text))"
@@ -168,7 +168,9 @@ class PostgresStorage:
                 )
 
     @contextmanager
-    def _tx(self, *, lock: bool = False, snapshot: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    def _tx(
+        self, *, lock: bool = False, snapshot: bool = False
+    ) -> Iterator[psycopg.Connection[Any]]:
         """A transaction (a no-op inside another one); ``lock`` takes the writer lock first."""
         if self._in_tx:
             yield self._connect()
@@ -313,7 +315,9 @@ class PostgresStorage:
                     lh = leaf_hash(item.data)
                     prior = seen.get((item.client, item.nonce))
                     if prior is not None:
-                        outcomes.append(SubmitOutcome(prior[0] if prior[1] == lh else None, lh, True))
+                        outcomes.append(
+                            SubmitOutcome(prior[0] if prior[1] == lh else None, lh, True)
+                        )
                         continue
                     seen[(item.client, item.nonce)] = (size + len(fresh), lh)
                     outcomes.append(SubmitOutcome(size + len(fresh), lh, False))
@@ -321,12 +325,17 @@ class PostgresStorage:
                 if fresh:
                     result = self._append_locked(db, [s.data for s in fresh])
                     head = TreeHead(result.tree_size, result.root)
-                    with db.cursor() as cur, cur.copy(
-                        "COPY ledger_submissions (client, nonce, idx, leaf_hash) FROM STDIN"
-                    ) as copy:
+                    with (
+                        db.cursor() as cur,
+                        cur.copy(
+                            "COPY ledger_submissions (client, nonce, idx, leaf_hash) FROM STDIN"
+                        ) as copy,
+                    ):
                         for item, outcome in zip(batch, outcomes, strict=True):
                             if not outcome.replay:
-                                copy.write_row((item.client, item.nonce, outcome.index, outcome.leaf_hash))
+                                copy.write_row(
+                                    (item.client, item.nonce, outcome.index, outcome.leaf_hash)
+                                )
                     note = sign(head.size, head.root)
                     self.set_meta(LAST_CHECKPOINT_META, note)
                     return outcomes, head, note

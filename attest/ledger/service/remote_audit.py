@@ -91,7 +91,9 @@ class RemoteAuditReport:
         }
 
 
-def _tiles(client: LedgerClient, start: int, size: int) -> Iterator[tuple[TilePath, list[bytes], list[bytes]]]:
+def _tiles(
+    client: LedgerClient, start: int, size: int
+) -> Iterator[tuple[TilePath, list[bytes], list[bytes]]]:
     """Entry bundles and level-0 hash tiles from the one holding ``start`` up to ``size``,
     fetched :data:`_PARALLEL` at a time, yielded in order."""
     wanted = [t for t in tiles_for_size(size) if (t.index + 1) * TILE_WIDTH > start]
@@ -105,7 +107,9 @@ def _tiles(client: LedgerClient, start: int, size: int) -> Iterator[tuple[TilePa
             yield from pool.map(fetch, wanted[at : at + _PARALLEL * 4])
 
 
-def _stored_previous(path: Path, key: PublicKey, key_name: str | None) -> tuple[Checkpoint | None, Problem | None]:
+def _stored_previous(
+    path: Path, key: PublicKey, key_name: str | None
+) -> tuple[Checkpoint | None, Problem | None]:
     if not path.exists():
         return None, None
     try:
@@ -136,10 +140,16 @@ def audit_remote(
         if previous is not None:
             report.previous_size = previous.size
             if previous.origin != checkpoint.origin:
-                report.problems.append(Problem(None, "origin", f"the stored checkpoint is of {previous.origin!r}"))
+                report.problems.append(
+                    Problem(None, "origin", f"the stored checkpoint is of {previous.origin!r}")
+                )
             if previous.size > checkpoint.size:
                 report.problems.append(
-                    Problem(None, "truncated", f"the log's checkpoint covers {checkpoint.size} entries, fewer than the {previous.size} of the checkpoint you stored: the log was truncated or forked")
+                    Problem(
+                        None,
+                        "truncated",
+                        f"the log's checkpoint covers {checkpoint.size} entries, fewer than the {previous.size} of the checkpoint you stored: the log was truncated or forked",
+                    )
                 )
         frontier: list[bytes] = []
         size = 0
@@ -148,7 +158,11 @@ def audit_remote(
                 for data, served_hash in zip(entries, hashes, strict=True):
                     computed = leaf_hash(data)
                     if computed != served_hash:
-                        report.problems.append(Problem(size, "edited", "its data does not hash to the log's own leaf hash"))
+                        report.problems.append(
+                            Problem(
+                                size, "edited", "its data does not hash to the log's own leaf hash"
+                            )
+                        )
                     if check_entries:
                         try:
                             entry_from_leaf_data(data)
@@ -156,23 +170,37 @@ def audit_remote(
                             report.problems.append(Problem(size, "malformed", exc.message))
                     frontier_push(frontier, size, computed)
                     size += 1
-                    if previous is not None and size == previous.size and frontier_root(frontier) != previous.root:
+                    if (
+                        previous is not None
+                        and size == previous.size
+                        and frontier_root(frontier) != previous.root
+                    ):
                         report.problems.append(
-                            Problem(None, "forked", f"the entries no longer reproduce the checkpoint you stored (size {previous.size}): entries below {previous.size} were changed, deleted or reordered")
+                            Problem(
+                                None,
+                                "forked",
+                                f"the entries no longer reproduce the checkpoint you stored (size {previous.size}): entries below {previous.size} were changed, deleted or reordered",
+                            )
                         )
         except Refused as exc:
             report.problems.append(Problem(size, "unreadable", exc.message))
         report.entries_checked = size
         report.root = frontier_root(frontier)
         if size == checkpoint.size and report.root != checkpoint.root:
-            report.problems.append(Problem(None, "root", "the entries served do not reproduce the log's signed checkpoint"))
+            report.problems.append(
+                Problem(
+                    None, "root", "the entries served do not reproduce the log's signed checkpoint"
+                )
+            )
     report.seconds = time.perf_counter() - started
     if report.ok:
         atomic_write_text(path, note)
     return report
 
 
-def mirror_log(url: str, local: Path, key: PublicKey, *, key_name: str | None = None) -> dict[str, Any]:
+def mirror_log(
+    url: str, local: Path, key: PublicKey, *, key_name: str | None = None
+) -> dict[str, Any]:
     """Bring the local SQLite copy ``local`` up to the remote log's signed checkpoint.
 
     Everything runs in one exclusive local transaction: the new entries are appended, the
@@ -209,7 +237,9 @@ def mirror_log(url: str, local: Path, key: PublicKey, *, key_name: str | None = 
                     hint="keep the copy: it is evidence; run attest ledger verify URL",
                 )
             if checkpoint.size > start or not storage.checkpoints():
-                storage.add_checkpoint(checkpoint.size, checkpoint.root, checkpoint.origin, note, utc_now())
+                storage.add_checkpoint(
+                    checkpoint.size, checkpoint.root, checkpoint.origin, note, utc_now()
+                )
                 storage.set_meta(LAST_CHECKPOINT_META, note)
             if fixed is None:
                 storage.set_meta("origin", checkpoint.origin)

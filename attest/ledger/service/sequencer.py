@@ -7,6 +7,7 @@ commit returned. A second task re-signs at an interval and stores a checkpoint r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -113,10 +114,8 @@ class Sequencer:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
         if self._queue is not None:
             while not self._queue.empty():
                 pending = self._queue.get_nowait()
@@ -150,7 +149,7 @@ class Sequencer:
                     if not pending.future.done():
                         pending.future.set_exception(exc)
                 continue
-            except Exception as exc:  # noqa: BLE001 - every request must get an answer
+            except Exception as exc:
                 LOG.exception("append failed")
                 error = LedgerError(f"append failed: {type(exc).__name__}")
                 for pending in batch:

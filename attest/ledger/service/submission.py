@@ -88,13 +88,15 @@ class SubmissionRequest(BaseModel):
         """True when the signature verifies under ``key``."""
         try:
             signature = b64decode_strict(self.signature)
-        except Exception:  # noqa: BLE001 - not base64 is just a signature that fails
+        except Exception:
             return False
         return verify_signature(key, signature, self.signed_message())
 
     def seconds_from(self, now: datetime) -> float:
         """How far ``time`` is from ``now``, in seconds (absolute)."""
-        sent = datetime.strptime(self.time.replace("Z", "+0000"), _TIME_FORMATS[len(self.time) > 20])
+        sent = datetime.strptime(
+            self.time.replace("Z", "+0000"), _TIME_FORMATS[len(self.time) > 20]
+        )
         return abs((now - sent).total_seconds())
 
 
@@ -107,7 +109,13 @@ def new_nonce() -> str:
 
 
 def sign_submission(
-    entry: LedgerEntry, *, origin: str, client: str, nonce: str, key: PrivateKey, time: str | None = None
+    entry: LedgerEntry,
+    *,
+    origin: str,
+    client: str,
+    nonce: str,
+    key: PrivateKey,
+    time: str | None = None,
 ) -> dict[str, Any]:
     """A signed write of ``entry`` for the log ``origin`` (module docstring)."""
     unsigned = {

@@ -13,14 +13,17 @@ from attest.errors import LedgerError
 from attest.ledger.audit import audit_ledger
 from attest.ledger.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from attest.ledger.log import Ledger, open_ledger
-from attest.ledger.merkle import root_from_leaf_hashes, leaf_hash
+from attest.ledger.merkle import leaf_hash, root_from_leaf_hashes
 from attest.ledger.service.postgres import PostgresStorage, Submission
 
 DATAS = [f"entry {i}".encode() for i in range(300)]
 
 
 def test_roots_nodes_and_proofs_match_the_sqlite_backend(pg_dsn: str, tmp_path: Path) -> None:
-    with PostgresStorage(pg_dsn, create=True) as pg, open_ledger(tmp_path / "l.sqlite", create=True) as lite:
+    with (
+        PostgresStorage(pg_dsn, create=True) as pg,
+        open_ledger(tmp_path / "l.sqlite", create=True) as lite,
+    ):
         for chunk in (DATAS[:1], DATAS[1:7], DATAS[7:300]):
             result = pg.append_many(chunk)
             lite.storage.append_many(chunk)
@@ -50,7 +53,9 @@ def test_tables_are_append_only_in_the_database(pg_dsn: str) -> None:
         assert db.execute("SELECT count(*) FROM ledger_leaves").fetchone() == (4,)
 
 
-def test_signed_indexes_are_never_reused_and_audit_finds_tampering(pg_dsn: str, tmp_path: Path) -> None:
+def test_signed_indexes_are_never_reused_and_audit_finds_tampering(
+    pg_dsn: str, tmp_path: Path
+) -> None:
     key_path, _, _ = generate_keypair(tmp_path / "log", passphrase=None)
     key = load_private_key(key_path, prompt=False)
     with PostgresStorage(pg_dsn, create=True) as pg:
@@ -68,7 +73,9 @@ def test_signed_indexes_are_never_reused_and_audit_finds_tampering(pg_dsn: str, 
         assert ("edited", 2) in kinds
 
 
-def test_submissions_get_consecutive_indexes_and_replays_append_nothing(pg_dsn: str, tmp_path: Path) -> None:
+def test_submissions_get_consecutive_indexes_and_replays_append_nothing(
+    pg_dsn: str, tmp_path: Path
+) -> None:
     key = load_private_key(generate_keypair(tmp_path / "log", passphrase=None)[0], prompt=False)
 
     def sign(size: int, root: bytes) -> str:
@@ -80,7 +87,9 @@ def test_submissions_get_consecutive_indexes_and_replays_append_nothing(pg_dsn: 
         assert [o.index for o in outcomes] == [0, 1, 2, 3, 4, 1]
         assert [o.replay for o in outcomes] == [False] * 5 + [True]
         assert head.size == 5 and open_checkpoint(note, key.public_key).size == 5
-        again, head, _ = pg.submit([Submission("a", f"{2:032x}", b"other"), Submission("b", f"{2:032x}", b"x")], sign)
+        again, head, _ = pg.submit(
+            [Submission("a", f"{2:032x}", b"other"), Submission("b", f"{2:032x}", b"x")], sign
+        )
         assert (again[0].replay, again[0].index) == (True, None)  # same nonce, other entry
         assert (again[1].replay, again[1].index) == (False, 5)  # nonces are per client
         assert head.size == 6

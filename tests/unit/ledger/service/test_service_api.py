@@ -35,7 +35,10 @@ class World:
         self.other_key, _ = keys.make("stranger")
         clients = write_clients(
             tmp / "clients.yaml",
-            [("infer-01", infer_pub, ["verified", "rejected"]), ("release", release_pub, ["issued"])],
+            [
+                ("infer-01", infer_pub, ["verified", "rejected"]),
+                ("release", release_pub, ["issued"]),
+            ],
         )
         self.service = ServiceProcess(dsn, self.log_key, clients, tmp / "service.log")
         self.url = self.service.url
@@ -75,7 +78,7 @@ def test_write_then_read_back_through_tiles_and_proofs(world: World) -> None:
         answers.append(response.json())
     assert [a["index"] for a in answers] == [0, 1, 2]
     with LedgerClient(world.url) as client:
-        checkpoint, note = client.checkpoint(world.public)
+        checkpoint, _note = client.checkpoint(world.public)
         assert checkpoint.origin == ORIGIN and checkpoint.size == 3
         bundle = client.bundle(TilePath(None, 0, 3))
         assert [entry_from_leaf_data(d).actor for d in bundle] == ["tester"] * 3
@@ -88,7 +91,9 @@ def test_write_then_read_back_through_tiles_and_proofs(world: World) -> None:
     assert raw.headers["content-type"] == "application/octet-stream"
     assert "immutable" in raw.headers["cache-control"]
     assert decode_bundle(raw.content, 3) == bundle
-    assert httpx.get(world.url + "tile/entries/000.p/4", timeout=5).status_code == 404  # beyond the checkpoint
+    assert (
+        httpx.get(world.url + "tile/entries/000.p/4", timeout=5).status_code == 404
+    )  # beyond the checkpoint
     assert httpx.get(world.url + "tile/entries/0", timeout=5).status_code == 404  # malformed path
     proof = httpx.get(world.url + "proof/consistency?old=1&new=3", timeout=5).json()
     assert proof["new_size"] == 3 and len(proof["consistency_proof"]) == 2
@@ -116,12 +121,50 @@ def test_refusals_append_nothing(world: World) -> None:
     cases: list[tuple[int, str, httpx.Response]] = [
         (401, "UNKNOWN_CLIENT", world.post(signed_body("nobody", world.other_key))),
         (401, "SIGNATURE_INVALID", world.post(signed_body("infer-01", world.other_key))),
-        (403, "ENTRY_TYPE_NOT_ALLOWED", world.post(signed_body("infer-01", world.infer_key, entry("issued")))),
-        (400, "MALFORMED", httpx.post(world.url + "add", content=b'{"format": ', headers={"content-type": "application/json"})),
-        (400, "MALFORMED", httpx.post(world.url + "add", content=b'{"a": 1, "a": 2}', headers={"content-type": "application/json"})),
-        (413, "BODY_TOO_LARGE", httpx.post(world.url + "add", content=b" " * 200_000, headers={"content-type": "application/json"})),
-        (415, "UNSUPPORTED_MEDIA_TYPE", httpx.post(world.url + "add", content=json.dumps(good), headers={"content-type": "text/plain"})),
-        (400, "REQUEST_EXPIRED", world.post(signed_body("infer-01", world.infer_key, time="2020-01-01T00:00:00Z"))),
+        (
+            403,
+            "ENTRY_TYPE_NOT_ALLOWED",
+            world.post(signed_body("infer-01", world.infer_key, entry("issued"))),
+        ),
+        (
+            400,
+            "MALFORMED",
+            httpx.post(
+                world.url + "add",
+                content=b'{"format": ',
+                headers={"content-type": "application/json"},
+            ),
+        ),
+        (
+            400,
+            "MALFORMED",
+            httpx.post(
+                world.url + "add",
+                content=b'{"a": 1, "a": 2}',
+                headers={"content-type": "application/json"},
+            ),
+        ),
+        (
+            413,
+            "BODY_TOO_LARGE",
+            httpx.post(
+                world.url + "add",
+                content=b" " * 200_000,
+                headers={"content-type": "application/json"},
+            ),
+        ),
+        (
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+            httpx.post(
+                world.url + "add", content=json.dumps(good), headers={"content-type": "text/plain"}
+            ),
+        ),
+        (
+            400,
+            "REQUEST_EXPIRED",
+            world.post(signed_body("infer-01", world.infer_key, time="2020-01-01T00:00:00Z")),
+        ),
         (400, "MALFORMED", world.post({**good, "extra": 1})),
     ]
     for status, code, response in cases:
@@ -129,7 +172,11 @@ def test_refusals_append_nothing(world: World) -> None:
     assert world.size() == 0
     assert world.post(good).status_code == 200
     replay = world.post(good)
-    assert (replay.status_code, replay.json()["error"], replay.json()["index"]) == (409, "REPLAY", 0)
+    assert (replay.status_code, replay.json()["error"], replay.json()["index"]) == (
+        409,
+        "REPLAY",
+        0,
+    )
     assert world.size() == 1
     with psycopg.connect(world.dsn) as db:
         assert db.execute("SELECT count(*) FROM ledger_leaves").fetchone() == (1,)
@@ -144,11 +191,17 @@ def test_health_and_openmetrics(world: World) -> None:
     families = {f.name: f for f in text_string_to_metric_families(metrics.text)}
     assert families["attest_ledger_entries"].samples[0].value == 1
     assert families["attest_ledger_checkpoint_age_seconds"].samples[0].value >= 0
-    count = [s for s in families["attest_ledger_append_latency_seconds"].samples if s.name.endswith("_count")]
+    count = [
+        s
+        for s in families["attest_ledger_append_latency_seconds"].samples
+        if s.name.endswith("_count")
+    ]
     assert count[0].value == 1
 
 
-def test_remote_audit_catches_a_changed_and_a_deleted_row(world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_remote_audit_catches_a_changed_and_a_deleted_row(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for _ in range(6):
         assert world.post(signed_body("infer-01", world.infer_key)).status_code == 200
     state = tmp_path / "auditor.checkpoint"
@@ -167,12 +220,19 @@ def test_remote_audit_catches_a_changed_and_a_deleted_row(world: World, tmp_path
     assert "TAMPERED" in out and "[edited] entry 3" in out and "[forked]" in out
     with psycopg.connect(world.dsn, autocommit=True) as db:
         db.execute("SET session_replication_role = replica")
-        db.execute("UPDATE ledger_leaves SET data = %s, leaf_hash = %s WHERE idx = 3", (forged, leaf_hash(forged)))
+        db.execute(
+            "UPDATE ledger_leaves SET data = %s, leaf_hash = %s WHERE idx = 3",
+            (forged, leaf_hash(forged)),
+        )
     assert cli("ledger", "verify", world.url, "--key", world.log_pub, "--state", state) == 1
-    assert "[forked]" in capsys.readouterr().out  # the stored checkpoint catches a consistent rewrite
+    assert (
+        "[forked]" in capsys.readouterr().out
+    )  # the stored checkpoint catches a consistent rewrite
     with psycopg.connect(world.dsn, autocommit=True) as db:
         db.execute("SET session_replication_role = replica")
         db.execute("DELETE FROM ledger_leaves WHERE idx = 1")
     assert cli("ledger", "verify", world.url, "--key", world.log_pub, "--state", state) == 1
     assert "missing entry 1" in capsys.readouterr().out
-    assert cli("ledger", "mirror", world.url, mirror, "--key", world.log_pub) == 2  # refused, copy kept
+    assert (
+        cli("ledger", "mirror", world.url, mirror, "--key", world.log_pub) == 2
+    )  # refused, copy kept
