@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -118,6 +118,26 @@ def evaluate(
         ctx.exit(EXIT_NEGATIVE)
 
 
+def _remote_ledger_options(f: Any) -> Any:
+    from attest.cli.ledger_service import remote_ledger_options
+
+    return remote_ledger_options(f)
+
+
+def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
+    """``certify --ledger``: an ``issued`` entry, in a local ledger or through the spool."""
+    from attest.ledger import append_certificate
+    from attest.ledger.entries import entry_for_certificate
+
+    if remote is None:
+        result = append_certificate(Path(ledger), certificate)
+        click.echo(f"ledger: recorded as entry {result.index} of {ledger}", err=True)
+        return
+    from attest.cli.ledger_service import submit_remote
+
+    submit_remote(remote, entry_for_certificate(certificate))
+
+
 @click.command("certify")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -183,6 +203,14 @@ def evaluate(
     help="Plan the collect to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
     "Default: the spec's budget:, else the full work.",
 )
+@click.option(
+    "--ledger",
+    default=None,
+    metavar="PATH|URL",
+    help="On pass, record the certificate as issued in this audit ledger: a local file, or a "
+    "ledger service (https://...; with --ledger-client and --ledger-client-key; queued offline).",
+)
+@_remote_ledger_options
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -198,6 +226,10 @@ def certify(
     as_json: bool,
     quiet: bool,
     budget: str | None,
+    ledger: str | None,
+    ledger_client: str | None,
+    ledger_client_key: Path | None,
+    ledger_log_key: Path | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -208,7 +240,14 @@ def certify(
     from attest.core.progress import terminal_progress
     from attest.pipeline import certify as run_certify
 
+    from attest.cli.ledger_service import is_url, remote_ledger
+
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
+    remote = (
+        remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
+        if is_url(ledger)
+        else None
+    )
     with terminal_progress(quiet=quiet, as_json=as_json) as progress:
         result = run_certify(
             spec,
@@ -223,6 +262,8 @@ def certify(
             at=parse_at(at_text),
             budget=budget,
         )
+    if ledger is not None and result.certificate_path is not None:
+        _record_issued(ledger, remote, result.certificate_path)
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,
         "evidence": str(result.evidence_path),

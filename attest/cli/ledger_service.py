@@ -3,12 +3,19 @@ ledger service and its auditors' clients (attest.ledger.service). Click only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, InputError
+
+if TYPE_CHECKING:
+    from attest.certificate.signing import PrivateKey, PublicKey
+    from attest.ledger.entries import LedgerEntry
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -192,3 +199,96 @@ def verify_remote(
             click.echo(f"  [{problem.kind}] {where}: {safe_text(problem.message, 2000)}")
     if not report.ok:
         ctx.exit(EXIT_NEGATIVE)
+
+
+# -- `attest verify/certify --ledger URL`: submitting through the offline spool ------------------
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def is_url(target: str | None) -> bool:
+    """True when a --ledger value names a ledger service rather than a local file."""
+    return target is not None and target.startswith(("http://", "https://"))
+
+
+def remote_ledger_options(f: F) -> F:
+    """--ledger-client, --ledger-client-key and --ledger-log-key, for --ledger URL."""
+    f = click.option(
+        "--ledger-log-key",
+        default=None,
+        envvar="ATTEST_LEDGER_LOG_KEY",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --ledger URL: the log's public key; the service's answer (signed checkpoint, "
+        "inclusion proof) is then checked (env ATTEST_LEDGER_LOG_KEY).",
+    )(f)
+    f = click.option(
+        "--ledger-client-key",
+        default=None,
+        envvar="ATTEST_LEDGER_CLIENT_KEY",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --ledger URL: this client's private key, listed in the service's clients.yaml "
+        "(env ATTEST_LEDGER_CLIENT_KEY).",
+    )(f)
+    return click.option(
+        "--ledger-client",
+        default=None,
+        envvar="ATTEST_LEDGER_CLIENT",
+        help="With --ledger URL: this client's name in the service's clients.yaml "
+        "(env ATTEST_LEDGER_CLIENT).",
+    )(f)
+
+
+@dataclass(frozen=True)
+class RemoteLedger:
+    """Where and as whom ``--ledger URL`` submits."""
+
+    url: str
+    client: str
+    key: PrivateKey
+    log_key: tuple[PublicKey, str | None] | None
+
+
+def remote_ledger(
+    url: str, client: str | None, client_key: Path | None, log_key: Path | None
+) -> RemoteLedger:
+    """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2)."""
+    from attest.certificate.signing import load_private_key
+    from attest.ledger.checkpoint import load_checkpoint_key
+
+    if not client or client_key is None:
+        raise InputError(
+            "--ledger URL needs --ledger-client NAME and --ledger-client-key KEY",
+            hint="the service accepts writes signed by the clients listed in its clients.yaml",
+        )
+    key = load_private_key(client_key)
+    return RemoteLedger(
+        url, client, key, load_checkpoint_key(log_key) if log_key is not None else None
+    )
+
+
+def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
+    """Spool ``entry`` durably, then submit everything pending for the service in order;
+    says on stderr what happened. Unreachable: the events stay queued (not an error). A
+    refusal by the service is a :class:`LedgerError`."""
+    from attest.errors import LedgerError
+    from attest.ledger.service.spool import Spool, default_spool_path
+
+    path = default_spool_path()
+    with Spool(path) as spool:
+        spool.enqueue(target.url, target.client, entry)
+        log_key, log_name = target.log_key or (None, None)
+        result = spool.flush(target.url, target.key, log_key=log_key, log_key_name=log_name)
+    for seq, index in result.submitted:
+        click.echo(f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True)
+    if result.unreachable:
+        click.echo(
+            f"ledger: {safe_text(result.unreachable, 500)}; {result.pending} event(s) queued in "
+            f"{path}, sent on the next run with --ledger {safe_text(target.url)}",
+            err=True,
+        )
+    if result.refused:
+        seq, reason = result.refused[-1]
+        raise LedgerError(
+            f"the ledger service refused event {seq}: {reason}",
+            hint="check --ledger-client and --ledger-client-key against the service's clients.yaml",
+        )

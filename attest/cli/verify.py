@@ -57,6 +57,35 @@ def _ledger_recorder(path: Path | None) -> Any:
     return record
 
 
+def _remote_ledger_options(f: Any) -> Any:
+    from attest.cli.ledger_service import remote_ledger_options
+
+    return remote_ledger_options(f)
+
+
+def _recorder(
+    ledger: str | None, client: str | None, client_key: Path | None, log_key: Path | None
+) -> Any:
+    """``record(report_dict)`` for ``--ledger`` (a file or a service URL), or None; its
+    options are checked before verifying, so a usage error never follows a verdict."""
+    from attest.cli.ledger_service import is_url, remote_ledger, submit_remote
+
+    if ledger is None:
+        return None
+    if is_url(ledger):
+        target = remote_ledger(ledger, client, client_key, log_key)
+
+        def submit(report: dict[str, Any]) -> None:
+            from attest.ledger.entries import entry_for_verification
+
+            submit_remote(target, entry_for_verification(report))
+
+        return submit
+    path = Path(ledger)
+    record = _ledger_recorder(path)
+    return lambda report: record(path, report)
+
+
 def _render(data: dict[str, Any]) -> str:
     """The text report; every field is made safe to print (it may hold unsigned text)."""
     model = data.get("model") or {}
@@ -160,9 +189,11 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
 @click.option(
     "--ledger",
     default=None,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Append the outcome to this audit ledger.",
+    metavar="PATH|URL",
+    help="Append the outcome to this audit ledger: a local file, or a ledger service "
+    "(https://...; with --ledger-client and --ledger-client-key; queued offline).",
 )
+@_remote_ledger_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def verify(
@@ -176,7 +207,10 @@ def verify(
     no_state: bool,
     probe: str | None,
     check_environment: bool,
-    ledger: Path | None,
+    ledger: str | None,
+    ledger_client: str | None,
+    ledger_client_key: Path | None,
+    ledger_log_key: Path | None,
     as_json: bool,
 ) -> None:
     """Verify a certificate offline against a trust store and the artifacts at hand.
@@ -186,7 +220,7 @@ def verify(
     from attest.verification.verifier import record_rollback
     from attest.verification.verifier import verify as run_verify
 
-    record = _ledger_recorder(ledger)
+    record = _recorder(ledger, ledger_client, ledger_client_key, ledger_log_key)
     if no_state:
         state_file = None
     elif state_file is None:
@@ -213,10 +247,10 @@ def verify(
     except Exception as exc:
         if record is not None:
             with contextlib.suppress(Exception):  # the original error is the one to show
-                record(ledger, _failure_entry(certificate, exc))
+                record(_failure_entry(certificate, exc))
         raise
     if record is not None:
-        record(ledger, data)
+        record(data)
     click.echo(text)
     if not report.verified:
         ctx.exit(EXIT_NEGATIVE)

@@ -54,9 +54,16 @@ class ServiceProcess:
     """``attest ledger serve`` as a child process; ``kill()`` sends SIGKILL."""
 
     def __init__(
-        self, dsn: str, key: Path, clients: Path, log: Path, *, interval: float = 1.0
+        self,
+        dsn: str,
+        key: Path,
+        clients: Path,
+        log: Path,
+        *,
+        interval: float = 1.0,
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.args = [
             sys.executable,
