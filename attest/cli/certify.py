@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from attest.cli.verify import remote_ledger_options
 from attest.errors import EXIT_NEGATIVE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,12 +119,6 @@ def evaluate(
         ctx.exit(EXIT_NEGATIVE)
 
 
-def _remote_ledger_options(f: Any) -> Any:
-    from attest.cli.ledger_service import remote_ledger_options
-
-    return remote_ledger_options(f)
-
-
 def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     """``certify --ledger``: an ``issued`` entry, in a local ledger or through the spool."""
     from attest.ledger import append_certificate
@@ -210,7 +205,7 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     help="On pass, record the certificate as issued in this audit ledger: a local file, or a "
     "ledger service (https://...; with --ledger-client and --ledger-client-key; queued offline).",
 )
-@_remote_ledger_options
+@remote_ledger_options
 @click.pass_context
 def certify(
     ctx: click.Context,
@@ -237,10 +232,9 @@ def certify(
     failing rules are listed. Exit 0 pass, 1 policy failed, 2 bad input.
     """
     from attest.certificate.signing import load_private_key
+    from attest.cli.ledger_service import is_url, remote_ledger
     from attest.core.progress import terminal_progress
     from attest.pipeline import certify as run_certify
-
-    from attest.cli.ledger_service import is_url, remote_ledger
 
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
     remote = (

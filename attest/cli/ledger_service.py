@@ -3,10 +3,9 @@ ledger service and its auditors' clients (attest.ledger.service). Click only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
@@ -203,39 +202,10 @@ def verify_remote(
 
 # -- `attest verify/certify --ledger URL`: submitting through the offline spool ------------------
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 
 def is_url(target: str | None) -> bool:
     """True when a --ledger value names a ledger service rather than a local file."""
     return target is not None and target.startswith(("http://", "https://"))
-
-
-def remote_ledger_options(f: F) -> F:
-    """--ledger-client, --ledger-client-key and --ledger-log-key, for --ledger URL."""
-    f = click.option(
-        "--ledger-log-key",
-        default=None,
-        envvar="ATTEST_LEDGER_LOG_KEY",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="With --ledger URL: the log's public key; the service's answer (signed checkpoint, "
-        "inclusion proof) is then checked (env ATTEST_LEDGER_LOG_KEY).",
-    )(f)
-    f = click.option(
-        "--ledger-client-key",
-        default=None,
-        envvar="ATTEST_LEDGER_CLIENT_KEY",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="With --ledger URL: this client's private key, listed in the service's clients.yaml "
-        "(env ATTEST_LEDGER_CLIENT_KEY).",
-    )(f)
-    return click.option(
-        "--ledger-client",
-        default=None,
-        envvar="ATTEST_LEDGER_CLIENT",
-        help="With --ledger URL: this client's name in the service's clients.yaml "
-        "(env ATTEST_LEDGER_CLIENT).",
-    )(f)
 
 
 @dataclass(frozen=True)
@@ -279,7 +249,9 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
         log_key, log_name = target.log_key or (None, None)
         result = spool.flush(target.url, target.key, log_key=log_key, log_key_name=log_name)
     for seq, index in result.submitted:
-        click.echo(f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True)
+        click.echo(
+            f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True
+        )
     if result.unreachable:
         click.echo(
             f"ledger: {safe_text(result.unreachable, 500)}; {result.pending} event(s) queued in "

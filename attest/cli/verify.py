@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, AttestError, InputError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _skew(text: str) -> timedelta:
@@ -57,21 +60,15 @@ def _ledger_recorder(path: Path | None) -> Any:
     return record
 
 
-def _remote_ledger_options(f: Any) -> Any:
-    from attest.cli.ledger_service import remote_ledger_options
-
-    return remote_ledger_options(f)
-
-
 def _recorder(
     ledger: str | None, client: str | None, client_key: Path | None, log_key: Path | None
 ) -> Any:
     """``record(report_dict)`` for ``--ledger`` (a file or a service URL), or None; its
     options are checked before verifying, so a usage error never follows a verdict."""
-    from attest.cli.ledger_service import is_url, remote_ledger, submit_remote
-
     if ledger is None:
         return None
+    from attest.cli.ledger_service import is_url, remote_ledger, submit_remote
+
     if is_url(ledger):
         target = remote_ledger(ledger, client, client_key, log_key)
 
@@ -84,6 +81,34 @@ def _recorder(
     path = Path(ledger)
     record = _ledger_recorder(path)
     return lambda report: record(path, report)
+
+
+def remote_ledger_options(f: F) -> F:
+    """--ledger-client, --ledger-client-key and --ledger-log-key, for --ledger URL (here, not
+    in attest.cli.ledger_service, so that a plain ``attest verify`` does not import it)."""
+    f = click.option(
+        "--ledger-log-key",
+        default=None,
+        envvar="ATTEST_LEDGER_LOG_KEY",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --ledger URL: the log's public key; the service's answer (signed checkpoint, "
+        "inclusion proof) is then checked (env ATTEST_LEDGER_LOG_KEY).",
+    )(f)
+    f = click.option(
+        "--ledger-client-key",
+        default=None,
+        envvar="ATTEST_LEDGER_CLIENT_KEY",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --ledger URL: this client's private key, listed in the service's clients.yaml "
+        "(env ATTEST_LEDGER_CLIENT_KEY).",
+    )(f)
+    return click.option(
+        "--ledger-client",
+        default=None,
+        envvar="ATTEST_LEDGER_CLIENT",
+        help="With --ledger URL: this client's name in the service's clients.yaml "
+        "(env ATTEST_LEDGER_CLIENT).",
+    )(f)
 
 
 def _render(data: dict[str, Any]) -> str:
@@ -193,7 +218,7 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
     help="Append the outcome to this audit ledger: a local file, or a ledger service "
     "(https://...; with --ledger-client and --ledger-client-key; queued offline).",
 )
-@_remote_ledger_options
+@remote_ledger_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def verify(

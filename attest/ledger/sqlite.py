@@ -77,10 +77,6 @@ def _node_key(level: int, index: int) -> int:
     return ((index + 1) << level) << _LEVEL_BITS | level
 
 
-node_key = _node_key
-"""The integer key of the perfect subtree ``(level, index)``, shared with other backends."""
-
-
 def _synchronous_from_env() -> Synchronous:
     value = os.environ.get(SYNCHRONOUS_ENV, "normal").strip().lower()
     if value not in ("normal", "full", "extra"):

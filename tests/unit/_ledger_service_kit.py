@@ -197,13 +197,17 @@ def run_load(
                         continue
                     answer = response.json()
                     index = answer.get("index")
-                    if response.status_code == 200 or (response.status_code == 409 and index is not None):
+                    if response.status_code == 200 or (
+                        response.status_code == 409 and index is not None
+                    ):
                         with lock:
                             acks.append((int(index), lh))
                             latencies.append(time.perf_counter() - started)
                         break
                     with lock:
-                        errors[f"{response.status_code} {answer.get('error')} retryable={answer.get('retryable')}"] += 1
+                        errors[
+                            f"{response.status_code} {answer.get('error')} retryable={answer.get('retryable')}"
+                        ] += 1
                     if response.status_code != 503 or not retry:
                         break
                     time.sleep(0.05)

@@ -29,7 +29,9 @@ import psycopg
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError
 from attest.ledger.merkle import NodeKey, frontier_push, frontier_root, leaf_hash, perfect_subtrees
-from attest.ledger.sqlite import node_key
+
+# the same node key as the SQLite backend (one encoding, not two)
+from attest.ledger.sqlite import _node_key as node_key
 from attest.ledger.storage import (
     LAST_CHECKPOINT_META,
     AppendResult,

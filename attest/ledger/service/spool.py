@@ -104,7 +104,12 @@ class Spool:
         )
 
     def flush(
-        self, url: str, key: PrivateKey, *, log_key: PublicKey | None = None, log_key_name: str | None = None
+        self,
+        url: str,
+        key: PrivateKey,
+        *,
+        log_key: PublicKey | None = None,
+        log_key_name: str | None = None,
     ) -> FlushResult:
         """Submit the pending events for ``url`` in order (module docstring). With ``log_key``,
         each answer's signed checkpoint and inclusion proof are checked too."""

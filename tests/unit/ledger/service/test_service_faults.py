@@ -34,13 +34,17 @@ class Fleet:
     def load(self, seconds: float) -> tuple[threading.Thread, list[LoadResult]]:
         out: list[LoadResult] = []
         thread = threading.Thread(
-            target=lambda: out.append(run_load(self.service.url, "infer-01", self.client_key, duration_s=seconds))
+            target=lambda: out.append(
+                run_load(self.service.url, "infer-01", self.client_key, duration_s=seconds)
+            )
         )
         thread.start()
         return thread, out
 
     def checkpoint(self) -> Checkpoint:
-        return open_checkpoint(httpx.get(self.service.url + "checkpoint", timeout=5).text, self.public)
+        return open_checkpoint(
+            httpx.get(self.service.url + "checkpoint", timeout=5).text, self.public
+        )
 
     def check_log(self, result: LoadResult) -> None:
         """Every acknowledged entry is stored exactly once, at the index it was given; the
@@ -84,7 +88,9 @@ def test_sigkill_under_load_loses_nothing_acknowledged(fleet: Fleet) -> None:
     assert verify_consistency(before.size, after.size, before.root, after.root, path)
 
 
-def test_postgres_stopped_under_load_gives_retryable_errors(fleet: Fleet, pg_cluster: PgCluster) -> None:
+def test_postgres_stopped_under_load_gives_retryable_errors(
+    fleet: Fleet, pg_cluster: PgCluster
+) -> None:
     thread, results = fleet.load(6.0)
     time.sleep(1.5)
     pg_cluster.stop("fast")
@@ -94,7 +100,9 @@ def test_postgres_stopped_under_load_gives_retryable_errors(fleet: Fleet, pg_clu
     result = results[0]
     unavailable = [e for e in result.errors if e.startswith("503 UNAVAILABLE retryable=True")]
     assert unavailable, result.errors
-    assert not [e for e in result.errors if e.startswith(("500", "400", "401", "403"))], result.errors
+    assert not [e for e in result.errors if e.startswith(("500", "400", "401", "403"))], (
+        result.errors
+    )
     fleet.check_log(result)
     assert fleet.checkpoint().size >= len(result.acks)
     # the pooled read connections died with the server: at most one request notices
