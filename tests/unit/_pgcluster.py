@@ -1,8 +1,8 @@
 """A throwaway PostgreSQL cluster for tests and benchmarks: ``initdb`` into a temporary
 directory, ``pg_ctl start`` listening only on a unix socket inside it, removed at the end.
 
-The binaries come from ``$ATTEST_PG_BIN``, else Debian's ``/usr/lib/postgresql/15/bin``, else
-``pg_config --bindir``. PostgreSQL refuses to run as root, so under root the server runs as
+The binaries come from ``$ATTEST_PG_BIN``, else Debian's ``/usr/lib/postgresql/15/bin`` (or
+another version there), else ``pg_config --bindir``. PostgreSQL refuses to run as root, so under root the server runs as
 the ``postgres`` user (created by the Debian package) through ``runuser``.
 """
 
@@ -21,6 +21,7 @@ DEBIAN_BIN = Path("/usr/lib/postgresql/15/bin")
 def find_pg_bin() -> Path | None:
     """The folder holding ``initdb`` and ``pg_ctl``, or None."""
     candidates = [os.environ.get("ATTEST_PG_BIN"), str(DEBIAN_BIN)]
+    candidates += sorted(map(str, Path("/usr/lib/postgresql").glob("*/bin")), reverse=True)
     pg_config = shutil.which("pg_config")
     if pg_config:
         out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
