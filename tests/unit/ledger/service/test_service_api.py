@@ -114,6 +114,8 @@ def test_full_tiles_and_the_level_one_tile(world: World) -> None:
         assert client.bundle(TilePath(None, 1, 44)) == items[256:]
         level1 = client.hashes(TilePath(1, 0, 1))
         assert level1 == [root_from_leaf_hashes(leaf_hash(d) for d in items[:256])]
+    with psycopg.connect(world.dsn) as db:  # the refresh re-hashed them and stored a row
+        assert db.execute("SELECT max(size) FROM ledger_checkpoints").fetchone() == (300,)
 
 
 def test_refusals_append_nothing(world: World) -> None:
@@ -236,3 +238,15 @@ def test_remote_audit_catches_a_changed_and_a_deleted_row(
     assert (
         cli("ledger", "mirror", world.url, mirror, "--key", world.log_pub) == 2
     )  # refused, copy kept
+
+
+def test_the_service_refuses_to_start_on_a_truncated_database(world: World) -> None:
+    for _ in range(3):
+        assert world.post(signed_body("infer-01", world.infer_key)).status_code == 200
+    world.service.stop()
+    with psycopg.connect(world.dsn, autocommit=True) as db:
+        db.execute("SET session_replication_role = replica")
+        db.execute("DELETE FROM ledger_leaves WHERE idx = 2")
+    with pytest.raises(RuntimeError, match="covers 3 entries"):
+        world.service.start()
+    assert "Traceback" not in world.service.log.read_text()
