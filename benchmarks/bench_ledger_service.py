@@ -12,13 +12,15 @@ cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvico
     .venv/bin/python benchmarks/bench_ledger_service.py                      # as in the issue
     .venv/bin/python benchmarks/bench_ledger_service.py --duration 15 --audit-entries 100000
 
-Clients run as ``--client-processes`` processes of asyncio tasks (httpx), on the same machine.
+Clients run as ``--client-processes`` processes of asyncio tasks on the same machine, each a
+keep-alive HTTP/1.1 connection that signs a fresh write, sends it and waits for the answer.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import multiprocessing
 import platform
@@ -38,33 +40,73 @@ from _pgcluster import PgCluster, find_pg_bin
 from attest.certificate.signing import load_private_key, load_public_key
 from attest.ledger.service.postgres import PostgresStorage
 from attest.ledger.service.remote_audit import audit_remote
-from attest.ledger.service.submission import new_nonce, sign_submission
+from attest.ledger.service.submission import new_nonce
 from attest.ledger.service.tiles import tile_path
 
 
-async def _writers(url: str, key_path: str, tasks: int, seconds: float) -> dict[str, Any]:
+def _body_maker(key_path: str, number: int) -> Any:
+    """A cheap maker of signed write bodies: one entry template, a fresh ``host`` and nonce per
+    write, the leaf data and signed message encoded with the standard library's sorted
+    compact JSON (byte-identical to RFC 8785 for these string-only objects: a body that were
+    not would be refused 401 and counted), signed with the client's key as a real client does."""
+    import hashlib
+    import uuid
+
+    from attest.ledger.entries import utc_now
+    from attest.ledger.service.submission import DOMAIN, SUBMISSION_FORMAT
+
     key = load_private_key(key_path, prompt=False)
+    template = entry(actor=f"bench-{number}").model_dump(mode="json")
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def make() -> bytes:
+        item = {**template, "host": uuid.uuid4().hex, "time": utc_now()}
+        header = {"format": SUBMISSION_FORMAT, "origin": ORIGIN, "client": "bench",
+                  "nonce": new_nonce(), "time": item["time"]}  # fmt: skip
+        message = DOMAIN + dumps({**header, "entry": hashlib.sha256(dumps(item)).hexdigest()})
+        signature = base64.b64encode(key.sign(message)).decode()
+        return dumps({**header, "entry": item, "signature": signature})
+
+    return make
+
+
+async def _writers(url: str, key_path: str, tasks: int, seconds: float) -> dict[str, Any]:
+    """``tasks`` keep-alive HTTP/1.1 connections, each sending one write and reading its
+    answer before the next (a minimal client: httpx itself cost more CPU than the service)."""
+    host, port = url.split("//")[1].rstrip("/").split(":")
     latencies: list[float] = []
     errors: dict[str, int] = {}
     deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=tasks, max_keepalive_connections=tasks)
-    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
 
-        async def one(number: int) -> None:
+    async def one(number: int) -> None:
+        make = _body_maker(key_path, number)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
             while time.perf_counter() < deadline:
-                item = entry(actor=f"bench-{number}")
-                body = sign_submission(
-                    item, origin=ORIGIN, client="bench", nonce=new_nonce(), key=key
-                )
+                body = make()
+                head = (
+                    f"POST /add HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n"
+                ).encode()
                 started = time.perf_counter()
-                response = await http.post(url + "add", json=body)
-                if response.status_code == 200:
+                writer.write(head + body)
+                status_line = await reader.readline()
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                status = status_line.split()[1].decode()
+                if status == "200":
                     latencies.append(time.perf_counter() - started)
                 else:
-                    code = f"{response.status_code}"
-                    errors[code] = errors.get(code, 0) + 1
+                    errors[status] = errors.get(status, 0) + 1
+        finally:
+            writer.close()
 
-        await asyncio.gather(*(one(n) for n in range(tasks)))
+    await asyncio.gather(*(one(n) for n in range(tasks)))
     return {"latencies": latencies, "errors": errors}
 
 

@@ -278,7 +278,12 @@ class _Service:
         key = policy.key_of(sent.client)
         if key is None:
             raise _Refused(401, "UNKNOWN_CLIENT", f"client {sent.client!r} is not listed")
-        if not sent.verify(key):
+        try:
+            entry = parse_entry(sent.entry)
+        except InputError as exc:
+            raise _Refused(400, "MALFORMED", exc.message) from None
+        data = entry.leaf_data
+        if not sent.verify(key, data):
             raise _Refused(
                 401,
                 "SIGNATURE_INVALID",
@@ -290,17 +295,12 @@ class _Service:
                 "REQUEST_EXPIRED",
                 f"the request time is over {MAX_SKEW_S:.0f} s from the service's clock",
             )
-        try:
-            entry = parse_entry(sent.entry)
-        except InputError as exc:
-            raise _Refused(400, "MALFORMED", exc.message) from None
         if not policy.may_write(sent.client, entry.event):
             raise _Refused(
                 403,
                 "ENTRY_TYPE_NOT_ALLOWED",
                 f"client {sent.client!r} may not write {entry.event!r} entries",
             )
-        data = entry.leaf_data
         if len(data) > MAX_ENTRY_BYTES:
             raise _Refused(413, "BODY_TOO_LARGE", f"the entry is over {MAX_ENTRY_BYTES} bytes")
         return Submission(sent.client, sent.nonce, data)

@@ -8,7 +8,8 @@ A write is one JSON object (``POST /add``, ``Content-Type: application/json``)::
      "signature": "<base64>"}
 
 The signature (the client's Ed25519 or ECDSA P-256 key) covers :data:`DOMAIN` followed by the
-RFC 8785 canonical JSON of every field but ``signature``. Replay protection: the service
+RFC 8785 canonical JSON of every field but ``signature``, with ``entry`` replaced by the
+sha256 (hex) of the entry's leaf data (its canonical JSON: the bytes the log records). Replay protection: the service
 stores ``(client, nonce)`` with the entry in the same transaction and refuses a nonce seen
 before (409, naming the index the first request got when it carried the same entry, so a
 client that lost an answer learns its entry is in); it also refuses a ``time`` further than
@@ -30,6 +31,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from attest.certificate.signing import (
@@ -37,9 +40,11 @@ from attest.certificate.signing import (
     PublicKey,
     b64decode_strict,
     canonical_json,
+    ed25519_point_problem,
     load_public_key,
     verify_signature,
 )
+from attest.core.io import sha256_bytes
 from attest.core.strict_yaml import load_yaml_mapping
 from attest.core.validation import validation_problems
 from attest.errors import ConfigError, InputError
@@ -80,17 +85,26 @@ class SubmissionRequest(BaseModel):
     entry: dict[str, Any]
     signature: Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
-    def signed_message(self) -> bytes:
-        """What the signature covers: the domain, then the canonical JSON of the rest."""
-        return DOMAIN + canonical_json(self.model_dump(mode="json", exclude={"signature"}))
-
-    def verify(self, key: PublicKey) -> bool:
-        """True when the signature verifies under ``key``."""
+    def verify(self, key: PublicKey, leaf_data: bytes) -> bool:
+        """True when the signature verifies under ``key`` for this request carrying the
+        entry whose leaf data is ``leaf_data``."""
         try:
             signature = b64decode_strict(self.signature)
         except Exception:
             return False
-        return verify_signature(key, signature, self.signed_message())
+        header = self.model_dump(mode="json", exclude={"signature", "entry"})
+        message = signed_message(header, leaf_data)
+        if not isinstance(key, ed25519.Ed25519PublicKey):
+            return verify_signature(key, signature, message)
+        # The listed key was checked when clients.yaml was loaded (check_public_key); per
+        # request only the signature's R half is, as verify_signature does (half its cost).
+        if len(signature) != 64 or ed25519_point_problem(signature[:32]) is not None:
+            return False
+        try:
+            key.verify(signature, message)
+        except InvalidSignature:
+            return False
+        return True
 
     def seconds_from(self, now: datetime) -> float:
         """How far ``time`` is from ``now``, in seconds (absolute)."""
@@ -108,6 +122,12 @@ def new_nonce() -> str:
     return secrets.token_hex(16)
 
 
+def signed_message(header: dict[str, Any], leaf_data: bytes) -> bytes:
+    """What a write's signature covers: :data:`DOMAIN`, then the canonical JSON of its fields
+    but ``signature``, with ``entry`` replaced by the sha256 (hex) of the entry's leaf data."""
+    return DOMAIN + canonical_json({**header, "entry": sha256_bytes(leaf_data)})
+
+
 def sign_submission(
     entry: LedgerEntry,
     *,
@@ -118,16 +138,19 @@ def sign_submission(
     time: str | None = None,
 ) -> dict[str, Any]:
     """A signed write of ``entry`` for the log ``origin`` (module docstring)."""
-    unsigned = {
+    header = {
         "format": SUBMISSION_FORMAT,
         "origin": origin,
         "client": client,
         "nonce": nonce,
         "time": time or utc_now(),
-        "entry": entry.model_dump(mode="json"),
     }
-    signature = key.sign(DOMAIN + canonical_json(unsigned))
-    return {**unsigned, "signature": base64.b64encode(signature).decode("ascii")}
+    signature = key.sign(signed_message(header, entry.leaf_data))
+    return {
+        **header,
+        "entry": entry.model_dump(mode="json"),
+        "signature": base64.b64encode(signature).decode("ascii"),
+    }
 
 
 def parse_entry(entry: dict[str, Any]) -> LedgerEntry:

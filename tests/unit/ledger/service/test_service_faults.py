@@ -69,7 +69,7 @@ def fleet(pg_dsn: str, tmp_path: Path) -> Iterator[Fleet]:
 
 
 def test_sigkill_under_load_loses_nothing_acknowledged(fleet: Fleet) -> None:
-    thread, results = fleet.load(6.0)
+    thread, results = fleet.load(8.0)
     time.sleep(2.0)
     before = fleet.checkpoint()
     fleet.service.kill()
@@ -77,8 +77,9 @@ def test_sigkill_under_load_loses_nothing_acknowledged(fleet: Fleet) -> None:
     after = fleet.checkpoint()
     thread.join()
     result = results[0]
-    assert len(result.acks) > 50, result
     assert result.errors, "the kill was not noticed by any client"
+    # acknowledged before the kill and after the restart (indexes past the last checkpoint)
+    assert min(i for i, _ in result.acks) < before.size <= max(i for i, _ in result.acks)
     fleet.check_log(result)
     assert 0 < before.size <= after.size
     proof = httpx.get(
