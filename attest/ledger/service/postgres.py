@@ -28,7 +28,7 @@ import psycopg
 
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError
-from attest.ledger.merkle import NodeKey, frontier_push, frontier_root, leaf_hash, perfect_subtrees
+from attest.ledger.merkle import NodeKey, frontier_root, leaf_hash, perfect_subtrees
 
 # the same node key as the SQLite backend (one encoding, not two)
 from attest.ledger.sqlite import _node_key as node_key
@@ -38,6 +38,7 @@ from attest.ledger.storage import (
     StoredCheckpoint,
     StoredLeaf,
     TreeHead,
+    append_rows,
 )
 
 __all__ = ["WRITER_LOCK", "DatabaseUnavailable", "PostgresStorage", "Submission", "SubmitOutcome"]
@@ -255,15 +256,8 @@ class PostgresStorage:
                 f" are stored, so entries were deleted; appending would reuse index {size}",
                 hint="restore the database from a backup; run attest ledger verify URL",
             )
-        leaf_rows: list[tuple[int, bytes, bytes]] = []
-        node_rows: list[tuple[int, bytes]] = []
-        for data in datas:
-            lh = leaf_hash(data)
-            completed = frontier_push(frontier, size, lh)
-            size += 1
-            for level, h in completed[1:]:
-                node_rows.append((node_key(level, (size >> level) - 1), h))
-            leaf_rows.append((size - 1, data, lh))
+        leaf_rows, node_rows = append_rows(frontier, size, datas, node_key)
+        size += len(datas)
         with db.cursor() as cur:
             with cur.copy("COPY ledger_leaves (idx, data, leaf_hash) FROM STDIN") as copy:
                 for leaf_row in leaf_rows:
