@@ -115,22 +115,35 @@ def _writer_process(args: tuple[str, str, int, float]) -> dict[str, Any]:
 
 
 async def _readers(url: str, paths: list[str], tasks: int, seconds: float) -> tuple[int, int]:
+    """``tasks`` keep-alive HTTP/1.1 connections fetching ``paths`` round robin."""
+    host, port = url.split("//")[1].rstrip("/").split(":")
     done = 0
     size = 0
     deadline = time.perf_counter() + seconds
-    async with httpx.AsyncClient(timeout=30) as http:
 
-        async def one(number: int) -> None:
-            nonlocal done, size
-            at = number
+    async def one(number: int) -> None:
+        nonlocal done, size
+        reader, writer = await asyncio.open_connection(host, int(port))
+        at = number
+        try:
             while time.perf_counter() < deadline:
-                response = await http.get(url + paths[at % len(paths)])
-                response.raise_for_status()
+                path = paths[at % len(paths)]
+                writer.write(f"GET /{path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                status_line = await reader.readline()
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                body = await reader.readexactly(length)
+                if status_line.split()[1] != b"200":
+                    raise RuntimeError(f"GET /{path}: {status_line!r}")
                 done += 1
-                size += len(response.content)
+                size += len(body)
                 at += tasks
+        finally:
+            writer.close()
 
-        await asyncio.gather(*(one(n) for n in range(tasks)))
+    await asyncio.gather(*(one(n) for n in range(tasks)))
     return done, size
 
 

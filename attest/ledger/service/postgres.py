@@ -174,12 +174,17 @@ class PostgresStorage:
     def _tx(
         self, *, lock: bool = False, snapshot: bool = False
     ) -> Iterator[psycopg.Connection[Any]]:
-        """A transaction (a no-op inside another one); ``lock`` takes the writer lock first."""
+        """A transaction (a no-op inside another one); ``lock`` takes the writer lock first.
+        With neither ``lock`` nor ``snapshot`` outside a transaction, each statement commits
+        on its own (autocommit): a read of append-only rows needs no BEGIN/COMMIT round trips."""
         if self._in_tx:
             yield self._connect()
             return
         db = self._connect()
         try:
+            if not (lock or snapshot):
+                yield db
+                return
             with db.transaction():
                 self._in_tx = True
                 try:
