@@ -23,6 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -348,6 +350,8 @@ def create_app(config: ServiceConfig) -> Starlette:
     return Starlette(
         routes=routes,
         lifespan=lifespan,
+        # tlog-tiles: entry bundles SHOULD be compressed at the HTTP layer (when asked for)
+        middleware=[Middleware(GZipMiddleware, minimum_size=4096)],
         exception_handlers={
             DatabaseUnavailable: on_unavailable,
             LedgerError: on_ledger_error,

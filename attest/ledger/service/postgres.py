@@ -55,6 +55,7 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE TABLE ledger_nodes (key bigint PRIMARY KEY, hash bytea NOT NULL)",
         "CREATE TABLE ledger_checkpoints (id bigserial PRIMARY KEY, size bigint NOT NULL,"
         " root bytea NOT NULL, origin text NOT NULL, note text NOT NULL, signed_at text NOT NULL)",
+        "CREATE INDEX ledger_checkpoints_size ON ledger_checkpoints (size)",  # the signed floor
         "CREATE TABLE ledger_submissions (client text NOT NULL, nonce text NOT NULL,"
         " idx bigint NOT NULL, leaf_hash bytea NOT NULL, PRIMARY KEY (client, nonce))",
         """CREATE FUNCTION ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -114,6 +114,9 @@ def test_full_tiles_and_the_level_one_tile(world: World) -> None:
         assert client.bundle(TilePath(None, 1, 44)) == items[256:]
         level1 = client.hashes(TilePath(1, 0, 1))
         assert level1 == [root_from_leaf_hashes(leaf_hash(d) for d in items[:256])]
+    full = httpx.get(world.url + tile_path(None, 0), headers={"Accept-Encoding": "gzip"}, timeout=5)
+    assert full.headers["content-encoding"] == "gzip"  # bundles compressed when asked for
+    assert decode_bundle(full.content, 256) == items[:256]
     with psycopg.connect(world.dsn) as db:  # the refresh re-hashed them and stored a row
         assert db.execute("SELECT max(size) FROM ledger_checkpoints").fetchone() == (300,)
 
