@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 
-.PHONY: all env demo test lint typecheck unit schemas clean report-screenshot bench certify-examples
+.PHONY: all env demo test lint typecheck unit schemas clean report-screenshot bench certify-examples pg-test
 
 all: test
 
@@ -23,6 +23,12 @@ demo: $(STAMP)
 # Every example model under the shipped policies (also part of make test).
 certify-examples: $(STAMP)
 	$(BIN)/python -m pytest -q tests/cli/test_examples_certify.py tests/unit/pipeline/test_amp_seg.py
+
+# The ledger service against a throwaway PostgreSQL cluster (initdb into a temporary folder,
+# a unix socket, stopped at the end; binaries from /usr/lib/postgresql/15/bin or $$ATTEST_PG_BIN).
+# Also part of make test. CI=true turns a missing PostgreSQL into a failure instead of a skip.
+pg-test: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit/ledger/service tests/cli/test_cli_ledger_service.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check attest tests benchmarks examples

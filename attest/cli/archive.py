@@ -48,7 +48,7 @@ def archive(
         evidence=evidence,
         findings=findings,
         report=report,
-        revocations=_revocations(revocation_files, ledger),
+        revocations=_revocations(revocation_files, str(ledger) if ledger is not None else None),
         ledger=ledger,
         ledger_key=ledger_key,
         at=_at(at_text),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from attest.cli.cosign import identity, signer_options
+from attest.cli.verify import remote_ledger_options
 from attest.errors import EXIT_NEGATIVE, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -143,6 +144,20 @@ def _named_evidence(text: str) -> tuple[str, Path] | Path:
     return Path(text)
 
 
+def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
+    """``certify --ledger``: an ``issued`` entry, in a local ledger or through the spool."""
+    from attest.ledger import append_certificate
+    from attest.ledger.entries import entry_for_certificate
+
+    if remote is None:
+        result = append_certificate(Path(ledger), certificate)
+        click.echo(f"ledger: recorded as entry {result.index} of {ledger}", err=True)
+        return
+    from attest.cli.ledger_service import submit_remote
+
+    submit_remote(remote, entry_for_certificate(certificate))
+
+
 @click.command("certify")
 @click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
@@ -239,6 +254,14 @@ def _named_evidence(text: str) -> tuple[str, Path] | Path:
     "hardware target (repeat the option); NAME names the target (default: the hardware "
     "target the evidence records).",
 )
+@click.option(
+    "--ledger",
+    default=None,
+    metavar="PATH|URL",
+    help="On pass, record the certificate as issued in this audit ledger: a local file, or a "
+    "ledger service (https://...; with --ledger-client and --ledger-client-key; queued offline).",
+)
+@remote_ledger_options
 @signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
@@ -264,6 +287,10 @@ def certify(
     cert_format: str,
     model_signing: bool,
     evidence_files: tuple[str, ...],
+    ledger: str | None,
+    ledger_client: str | None,
+    ledger_client_key: Path | None,
+    ledger_log_key: Path | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -275,6 +302,7 @@ def certify(
     is signed only if every required target (the policy's required_targets) passes.
     """
     from attest.certificate.signing import load_private_key
+    from attest.cli.ledger_service import is_url, remote_ledger
     from attest.core.progress import terminal_progress
     from attest.pipeline import certify as run_certify
 
@@ -300,6 +328,11 @@ def certify(
             "--training-log binds a log when certify collects; it cannot go with --evidence",
             hint="collect with the log bound, or certify the log's model without --evidence",
         )
+    remote = (
+        remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
+        if is_url(ledger)
+        else None
+    )
     with terminal_progress(quiet=quiet, as_json=as_json) as progress:
         if evidence_files:
             from attest.pipeline.targets import certify_evidence
@@ -312,6 +345,8 @@ def certify(
             )
     if cert_format == "sigstore-bundle" and result.certificate_path is not None:
         _rewrite_as_bundle(result.certificate_path)
+    if ledger is not None and result.certificate_path is not None:
+        _record_issued(ledger, remote, result.certificate_path)
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,
         "evidence": str(result.evidence_path),

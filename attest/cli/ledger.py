@@ -315,6 +315,15 @@ def checkpoint(
 
 
 @ledger.command("verify")
+@click.argument("url", required=False)
+@click.option(
+    "--state",
+    "state_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With URL: the auditor's stored checkpoint of that log (default: one file per origin "
+    "in the user's state directory); the log must stay consistent with it.",
+)
 @click.option(
     "--key",
     "key_paths",
@@ -332,6 +341,8 @@ def checkpoint(
 @click.pass_context
 def verify(
     ctx: click.Context,
+    url: str | None,
+    state_path: Path | None,
     key_paths: tuple[Path, ...],
     skip_entries: bool,
     ledger_path: Path | None,
@@ -339,9 +350,16 @@ def verify(
 ) -> None:
     """Recompute the whole tree from the stored entries; check every stored hash and checkpoint.
 
+    With URL (a ledger service), audit the remote log from its tiles instead, against the
+    checkpoint stored from the last audit (--state); --key is then the log's public key.
     Exit 0 when intact, 1 when anything was edited, deleted, reordered or inserted (each
     problem reported with its entry index).
     """
+    if url is not None:
+        from attest.cli.ledger_service import verify_remote
+
+        verify_remote(ctx, url, key_paths, state_path, skip_entries, as_json)
+        return
     from attest.ledger import audit_ledger, open_ledger
     from attest.ledger.checkpoint import load_checkpoint_key
 
@@ -463,3 +481,13 @@ def verify_proof(
             click.echo(f"  {code}: {safe_text(message, 2000)}")
     if not verdict.ok:
         ctx.exit(EXIT_NEGATIVE)
+
+
+def _add_service_commands() -> None:
+    from attest.cli.ledger_service import mirror, serve
+
+    ledger.add_command(serve)
+    ledger.add_command(mirror)
+
+
+_add_service_commands()

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, AttestError, InputError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _skew(text: str) -> timedelta:
@@ -57,8 +60,9 @@ def _ledger_recorder(path: Path | None) -> Any:
     return record
 
 
-def _revocations(files: tuple[Path, ...], ledger: Path | None) -> list[tuple[str, bytes]]:
-    """The revocation statements to honour: the files given and those the ledger holds."""
+def _revocations(files: tuple[Path, ...], ledger: str | None) -> list[tuple[str, bytes]]:
+    """The revocation statements to honour: the files given and those a local ledger holds (a
+    ledger service's revocations are not read here: pass them with --revocations)."""
     from attest.core.files import read_bytes_checked
     from attest.core.io import MAX_JSON_BYTES
 
@@ -66,11 +70,68 @@ def _revocations(files: tuple[Path, ...], ledger: Path | None) -> list[tuple[str
         (safe_text(path), read_bytes_checked(path, what="revocation", max_bytes=MAX_JSON_BYTES))
         for path in files
     ]
-    if ledger is not None and ledger.exists():
+    local = Path(ledger) if ledger is not None and not _is_url(ledger) else None
+    if local is not None and local.exists():
         from attest.ledger import revocations_in
 
-        found += revocations_in(ledger)
+        found += revocations_in(local)
     return found
+
+
+def _is_url(ledger: str) -> bool:
+    # as attest.cli.ledger_service.is_url, without importing the service client
+    return ledger.startswith(("http://", "https://"))
+
+
+def _recorder(
+    ledger: str | None, client: str | None, client_key: Path | None, log_key: Path | None
+) -> Any:
+    """``record(report_dict)`` for ``--ledger`` (a file or a service URL), or None; its
+    options are checked before verifying, so a usage error never follows a verdict."""
+    if ledger is None:
+        return None
+    from attest.cli.ledger_service import is_url, remote_ledger, submit_remote
+
+    if is_url(ledger):
+        target = remote_ledger(ledger, client, client_key, log_key)
+
+        def submit(report: dict[str, Any]) -> None:
+            from attest.ledger.entries import entry_for_verification
+
+            submit_remote(target, entry_for_verification(report))
+
+        return submit
+    path = Path(ledger)
+    record = _ledger_recorder(path)
+    return lambda report: record(path, report)
+
+
+def remote_ledger_options(f: F) -> F:
+    """--ledger-client, --ledger-client-key and --ledger-log-key, for --ledger URL (here, not
+    in attest.cli.ledger_service, so that a plain ``attest verify`` does not import it)."""
+    f = click.option(
+        "--ledger-log-key",
+        default=None,
+        envvar="ATTEST_LEDGER_LOG_KEY",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --ledger URL: the log's public key; the service's answer (signed checkpoint, "
+        "inclusion proof) is then checked (env ATTEST_LEDGER_LOG_KEY).",
+    )(f)
+    f = click.option(
+        "--ledger-client-key",
+        default=None,
+        envvar="ATTEST_LEDGER_CLIENT_KEY",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="With --ledger URL: this client's private key, listed in the service's clients.yaml "
+        "(env ATTEST_LEDGER_CLIENT_KEY).",
+    )(f)
+    return click.option(
+        "--ledger-client",
+        default=None,
+        envvar="ATTEST_LEDGER_CLIENT",
+        help="With --ledger URL: this client's name in the service's clients.yaml "
+        "(env ATTEST_LEDGER_CLIENT).",
+    )(f)
 
 
 def _render(data: dict[str, Any]) -> str:
@@ -177,8 +238,10 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
 @click.option(
     "--ledger",
     default=None,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Reject a certificate this audit ledger records as revoked; append the outcome to it.",
+    metavar="PATH|URL",
+    help="Append the outcome to this audit ledger, a local file or a ledger service "
+    "(https://...; with --ledger-client and --ledger-client-key; queued offline); a local "
+    "ledger's revocations also reject a certificate it records as revoked.",
 )
 @click.option(
     "--revocations",
@@ -187,6 +250,7 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A signed revocation statement (attest revoke -o FILE) to honour (repeatable).",
 )
+@remote_ledger_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def verify(
@@ -200,8 +264,11 @@ def verify(
     no_state: bool,
     probe: str | None,
     check_environment: bool,
-    ledger: Path | None,
+    ledger: str | None,
     revocation_files: tuple[Path, ...],
+    ledger_client: str | None,
+    ledger_client_key: Path | None,
+    ledger_log_key: Path | None,
     as_json: bool,
 ) -> None:
     """Verify a certificate offline against a trust store and the artifacts at hand.
@@ -211,7 +278,7 @@ def verify(
     from attest.verification.verifier import record_rollback
     from attest.verification.verifier import verify as run_verify
 
-    record = _ledger_recorder(ledger)
+    record = _recorder(ledger, ledger_client, ledger_client_key, ledger_log_key)
     revocations = _revocations(revocation_files, ledger)
     if no_state:
         state_file = None
@@ -240,10 +307,10 @@ def verify(
     except Exception as exc:
         if record is not None:
             with contextlib.suppress(Exception):  # the original error is the one to show
-                record(ledger, _failure_entry(certificate, exc))
+                record(_failure_entry(certificate, exc))
         raise
     if record is not None:
-        record(ledger, data)
+        record(data)
     click.echo(text)
     if not report.verified:
         ctx.exit(EXIT_NEGATIVE)

@@ -34,9 +34,7 @@ from attest.errors import InputError, LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError
 from attest.ledger.merkle import (
     NodeKey,
-    frontier_push,
     frontier_root,
-    leaf_hash,
     perfect_subtrees,
 )
 from attest.ledger.storage import (
@@ -45,6 +43,7 @@ from attest.ledger.storage import (
     StoredCheckpoint,
     StoredLeaf,
     TreeHead,
+    append_rows,
 )
 
 __all__ = ["SYNCHRONOUS_ENV", "SQLiteStorage", "Synchronous"]
@@ -329,15 +328,8 @@ class SQLiteStorage:
             with self._transaction():
                 size, frontier = self._frontier()
                 self._check_floor(size)
-                leaf_rows: list[tuple[int, bytes, bytes]] = []
-                node_rows: list[tuple[int, bytes]] = []
-                for data in datas:
-                    lh = leaf_hash(data)
-                    completed = frontier_push(frontier, size, lh)
-                    size += 1
-                    for level, h in completed[1:]:
-                        node_rows.append((_node_key(level, (size >> level) - 1), h))
-                    leaf_rows.append((size - 1, data, lh))
+                leaf_rows, node_rows = append_rows(frontier, size, datas, _node_key)
+                size += len(datas)
                 root = frontier_root(frontier)
                 self._db.executemany(
                     "INSERT INTO leaves (idx, data, leaf_hash) VALUES (?, ?, ?)", leaf_rows

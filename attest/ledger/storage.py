@@ -27,12 +27,12 @@ shared database serving a fleet, must guarantee. The embedded default is
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from attest.ledger.merkle import NodeKey
+from attest.ledger.merkle import NodeKey, frontier_push, leaf_hash
 
 __all__ = [
     "LAST_CHECKPOINT_META",
@@ -41,6 +41,7 @@ __all__ = [
     "StoredCheckpoint",
     "StoredLeaf",
     "TreeHead",
+    "append_rows",
 ]
 
 LAST_CHECKPOINT_META = "last_checkpoint"
@@ -148,3 +149,21 @@ class LedgerStorage(Protocol):
     def close(self) -> None:
         """Release the storage."""
         ...
+
+
+def append_rows(
+    frontier: list[bytes], size: int, datas: Sequence[bytes], node_key: Callable[[int, int], int]
+) -> tuple[list[tuple[int, bytes, bytes]], list[tuple[int, bytes]]]:
+    """The rows an append of ``datas`` to a tree of ``size`` entries stores: ``(index, data,
+    leaf hash)`` per entry and ``(node_key(level, index), hash)`` per perfect subtree of two or
+    more leaves it completes. Pushes every leaf onto ``frontier`` (in place)."""
+    leaf_rows: list[tuple[int, bytes, bytes]] = []
+    node_rows: list[tuple[int, bytes]] = []
+    for data in datas:
+        lh = leaf_hash(data)
+        completed = frontier_push(frontier, size, lh)
+        size += 1
+        for level, h in completed[1:]:
+            node_rows.append((node_key(level, (size >> level) - 1), h))
+        leaf_rows.append((size - 1, data, lh))
+    return leaf_rows, node_rows

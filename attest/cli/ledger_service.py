@@ -1,0 +1,266 @@
+"""``attest ledger serve``, ``attest ledger mirror`` and ``attest ledger verify URL``: the
+ledger service and its auditors' clients (attest.ledger.service). Click only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from attest.core.text import json_safe, printable_json, safe_text
+from attest.errors import EXIT_NEGATIVE, InputError
+
+if TYPE_CHECKING:
+    from attest.certificate.signing import PrivateKey, PublicKey
+    from attest.ledger.entries import LedgerEntry
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        raise InputError(f"--listen {text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8080")
+    return host.strip("[]"), int(port)
+
+
+@click.command("serve")
+@click.option(
+    "--db",
+    "dsn",
+    required=True,
+    envvar="ATTEST_LEDGER_DB",
+    help="PostgreSQL connection string (postgresql://... or key=value), env ATTEST_LEDGER_DB.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The log's Ed25519 private key (signs checkpoints).",
+)
+@click.option(
+    "--origin",
+    required=True,
+    help="The log's origin (checkpoint first line), e.g. ledger.example.org/clinical.",
+)
+@click.option(
+    "--listen", default="127.0.0.1:8080", show_default=True, help="HOST:PORT to listen on."
+)
+@click.option(
+    "--clients",
+    "clients_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="clients.yaml: who may write which entry types (an empty list: read-only).",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TLS certificate chain (PEM); with --tls-key.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TLS private key (PEM).",
+)
+@click.option(
+    "--checkpoint-interval",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Seconds between stored checkpoint rows (one is also signed after every batch).",
+)
+@click.option(
+    "--max-batch",
+    default=512,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Most entries appended in one transaction.",
+)
+def serve(
+    dsn: str,
+    key_path: Path,
+    origin: str,
+    listen: str,
+    clients_path: Path,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    checkpoint_interval: float,
+    max_batch: int,
+) -> None:
+    """Run the ledger service: C2SP tlog-tiles reads, client-signed writes, on PostgreSQL.
+
+    The database schema is created or migrated at start, and the stored tree is checked
+    against every earlier checkpoint of this key before anything is served.
+    """
+    from attest.certificate.signing import load_private_key
+    from attest.ledger.checkpoint import check_origin, verifier_key
+
+    host, port = _listen(listen)
+    if (tls_cert is None) != (tls_key is None):
+        raise InputError("--tls-cert and --tls-key go together")
+    try:
+        import uvicorn
+
+        from attest.ledger.service.app import ServiceConfig, create_app
+        from attest.ledger.service.submission import load_clients
+    except ModuleNotFoundError as exc:
+        raise InputError(
+            f"attest ledger serve needs {exc.name}",
+            hint="pip install 'gradient-attest[ledger-service]'",
+        ) from None
+    key = load_private_key(key_path)
+    config = ServiceConfig(
+        dsn=dsn,
+        key=key,
+        origin=check_origin(origin),
+        clients=load_clients(clients_path),
+        checkpoint_interval_s=checkpoint_interval,
+        max_batch=max_batch,
+    )
+    app = create_app(config)
+    scheme = "https" if tls_cert else "http"
+    click.echo(
+        f"ledger {origin}: {scheme}://{host}:{port}/ ({len(config.clients.clients)} clients)",
+        err=True,
+    )
+    click.echo(f"verifier key: {verifier_key(origin, key.public_key)}", err=True)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        ssl_certfile=str(tls_cert) if tls_cert else None,
+        ssl_keyfile=str(tls_key) if tls_key else None,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
+@click.command("mirror")
+@click.argument("url")
+@click.argument("local", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The log's public key (PEM or note verifier key).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def mirror(url: str, local: Path, key_path: Path, as_json: bool) -> None:
+    """Keep a verified local copy (SQLite) of the remote log at URL.
+
+    Fetches the entries the copy lacks from the tiles, checks the copy with them reproduces
+    the log's signed checkpoint, and only then commits them with that checkpoint.
+    """
+    from attest.ledger.checkpoint import load_checkpoint_key
+    from attest.ledger.service.remote_audit import mirror_log
+
+    key, name = load_checkpoint_key(key_path)
+    result = mirror_log(url, local, key, key_name=name)
+    if as_json:
+        click.echo(printable_json(json_safe(result)))
+        return
+    click.echo(
+        f"mirrored {safe_text(url)} into {local}: {result['added']} new entries, "
+        f"{result['tree_size']} in all, checkpoint verified"
+    )
+
+
+def verify_remote(
+    ctx: click.Context,
+    url: str,
+    key_paths: tuple[Path, ...],
+    state: Path | None,
+    skip_entries: bool,
+    as_json: bool,
+) -> None:
+    """``attest ledger verify URL``: audit the whole remote log from its tiles."""
+    from attest.ledger.checkpoint import load_checkpoint_key
+    from attest.ledger.service.remote_audit import audit_remote
+
+    if len(key_paths) != 1:
+        raise InputError(
+            "attest ledger verify URL needs the log's public key: --key LEDGER.pub (once)"
+        )
+    key, name = load_checkpoint_key(key_paths[0])
+    report = audit_remote(url, key, key_name=name, state_path=state, check_entries=not skip_entries)
+    if as_json:
+        click.echo(printable_json(json_safe(report.to_json())))
+    else:
+        click.echo(report.summary())
+        for problem in report.problems[:50]:
+            where = f"entry {problem.index}" if problem.index is not None else "log"
+            click.echo(f"  [{problem.kind}] {where}: {safe_text(problem.message, 2000)}")
+    if not report.ok:
+        ctx.exit(EXIT_NEGATIVE)
+
+
+# -- `attest verify/certify --ledger URL`: submitting through the offline spool ------------------
+
+
+def is_url(target: str | None) -> bool:
+    """True when a --ledger value names a ledger service rather than a local file."""
+    return target is not None and target.startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class RemoteLedger:
+    """Where and as whom ``--ledger URL`` submits."""
+
+    url: str
+    client: str
+    key: PrivateKey
+    log_key: tuple[PublicKey, str | None] | None
+
+
+def remote_ledger(
+    url: str, client: str | None, client_key: Path | None, log_key: Path | None
+) -> RemoteLedger:
+    """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2)."""
+    from attest.certificate.signing import load_private_key
+    from attest.ledger.checkpoint import load_checkpoint_key
+
+    if not client or client_key is None:
+        raise InputError(
+            "--ledger URL needs --ledger-client NAME and --ledger-client-key KEY",
+            hint="the service accepts writes signed by the clients listed in its clients.yaml",
+        )
+    key = load_private_key(client_key)
+    return RemoteLedger(
+        url, client, key, load_checkpoint_key(log_key) if log_key is not None else None
+    )
+
+
+def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
+    """Spool ``entry`` durably, then submit everything pending for the service in order;
+    says on stderr what happened. Unreachable: the events stay queued (not an error). A
+    refusal by the service is a :class:`LedgerError`."""
+    from attest.errors import LedgerError
+    from attest.ledger.service.spool import Spool, default_spool_path
+
+    path = default_spool_path()
+    with Spool(path) as spool:
+        spool.enqueue(target.url, target.client, entry)
+        log_key, log_name = target.log_key or (None, None)
+        result = spool.flush(target.url, target.key, log_key=log_key, log_key_name=log_name)
+    for seq, index in result.submitted:
+        click.echo(
+            f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True
+        )
+    if result.unreachable:
+        click.echo(
+            f"ledger: {safe_text(result.unreachable, 500)}; {result.pending} event(s) queued in "
+            f"{path}, sent on the next run with --ledger {safe_text(target.url)}",
+            err=True,
+        )
+    if result.refused:
+        seq, reason = result.refused[-1]
+        raise LedgerError(
+            f"the ledger service refused event {seq}: {reason}",
+            hint="check --ledger-client and --ledger-client-key against the service's clients.yaml",
+        )

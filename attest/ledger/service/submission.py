@@ -1,0 +1,217 @@
+"""Client-signed writes to the ledger service, and ``clients.yaml`` (who may write what).
+
+A write is one JSON object (``POST /add``, ``Content-Type: application/json``)::
+
+    {"format": "gradient-attest/ledger-submission/v1", "origin": "<the log's origin>",
+     "client": "<name in clients.yaml>", "nonce": "<32..64 lowercase hex>",
+     "time": "<RFC 3339 UTC>", "entry": {<a ledger entry, every field>},
+     "signature": "<base64>"}
+
+The signature (the client's Ed25519 or ECDSA P-256 key) covers :data:`DOMAIN` followed by the
+RFC 8785 canonical JSON of every field but ``signature``, with ``entry`` replaced by the
+sha256 (hex) of the entry's leaf data (its canonical JSON: the bytes the log records). Replay protection: the service
+stores ``(client, nonce)`` with the entry in the same transaction and refuses a nonce seen
+before (409, naming the index the first request got when it carried the same entry, so a
+client that lost an answer learns its entry is in); it also refuses a ``time`` further than
+:data:`MAX_SKEW_S` from its clock, and the origin binds the request to one log.
+
+``clients.yaml``::
+
+    clients:
+      - name: inference-01
+        public_key: keys/inference-01.pub     # PEM, relative to the file
+        entry_types: [verified, rejected]     # events this client may write
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from attest.certificate.signing import (
+    PrivateKey,
+    PublicKey,
+    b64decode_strict,
+    canonical_json,
+    ed25519_point_problem,
+    load_public_key,
+    verify_signature,
+)
+from attest.core.io import sha256_bytes
+from attest.core.strict_yaml import load_yaml_mapping
+from attest.core.validation import validation_problems
+from attest.errors import ConfigError, InputError
+from attest.ledger.entries import Event, LedgerEntry, utc_now
+
+__all__ = [
+    "DOMAIN",
+    "MAX_BODY_BYTES",
+    "SUBMISSION_FORMAT",
+    "ClientPolicy",
+    "SubmissionRequest",
+    "load_clients",
+    "new_nonce",
+    "sign_submission",
+]
+
+SUBMISSION_FORMAT: Final = "gradient-attest/ledger-submission/v1"
+DOMAIN: Final = b"gradient-attest ledger submission v1\n"
+MAX_BODY_BYTES = 96 * 1024  # an entry is at most 64 KiB of leaf data, plus the envelope
+MAX_SKEW_S = 300.0
+ClientName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+Nonce = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32,64}$")]
+Timestamp = Annotated[
+    str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+]
+
+
+class SubmissionRequest(BaseModel):
+    """The body of ``POST /add`` (module docstring); unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["gradient-attest/ledger-submission/v1"]
+    origin: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    client: ClientName
+    nonce: Nonce
+    time: Timestamp
+    entry: dict[str, Any]
+    signature: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+    def verify(self, key: PublicKey, leaf_data: bytes) -> bool:
+        """True when the signature verifies under ``key`` for this request carrying the
+        entry whose leaf data is ``leaf_data``."""
+        try:
+            signature = b64decode_strict(self.signature)
+        except Exception:
+            return False
+        header = self.model_dump(mode="json", exclude={"signature", "entry"})
+        message = signed_message(header, leaf_data)
+        if not isinstance(key, ed25519.Ed25519PublicKey):
+            return verify_signature(key, signature, message)
+        # The listed key was checked when clients.yaml was loaded (check_public_key); per
+        # request only the signature's R half is, as verify_signature does (half its cost).
+        if len(signature) != 64 or ed25519_point_problem(signature[:32]) is not None:
+            return False
+        try:
+            key.verify(signature, message)
+        except InvalidSignature:
+            return False
+        return True
+
+    def seconds_from(self, now: datetime) -> float:
+        """How far ``time`` is from ``now``, in seconds (absolute)."""
+        sent = datetime.strptime(
+            self.time.replace("Z", "+0000"), _TIME_FORMATS[len(self.time) > 20]
+        )
+        return abs((now - sent).total_seconds())
+
+
+_TIME_FORMATS = {False: "%Y-%m-%dT%H:%M:%S%z", True: "%Y-%m-%dT%H:%M:%S.%f%z"}
+
+
+def new_nonce() -> str:
+    """A fresh random nonce (128 bits, hex)."""
+    return secrets.token_hex(16)
+
+
+def signed_message(header: dict[str, Any], leaf_data: bytes) -> bytes:
+    """What a write's signature covers: :data:`DOMAIN`, then the canonical JSON of its fields
+    but ``signature``, with ``entry`` replaced by the sha256 (hex) of the entry's leaf data."""
+    return DOMAIN + canonical_json({**header, "entry": sha256_bytes(leaf_data)})
+
+
+def sign_submission(
+    entry: LedgerEntry,
+    *,
+    origin: str,
+    client: str,
+    nonce: str,
+    key: PrivateKey,
+    time: str | None = None,
+) -> dict[str, Any]:
+    """A signed write of ``entry`` for the log ``origin`` (module docstring)."""
+    header = {
+        "format": SUBMISSION_FORMAT,
+        "origin": origin,
+        "client": client,
+        "nonce": nonce,
+        "time": time or utc_now(),
+    }
+    signature = key.sign(signed_message(header, entry.leaf_data))
+    return {
+        **header,
+        "entry": entry.model_dump(mode="json"),
+        "signature": base64.b64encode(signature).decode("ascii"),
+    }
+
+
+def parse_entry(entry: dict[str, Any]) -> LedgerEntry:
+    """The entry of a write, which must be given with every field, as the leaf records it."""
+    try:
+        parsed = LedgerEntry.model_validate(entry)
+    except ValidationError as exc:
+        raise InputError(f"entry: {validation_problems(exc, limit=3)}") from None
+    if parsed.model_dump(mode="json") != entry:
+        raise InputError("entry: give every field, exactly as the ledger records it")
+    return parsed
+
+
+class _ClientFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: ClientName
+    public_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+    entry_types: list[Event] = Field(min_length=1)
+
+
+class _ClientsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clients: list[_ClientFile] = Field(max_length=10_000)
+
+
+class ClientPolicy:
+    """Who may write: client name -> (public key, allowed events). Empty: read-only."""
+
+    def __init__(self, clients: dict[str, tuple[PublicKey, frozenset[str]]]) -> None:
+        self.clients = clients
+
+    def key_of(self, name: str) -> PublicKey | None:
+        entry = self.clients.get(name)
+        return None if entry is None else entry[0]
+
+    def may_write(self, name: str, event: str) -> bool:
+        entry = self.clients.get(name)
+        return entry is not None and event in entry[1]
+
+
+def load_clients(path: str | Path) -> ClientPolicy:
+    """Read ``clients.yaml`` strictly (keys relative to the file); an empty list is valid."""
+    p = Path(path)
+    raw = load_yaml_mapping(p, what="clients file")
+    try:
+        parsed = _ClientsFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"clients file {p}: {validation_problems(exc)}") from None
+    clients: dict[str, tuple[PublicKey, frozenset[str]]] = {}
+    for number, client in enumerate(parsed.clients):
+        if client.name in clients:
+            raise ConfigError(f"clients file {p}: clients[{number}]: name {client.name!r} repeated")
+        key_path = Path(client.public_key)
+        if not key_path.is_absolute():
+            key_path = p.parent / key_path
+        clients[client.name] = (load_public_key(key_path), frozenset(client.entry_types))
+    return ClientPolicy(clients)
+
+
+def now_utc() -> datetime:
+    """The service's clock (UTC), for the freshness check."""
+    return datetime.now(timezone.utc)

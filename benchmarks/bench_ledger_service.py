@@ -1,0 +1,284 @@
+"""Ledger service speed, loopback only, bounded in time and count: a throwaway PostgreSQL
+cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvicorn process, and
+
+1. ``--clients`` (32) concurrent writers for ``--duration`` seconds (60), each signing a fresh
+   entry and waiting for its acknowledgement before sending the next: acknowledged appends per
+   second, p50/p99 acknowledgement latency;
+2. tile reads per second (32 concurrent readers fetching full entry bundles and hash tiles);
+3. the sequencer's transaction alone (PostgresStorage.submit, batches of 32, no HTTP);
+4. a full remote audit (``attest ledger verify URL``'s code) of ``--audit-entries`` (10**6)
+   entries from tiles; the entries are bulk-loaded through the storage first.
+
+    .venv/bin/python benchmarks/bench_ledger_service.py                      # as in the issue
+    .venv/bin/python benchmarks/bench_ledger_service.py --duration 15 --audit-entries 100000
+
+Clients run as ``--client-processes`` processes of asyncio tasks on the same machine, each a
+keep-alive HTTP/1.1 connection that signs a fresh write, sends it and waits for the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import multiprocessing
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "unit"))
+
+import httpx
+from _ledger_service_kit import ORIGIN, Keys, ServiceProcess, entry, write_clients
+from _pgcluster import PgCluster, find_pg_bin
+
+from attest.certificate.signing import load_private_key, load_public_key
+from attest.ledger.service.postgres import PostgresStorage
+from attest.ledger.service.remote_audit import audit_remote
+from attest.ledger.service.submission import new_nonce
+from attest.ledger.service.tiles import tile_path
+
+
+def _body_maker(key_path: str, number: int) -> Any:
+    """A cheap maker of signed write bodies: one entry template, a fresh ``host`` and nonce per
+    write, the leaf data and signed message encoded with the standard library's sorted
+    compact JSON (byte-identical to RFC 8785 for these string-only objects: a body that were
+    not would be refused 401 and counted), signed with the client's key as a real client does."""
+    import hashlib
+    import uuid
+
+    from attest.ledger.entries import utc_now
+    from attest.ledger.service.submission import DOMAIN, SUBMISSION_FORMAT
+
+    key = load_private_key(key_path, prompt=False)
+    template = entry(actor=f"bench-{number}").model_dump(mode="json")
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def make() -> bytes:
+        item = {**template, "host": uuid.uuid4().hex, "time": utc_now()}
+        header = {"format": SUBMISSION_FORMAT, "origin": ORIGIN, "client": "bench",
+                  "nonce": new_nonce(), "time": item["time"]}  # fmt: skip
+        message = DOMAIN + dumps({**header, "entry": hashlib.sha256(dumps(item)).hexdigest()})
+        signature = base64.b64encode(key.sign(message)).decode()
+        return dumps({**header, "entry": item, "signature": signature})
+
+    return make
+
+
+async def _writers(url: str, key_path: str, tasks: int, seconds: float) -> dict[str, Any]:
+    """``tasks`` keep-alive HTTP/1.1 connections, each sending one write and reading its
+    answer before the next (a minimal client: httpx itself cost more CPU than the service)."""
+    host, port = url.split("//")[1].rstrip("/").split(":")
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    deadline = time.perf_counter() + seconds
+
+    async def one(number: int) -> None:
+        make = _body_maker(key_path, number)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while time.perf_counter() < deadline:
+                body = make()
+                head = (
+                    f"POST /add HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n"
+                ).encode()
+                started = time.perf_counter()
+                writer.write(head + body)
+                status_line = await reader.readline()
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                status = status_line.split()[1].decode()
+                if status == "200":
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors[status] = errors.get(status, 0) + 1
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(one(n) for n in range(tasks)))
+    return {"latencies": latencies, "errors": errors}
+
+
+def _writer_process(args: tuple[str, str, int, float]) -> dict[str, Any]:
+    return asyncio.run(_writers(*args))
+
+
+async def _readers(url: str, paths: list[str], tasks: int, seconds: float) -> tuple[int, int]:
+    """``tasks`` keep-alive HTTP/1.1 connections fetching ``paths`` round robin."""
+    host, port = url.split("//")[1].rstrip("/").split(":")
+    done = 0
+    size = 0
+    deadline = time.perf_counter() + seconds
+
+    async def one(number: int) -> None:
+        nonlocal done, size
+        reader, writer = await asyncio.open_connection(host, int(port))
+        at = number
+        try:
+            while time.perf_counter() < deadline:
+                path = paths[at % len(paths)]
+                writer.write(f"GET /{path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                status_line = await reader.readline()
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                body = await reader.readexactly(length)
+                if status_line.split()[1] != b"200":
+                    raise RuntimeError(f"GET /{path}: {status_line!r}")
+                done += 1
+                size += len(body)
+                at += tasks
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(one(n) for n in range(tasks)))
+    return done, size
+
+
+def _bulk_load(dsn: str, total: int) -> float:
+    started = time.perf_counter()
+    with PostgresStorage(dsn) as storage:
+        have = storage.tree_head().size
+        chunk: list[bytes] = []
+        for number in range(have, total):
+            chunk.append(entry(actor=f"bulk-{number}").leaf_data)
+            if len(chunk) == 20_000:
+                storage.append_many(chunk)
+                chunk = []
+        if chunk:
+            storage.append_many(chunk)
+    return time.perf_counter() - started
+
+
+def _storage_only(dsn: str, key_path: Path, batch: int = 32, batches: int = 100) -> dict[str, Any]:
+    """The sequencer's transaction alone (no HTTP, no clients): batches of ``batch`` writes."""
+    from attest.ledger.checkpoint import Checkpoint, sign_checkpoint
+    from attest.ledger.service.postgres import Submission
+
+    key = load_private_key(key_path, prompt=False)
+    datas = [entry(actor=f"s{n}").leaf_data for n in range(batch * batches)]
+    with PostgresStorage(dsn, create=True) as storage:
+        started = time.perf_counter()
+        for b in range(batches):
+            storage.submit(
+                [Submission("s", new_nonce(), d) for d in datas[b * batch : (b + 1) * batch]],
+                lambda size, root: sign_checkpoint(Checkpoint(ORIGIN, size, root), key),
+            )
+        elapsed = time.perf_counter() - started
+    return {
+        "batch": batch,
+        "per_second": round(batch * batches / elapsed),
+        "ms_per_batch": round(1000 * elapsed / batches, 2),
+    }
+
+
+def _wait_for_size(url: str, public: Any, size: int, limit_s: float = 120) -> None:
+    from attest.ledger.checkpoint import open_checkpoint
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        note = httpx.get(url + "checkpoint", timeout=10).text
+        if open_checkpoint(note, public).size >= size:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the service did not reach {size} entries")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of write load (60)")
+    parser.add_argument("--clients", type=int, default=32, help="concurrent writers (32)")
+    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--read-seconds", type=float, default=10.0)
+    parser.add_argument("--audit-entries", type=int, default=1_000_000)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    bin_dir = find_pg_bin()
+    if bin_dir is None:
+        sys.exit("PostgreSQL binaries not found (see tests/unit/_pgcluster.py)")
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ledger-service-"))
+    cluster = PgCluster(bin_dir)
+    service = None
+    figures: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {multiprocessing.cpu_count()} CPUs"
+    }
+    try:
+        dsn = cluster.create_database("bench")
+        keys = Keys(tmp)
+        log_key, log_pub = keys.make("ledger")
+        client_key, client_pub = keys.make("bench")
+        clients = write_clients(tmp / "clients.yaml", [("bench", client_pub, ["verified"])])
+        service = ServiceProcess(dsn, log_key, clients, tmp / "service.log", interval=5.0)
+        url, public = service.url, load_public_key(log_pub)
+
+        per = [args.clients // args.client_processes] * args.client_processes
+        per[0] += args.clients - sum(per)
+        with multiprocessing.get_context("spawn").Pool(args.client_processes) as pool:
+            started = time.perf_counter()
+            parts = pool.map(
+                _writer_process, [(url, str(client_key), n, args.duration) for n in per]
+            )
+            elapsed = time.perf_counter() - started
+        latencies = sorted(x for part in parts for x in part["latencies"])
+        errors: dict[str, int] = {}
+        for part in parts:
+            for code, count in part["errors"].items():
+                errors[code] = errors.get(code, 0) + count
+        figures["writes"] = {
+            "clients": args.clients,
+            "seconds": round(elapsed, 1),
+            "acknowledged": len(latencies),
+            "per_second": round(len(latencies) / elapsed, 1),
+            "p50_ms": round(1000 * statistics.median(latencies), 1),
+            "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1),
+            "errors": errors,
+        }
+        print(json.dumps(figures["writes"]), flush=True)
+
+        load_s = _bulk_load(dsn, args.audit_entries)
+        _wait_for_size(url, public, args.audit_entries)
+        figures["storage_only"] = _storage_only(cluster.create_database("storage"), log_key)
+        print(json.dumps(figures["storage_only"]), flush=True)
+        figures["bulk_load"] = {"entries": args.audit_entries, "seconds": round(load_s, 1)}
+        paths = [tile_path(None, n) for n in range(64)] + [tile_path(0, n) for n in range(64)]
+        done, size = asyncio.run(_readers(url, paths, 32, args.read_seconds))
+        figures["tile_reads"] = {
+            "per_second": round(done / args.read_seconds, 1),
+            "mib_per_second": round(size / args.read_seconds / 2**20, 1),
+        }
+        print(json.dumps(figures["tile_reads"]), flush=True)
+
+        started = time.perf_counter()
+        report = audit_remote(url, public, state_path=tmp / "auditor.checkpoint")
+        audit_s = time.perf_counter() - started
+        if not report.ok:
+            raise RuntimeError(f"the audit failed: {report.problems[:3]}")
+        figures["audit"] = {
+            "entries": report.entries_checked,
+            "seconds": round(audit_s, 1),
+            "entries_per_second": round(report.entries_checked / audit_s),
+        }
+        print(json.dumps(figures["audit"]), flush=True)
+    finally:
+        if service is not None:
+            service.stop()
+        cluster.destroy()
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
