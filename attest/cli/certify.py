@@ -19,6 +19,7 @@ from attest.cli.verify import remote_ledger_options
 from attest.errors import EXIT_NEGATIVE, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from attest.pipeline import CertifyResult
     from attest.policy.model import Findings
 
 _SHOWN = 12  # failing or waived findings listed before "... and N more"
@@ -347,6 +348,13 @@ def certify(
         _rewrite_as_bundle(result.certificate_path)
     if ledger is not None and result.certificate_path is not None:
         _record_issued(ledger, remote, result.certificate_path)
+    _print_result(result, output, as_json)
+    if not result.passed:
+        ctx.exit(EXIT_NEGATIVE)
+
+
+def _print_result(result: CertifyResult, output: Path, as_json: bool) -> None:
+    """The verdict, the findings and where each output is (text, or one JSON object)."""
     outputs = {
         "certificate": str(result.certificate_path) if result.certificate_path else None,
         "evidence": str(result.evidence_path),
@@ -391,5 +399,3 @@ def certify(
         click.echo(f"findings:    {result.findings_path}")
         if result.report_path:
             click.echo(f"report:      {result.report_path}")
-    if not result.passed:
-        ctx.exit(EXIT_NEGATIVE)
