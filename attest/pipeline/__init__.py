@@ -318,14 +318,9 @@ def certify(
     """
     out_path, evidence_path, findings_path = _output_paths(out, evidence_out, findings_out)
     budget_s = parse_budget(budget)
-    lifetime = parse_expiry(expires_in)
-    loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
-    signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
-    if model_signing:
-        from attest.certificate.model_signing import require_model_signing_key
-
-        require_model_signing_key(signing_key)
-    report_writer = _report_writer() if report is not None else None
+    lifetime, loaded_policy, signing_key, report_writer = _inputs(
+        expires_in, policy, key, report, model_signing
+    )
     log_path = Path(training_log) if training_log is not None else None
     log_record = training_log_record(log_path) if log_path is not None else None  # fail early
 
@@ -363,6 +358,26 @@ def certify(
         signer=signer,
         tsa=tsa,
     )
+
+
+def _inputs(
+    expires_in: str | timedelta,
+    policy: str | Path | Policy,
+    key: str | Path | PrivateKey,
+    report: str | Path | None,
+    model_signing: bool,
+) -> tuple[timedelta, Policy, PrivateKey, Callable[..., Any] | None]:
+    """The lifetime, policy, key and report writer, each checked before any work (a typo, a
+    wrong key type or a missing report stage costs nothing)."""
+    lifetime = parse_expiry(expires_in)
+    loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
+    signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
+    if model_signing:
+        from attest.certificate.model_signing import require_model_signing_key
+
+        require_model_signing_key(signing_key)
+    report_writer = _report_writer() if report is not None else None
+    return lifetime, loaded_policy, signing_key, report_writer
 
 
 def _output_paths(

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from attest.certificate.signers import SignerIdentity
-from attest.certificate.signing import PrivateKey, load_private_key
+from attest.certificate.signing import PrivateKey
 from attest.certificate.statement import DeploymentEnvelope, DigestSet, TargetEnvelope
 from attest.core.io import atomic_write_text, dumps_pretty, sha256_file
 from attest.errors import InputError
@@ -24,16 +24,15 @@ from attest.pipeline import (
     CertifyResult,
     Progress,
     _deployment,
+    _inputs,
     _output_paths,
     _recorded_digest,
-    _report_writer,
     _sign_and_report,
     _spec_files,
     certificate_subjects,
     model_signature,
-    parse_expiry,
 )
-from attest.policy.model import Findings, Policy, load_policy
+from attest.policy.model import Findings, Policy
 from attest.policy.targets import TargetEvidence, evaluate_targets, target_name
 
 __all__ = ["certify_evidence"]
@@ -67,14 +66,9 @@ def certify_evidence(
     figure over targets, :mod:`attest.evidence.merge`); the findings name their target.
     """
     out_path, evidence_path, findings_path = _output_paths(out, evidence_out, findings_out)
-    lifetime = parse_expiry(expires_in)
-    loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
-    signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
-    if model_signing:
-        from attest.certificate.model_signing import require_model_signing_key
-
-        require_model_signing_key(signing_key)
-    report_writer = _report_writer() if report is not None else None
+    lifetime, loaded_policy, signing_key, report_writer = _inputs(
+        expires_in, policy, key, report, model_signing
+    )
     say = progress or (lambda _message: None)
     targets: list[TargetEvidence] = []
     for item in evidence:
