@@ -96,15 +96,17 @@ def certify_evidence(
         merged = targets[0].evidence
     else:
         merged = merge_evidence([t.evidence for t in targets], [t.source for t in targets])
-    atomic_write_text(evidence_path, dumps_pretty(merged.model_dump(mode="json")))
-    atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
     passing = [
         t for t in targets if t.name in {v.name for v in findings.targets if v.verdict == "pass"}
     ]
-    # The deployment files (ONNX, probe bundle) of the first passing target with an export.
+    # The deployment files (ONNX, probe bundle) of the first passing target with an export:
+    # the ones the certificate binds, and the ones the written evidence names.
     exporter = next((t for t in passing if t.evidence.export is not None), None)
     bound = exporter.evidence if exporter is not None else merged
     evidence_dir = Path(exporter.source).parent if exporter is not None else None
+    merged = merged.model_copy(update={"export": bound.export})
+    atomic_write_text(evidence_path, dumps_pretty(merged.model_dump(mode="json")))
+    atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
 
     def subjects() -> dict[str, str]:
         found = certificate_subjects(bound, Path(spec), out_path.parent, evidence_dir=evidence_dir)
@@ -113,7 +115,7 @@ def certify_evidence(
         return found
 
     return _sign_and_report(
-        merged.model_copy(update={"export": bound.export}),
+        merged,
         findings,
         subjects=subjects,
         paths=(out_path, evidence_path, findings_path),
