@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from attest.cli.cosign import identity, signer_options
-from attest.cli.verify import remote_ledger_options
+from attest.cli.verify import is_url, remote_ledger_options
 from attest.errors import EXIT_NEGATIVE, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -303,7 +303,7 @@ def certify(
     is signed only if every required target (the policy's required_targets) passes.
     """
     from attest.certificate.signing import load_private_key
-    from attest.cli.ledger_service import is_url, remote_ledger
+    from attest.cli.ledger_service import remote_ledger
     from attest.core.progress import terminal_progress
     from attest.pipeline import certify as run_certify
 

@@ -203,11 +203,6 @@ def verify_remote(
 # -- `attest verify/certify --ledger URL`: submitting through the offline spool ------------------
 
 
-def is_url(target: str | None) -> bool:
-    """True when a --ledger value names a ledger service rather than a local file."""
-    return target is not None and target.startswith(("http://", "https://"))
-
-
 @dataclass(frozen=True)
 class RemoteLedger:
     """Where and as whom ``--ledger URL`` submits."""

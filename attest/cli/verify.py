@@ -70,7 +70,7 @@ def _revocations(files: tuple[Path, ...], ledger: str | None) -> list[tuple[str,
         (safe_text(path), read_bytes_checked(path, what="revocation", max_bytes=MAX_JSON_BYTES))
         for path in files
     ]
-    local = Path(ledger) if ledger is not None and not _is_url(ledger) else None
+    local = Path(ledger) if ledger is not None and not is_url(ledger) else None
     if local is not None and local.exists():
         from attest.ledger import revocations_in
 
@@ -78,9 +78,10 @@ def _revocations(files: tuple[Path, ...], ledger: str | None) -> list[tuple[str,
     return found
 
 
-def _is_url(ledger: str) -> bool:
-    # as attest.cli.ledger_service.is_url, without importing the service client
-    return ledger.startswith(("http://", "https://"))
+def is_url(target: str | None) -> bool:
+    """True when a --ledger value names a ledger service rather than a local file (here, not in
+    attest.cli.ledger_service, so that a plain ``attest verify`` does not import the client)."""
+    return target is not None and target.startswith(("http://", "https://"))
 
 
 def _recorder(
@@ -90,7 +91,7 @@ def _recorder(
     options are checked before verifying, so a usage error never follows a verdict."""
     if ledger is None:
         return None
-    from attest.cli.ledger_service import is_url, remote_ledger, submit_remote
+    from attest.cli.ledger_service import remote_ledger, submit_remote
 
     if is_url(ledger):
         target = remote_ledger(ledger, client, client_key, log_key)
