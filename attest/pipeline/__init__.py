@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from attest.certificate import model_signing as openssf_model_signing
 from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey, load_private_key
 from attest.certificate.statement import (
@@ -338,16 +339,12 @@ def certify(
     findings = evaluate(evidence, loaded_policy, at=at)
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
 
-    def subjects() -> dict[str, str]:
-        found = certificate_subjects(evidence, loaded_spec, out_path.parent, log_path)
-        if model_signing:  # OpenSSF model-signing's model.sig, bound as a subject
-            found.update(model_signature(loaded_spec.artifacts["spec"].parent, signing_key, found))
-        return found
-
     return _sign_and_report(
         evidence,
         findings,
-        subjects=subjects,
+        subjects=lambda: release_subjects(
+            evidence, loaded_spec, out_path.parent, signing_key, model_signing, log_path
+        ),
         paths=(out_path, evidence_path, findings_path),
         key=signing_key,
         lifetime=lifetime,
@@ -367,15 +364,12 @@ def _inputs(
     report: str | Path | None,
     model_signing: bool,
 ) -> tuple[timedelta, Policy, PrivateKey, Callable[..., Any] | None]:
-    """The lifetime, policy, key and report writer, each checked before any work (a typo, a
-    wrong key type or a missing report stage costs nothing)."""
+    """The lifetime, policy, key and report writer, each checked before any work."""
     lifetime = parse_expiry(expires_in)
     loaded_policy = policy if isinstance(policy, Policy) else load_policy(policy)
     signing_key = key if isinstance(key, PrivateKey) else load_private_key(key)
     if model_signing:
-        from attest.certificate.model_signing import require_model_signing_key
-
-        require_model_signing_key(signing_key)
+        openssf_model_signing.require_model_signing_key(signing_key)
     report_writer = _report_writer() if report is not None else None
     return lifetime, loaded_policy, signing_key, report_writer
 
@@ -466,14 +460,24 @@ def _sign_and_report(
     )
 
 
-def model_signature(folder: Path, key: PrivateKey, subjects: Mapping[str, str]) -> dict[str, str]:
-    """Sign the spec's folder with OpenSSF model-signing; ``{"model.sig": sha256}``."""
-    from attest.certificate.model_signing import SIGNATURE_NAME, sign_model_directory
-
-    if SIGNATURE_NAME in subjects:
-        raise InputError(f"a subject is already named {SIGNATURE_NAME}; rename that file")
-    signature = sign_model_directory(folder, key)
-    return {SIGNATURE_NAME: sha256_file(signature)}
+def release_subjects(
+    evidence: Evidence,
+    spec: Path | LoadedSpec,
+    out_dir: Path,
+    key: PrivateKey,
+    model_signing: bool,
+    training_log: Path | None = None,
+    evidence_dir: Path | None = None,
+) -> dict[str, str]:
+    """:func:`certificate_subjects`, and the spec folder's OpenSSF ``model.sig`` if asked."""
+    found = certificate_subjects(evidence, spec, out_dir, training_log, evidence_dir)
+    if model_signing:
+        name = openssf_model_signing.SIGNATURE_NAME
+        if name in found:
+            raise InputError(f"a subject is already named {name}; rename that file")
+        folder = spec.artifacts["spec"].parent if isinstance(spec, LoadedSpec) else spec.parent
+        found[name] = sha256_file(openssf_model_signing.sign_model_directory(folder, key))
+    return found
 
 
 def _finding_json(finding: Finding) -> dict[str, Any]:

@@ -29,8 +29,7 @@ from attest.pipeline import (
     _recorded_digest,
     _sign_and_report,
     _spec_files,
-    certificate_subjects,
-    model_signature,
+    release_subjects,
 )
 from attest.policy.model import Findings, Policy
 from attest.policy.targets import TargetEvidence, evaluate_targets, target_name
@@ -108,16 +107,17 @@ def certify_evidence(
     atomic_write_text(evidence_path, dumps_pretty(merged.model_dump(mode="json")))
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
 
-    def subjects() -> dict[str, str]:
-        found = certificate_subjects(bound, Path(spec), out_path.parent, evidence_dir=evidence_dir)
-        if model_signing:  # OpenSSF model-signing's model.sig, bound as a subject
-            found.update(model_signature(Path(spec).parent, signing_key, found))
-        return found
-
     return _sign_and_report(
         merged,
         findings,
-        subjects=subjects,
+        subjects=lambda: release_subjects(
+            bound,
+            Path(spec),
+            out_path.parent,
+            signing_key,
+            model_signing,
+            evidence_dir=evidence_dir,
+        ),
         paths=(out_path, evidence_path, findings_path),
         key=signing_key,
         lifetime=lifetime,
