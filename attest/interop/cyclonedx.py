@@ -7,8 +7,8 @@ tool in ``metadata.tools``; the certificate as an external reference of type ``a
 with its file's SHA-256; serial number and timestamp derived from the certificate, so the same
 certificate gives the same BOM.
 
-The library does not model ``modelCard`` yet (its ``Component.model_card`` is a TODO), so the
-card is added to each model component of the library's JSON and the whole document is then
+The library has no model of ``modelCard`` (its ``Component`` has no such property in 11.x), so
+the card is added to each model component of the library's JSON and the whole document is then
 validated with the library's own strict JSON-schema validator (CycloneDX 1.6):
 
 - ``quantitativeAnalysis.performanceMetrics``: the certificate's headline figures

@@ -90,6 +90,13 @@ def certify_args(release: dict[str, Path], out: Path, *evidence: str) -> list[st
     return [*args, "-o", str(out / "gradient_certificate.json"), "--json", "-q"]
 
 
+def verify_args(release: dict[str, Path], out: Path) -> list[str]:
+    """attest verify of the certificate in ``out`` on this machine, matching its environment."""
+    cert, onnx = out / "gradient_certificate.json", out / "model.onnx"
+    return ["verify", str(cert), "--trust", str(release["trust"]), "--artifact", str(onnx),
+            "--check-environment", "--no-state"]  # fmt: skip
+
+
 def statement_of(certificate: Path) -> dict[str, Any]:
     import base64
 
@@ -126,20 +133,7 @@ def test_two_targets_one_certificate_and_the_server_matches_its_own(
     names = {s["name"] for s in statement_of(cert)["subject"]}
     assert {"attest.yaml", "weights.safetensors", "probe.safetensors", "model.onnx"} <= names
 
-    code, text = run(
-        [
-            "verify",
-            str(cert),
-            "--trust",
-            str(release["trust"]),
-            "--artifact",
-            str(out / "model.onnx"),
-            "--check-environment",
-            "--no-state",
-            "--json",
-        ],
-        capsys,
-    )
+    code, text = run([*verify_args(release, out), "--json"], capsys)
     report = json.loads(text)
     assert code == 0, report["reasons"]
     assert report["environment_target"] == summary["targets"][0]["name"]
@@ -149,7 +143,6 @@ def test_two_targets_one_certificate_and_the_server_matches_its_own(
 def test_a_failed_target_not_required_is_recorded_and_refused_on_its_hardware(
     release: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cpu_name = json.loads(release["cpu"].read_text())["targets"][0]
     # the failing target is this machine's hardware under another name: a server like this
     # one matches it, and must be refused because that target failed
     same = other_target(release["cpu"], tmp_path / "same", "cpu:here-too", arch="x86_64", fail=True)
@@ -162,21 +155,7 @@ def test_a_failed_target_not_required_is_recorded_and_refused_on_its_hardware(
     assert code == 0, text
     verdicts = {t["name"]: (t["verdict"], t["required"]) for t in json.loads(text)["targets"]}
     assert verdicts == {"here": ("fail", False), "cpu:aarch64:neon": ("pass", True)}
-    assert cpu_name  # collected here
-    cert = out / "gradient_certificate.json"
-    code, text = run(
-        [
-            "verify",
-            str(cert),
-            "--trust",
-            str(release["trust"]),
-            "--artifact",
-            str(out / "model.onnx"),
-            "--check-environment",
-            "--no-state",
-        ],
-        capsys,
-    )
+    code, text = run(verify_args(release, out), capsys)
     assert code == 1
     assert "ENVIRONMENT_MISMATCH" in text and "matches target here, which failed" in text
 

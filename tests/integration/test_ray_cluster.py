@@ -95,6 +95,16 @@ def _attest(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def _collect(
+    spec: Path, address: str, targets: Path, out: Path, env: dict[str, str], *extra: str
+) -> subprocess.Popen[str]:
+    """``attest collect SPEC --ray ADDRESS --targets TARGETS -o OUT``, started."""
+    return _attest(
+        "collect", str(spec), "--ray", address, "--targets", str(targets), "-o", str(out), *extra,
+        env=env,
+    )  # fmt: skip
+
+
 def _finish(proc: subprocess.Popen[str], timeout: float = 600) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
     assert "Traceback" not in err, err[-3000:]
@@ -109,19 +119,7 @@ def test_two_targets_collected_on_the_cluster_then_certified(
     targets = tmp_path / "targets.yaml"
     targets.write_text("plain: {num_cpus: 1}\nwide: {num_cpus: 1, resources: {avx512: 1}}\n")
     out = tmp_path / "run" / "evidence.json"
-    code, _, err = _finish(
-        _attest(
-            "collect",
-            str(spec),
-            "--ray",
-            address,
-            "--targets",
-            str(targets),
-            "-o",
-            str(out),
-            env=env,
-        )
-    )
+    code, _, err = _finish(_collect(spec, address, targets, out, env))
     assert code == 0, err[-3000:]
     assert "target plain: running, attempt 1" in err and "target wide: done" in err
     merged = json.loads(out.read_text())
@@ -179,9 +177,7 @@ def test_a_worker_killed_mid_task_is_retried_and_recorded(
     targets = tmp_path / "targets.yaml"
     targets.write_text("only: {num_cpus: 1, max_retries: 2}\n")
     out = tmp_path / "run" / "evidence.json"
-    proc = _attest(
-        "collect", str(spec), "--ray", address, "--targets", str(targets), "-o", str(out), env=env
-    )
+    proc = _collect(spec, address, targets, out, env)
     assert proc.stderr is not None
     killed = None
     deadline = time.monotonic() + 300
@@ -210,21 +206,7 @@ def test_a_target_no_node_can_serve_fails_naming_the_resource(
     targets = tmp_path / "targets.yaml"
     targets.write_text("here: {num_cpus: 1}\na100: {num_gpus: 1, accelerator_type: A100}\n")
     out = tmp_path / "run" / "evidence.json"
-    code, _, err = _finish(
-        _attest(
-            "collect",
-            str(spec),
-            "--ray",
-            address,
-            "--targets",
-            str(targets),
-            "-o",
-            str(out),
-            "--schedule-timeout",
-            "2s",
-            env=env,
-        )
-    )
+    code, _, err = _finish(_collect(spec, address, targets, out, env, "--schedule-timeout", "2s"))
     assert code != 0
     assert "target a100: no node of the Ray cluster can run it" in err
     assert "GPU 1" in err and "accelerator_type:A100" in err
