@@ -260,7 +260,7 @@ def run(ctx: CollectContext) -> CheckResult:
     underivable: dict[str, set[str]] = {}
     items = [
         check_operator(record, settings, sliced_done, pool, cases, underivable)
-        for record in ctx.operators
+        for record in ctx.paged(ctx.operators)
     ]
     # The float64, kink-nudged case of each distinct operator, for the second_order check.
     ctx.gradients.gradcheck_cases = cases
