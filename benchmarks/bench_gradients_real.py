@@ -155,7 +155,7 @@ def child_checks(name: str) -> dict[str, Any]:
         checks[check_id] = {
             "status": result.status,
             "parameters": {
-                k: v for k, v in result.parameters.items() if k in ("batch", "batch_note")
+                k: v for k, v in result.parameters.items() if k in ("batch", "crop", "batch_note")
             },
             "model_items": [
                 {k: i.metrics.get(k) for k in ("eps", "difference", "max_rel_error")}

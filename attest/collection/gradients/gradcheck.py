@@ -127,15 +127,15 @@ def check_operator(
     settings: FiniteDifferenceSettings,
     sliced_done: set[str] | None = None,
     pool: GaussianPool | None = None,
-    cases: dict[str, tuple[BoundCall, list[int]]] | None = None,
+    cases: dict[str, tuple[OpRecord, list[int]]] | None = None,
     underivable: dict[str, set[str]] | None = None,
 ) -> CheckItem:
     """Check one captured operator; never raises (an unusable case is ``not_computed``).
 
     ``sliced_done`` collects the signatures of pointwise operators already given a
     full-Jacobian check on a slice, so each distinct one gets it once per run; ``pool``
-    shares the run's Gaussian directions; ``cases`` collects each distinct operator's
-    prepared float64 case; ``underivable`` collects, per operator, the arguments it has no
+    shares the run's Gaussian directions; ``cases`` collects, for each distinct operator, the
+    call whose float64 case was checked and the inputs it differentiates; ``underivable`` collects, per operator, the arguments it has no
     derivative formula for."""
     known = None if underivable is None else underivable.setdefault(record.op, set())
     subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module)
@@ -150,7 +150,7 @@ def check_operator(
         nudged = nudge_off_kinks(record, call, use, settings.seed)
         main, use, fixed = _check_dropping_underivable(call, use, settings, pool, known)
         if cases is not None:
-            cases.setdefault(record.op, (call, use))  # reused by second_order
+            cases.setdefault(record.op, (record, use))  # second_order rebuilds the case
         checks: list[tuple[str, BackwardCheck]] = [("captured input", main)]
         sliced_note = None
         n_in = sum(call.tensors[i].numel() for i in use)
@@ -256,7 +256,7 @@ def run(ctx: CollectContext) -> CheckResult:
         )
     sliced_done: set[str] = set()
     pool = GaussianPool(settings.seed)
-    cases: dict[str, tuple[BoundCall, list[int]]] = {}
+    cases: dict[str, tuple[OpRecord, list[int]]] = {}
     underivable: dict[str, set[str]] = {}
     items = [
         check_operator(record, settings, sliced_done, pool, cases, underivable)
