@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from attest.collection.capture.records import OpRecord, target_scalar
+from attest.collection.capture.spill import Pager
 from attest.collection.gradients.shared_model import SharedModel
 from attest.collection.gradients.state import GradientState
 from attest.collection.ig.state import IGState
@@ -26,10 +27,6 @@ from attest.evidence.model import ExportRecord
 from attest.spec import LoadedSpec, TargetSpec
 
 T = TypeVar("T")
-# Captured operators a check reads between two releases of the spill file's pages
-# (CollectContext.paged): small enough that a few operators' arguments are resident, large
-# enough that the release (one madvise of the whole map) costs nothing next to the checks.
-PAGED_EVERY = 16
 
 __all__ = [
     "CheckSettings",
@@ -178,12 +175,12 @@ class CollectContext:
 
     def paged(self, records: Iterable[T]) -> Iterator[T]:
         """``records`` (captured operators), giving back the spill file's pages every
-        :data:`PAGED_EVERY` of them: a check that reads each operator once then holds a few
-        operators' arguments, not all of run 0's."""
-        for k, record in enumerate(records, start=1):
+        :data:`~attest.collection.capture.spill.PAGED_EVERY` of them: a check that reads each
+        operator once then holds a few operators' arguments, not all of run 0's."""
+        pager = Pager(self.release_spill_pages)
+        for record in records:
             yield record
-            if k % PAGED_EVERY == 0:
-                self.release_spill_pages()
+            pager.tick()
 
     def release_shared_models(self) -> None:
         """Drop the shared instances and their snapshots (when the gradient checks are done)."""

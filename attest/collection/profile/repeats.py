@@ -18,6 +18,7 @@ import torch
 
 from attest.collection.capture.capture import CaptureObserver, _ModuleStack
 from attest.collection.capture.run import RunOutcome, run_model
+from attest.collection.capture.spill import Pager
 from attest.collection.context import CollectContext
 from attest.collection.profile.op_metrics import bits_equal
 from attest.collection.profile.repeat_capture import (
@@ -149,7 +150,7 @@ def measure_repeats(
     for run_index in range(1, repeats):
         if progress is not None:
             progress(f"determinism run {run_index + 1}/{repeats}")
-        observer = RunComparison(profile.ops)
+        observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
         outcome = _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
         profile.runs += 1
         if outcome.failure is None and _outcome_matches(outcome, profile.reference):
@@ -182,7 +183,7 @@ def measure_thread_sensitivity(ctx: CollectContext, profile: Profile) -> None:
     configured = torch.get_num_threads()
     other = 1 if configured != 1 else 2
     profile.thread_counts = (configured, other)
-    observer = RunComparison(profile.ops)
+    observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
     torch.set_num_threads(other)
     try:  # memory only when no repeat measured it (repeats: 1)
         outcome = _compare_run(ctx, profile, observer, detailed=not profile.forward_memory_bytes)
