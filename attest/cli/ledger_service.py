@@ -242,7 +242,13 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
     with Spool(path) as spool:
         spool.enqueue(target.url, target.client, entry)
         log_key, log_name = target.log_key or (None, None)
-        result = spool.flush(target.url, target.key, log_key=log_key, log_key_name=log_name)
+        result = spool.flush(
+            target.url,
+            target.key,
+            log_key=log_key,
+            log_key_name=log_name,
+            client_name=target.client,
+        )
     for seq, index in result.submitted:
         click.echo(
             f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True

@@ -3,6 +3,7 @@ real ledger service, in order and exactly once; refusals and usage errors exit 2
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,3 +156,53 @@ def test_refusals_and_usage_errors_exit_2(
         url,
     )
     assert code == 2 and "--ledger-client" in err
+
+
+def test_ledger_flush_sends_the_spool_now_in_order_exactly_once(
+    world: dict[str, Path],  # noqa: F811
+    fleet: dict[str, object],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from _ledger_service_kit import entry
+
+    url = str(fleet["url"])
+    keys = world["keys"]
+    flush = ["ledger", "flush", url, "--ledger-client", "infer-01"]
+    flush += ["--ledger-client-key", keys / "infer.key", "--ledger-log-key", keys / "service.pub"]
+    for _ in range(2):  # the service is down: both events wait
+        assert run(capsys, *_verify_args(world, url, "infer-01", "infer.key"))[0] == 0
+    code, out, _ = run(capsys, *flush)
+    assert code == 1 and "not sent" in out and "2 event(s) still waiting" in out, out
+    fleet["service"] = fleet["start"]()  # type: ignore[operator]
+    with Spool(tmp_path / "spool.sqlite") as spool:  # a third whose first answer was lost
+        spool.enqueue(url, "infer-01", entry(actor="lost-answer"))
+        spool.enqueue(url, "release", entry("issued"))  # another client's: left alone
+        nonce = spool.pending(url, "infer-01")[-1][2]
+        item = entry_from_leaf_data(spool.pending(url, "infer-01")[-1][3])
+    body = sign_submission(
+        item,
+        origin=ORIGIN,
+        client="infer-01",
+        nonce=nonce,
+        key=load_private_key(keys / "infer.key"),
+    )
+    assert httpx.post(url + "add", json=body, timeout=10).json()["index"] == 0
+    code, out, _ = run(capsys, *flush, "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert [s["index"] for s in report["sent"]] == [1, 2, 0]  # queued order; the lost one once
+    assert report["pending"] == 0 and report["refused"] == []
+    with LedgerClient(url) as client:
+        bundle = client.bundle(TilePath(None, 0, 3))
+    assert entry_from_leaf_data(bundle[0]).actor == "lost-answer"
+    code, out, _ = run(capsys, *flush)  # nothing left: nothing sent again
+    assert code == 0 and "0 event(s) still waiting" in out and "sent" not in out, out
+    wrong = [*flush[:5], "--ledger-client-key", keys / "release2.key"]
+    with Spool(tmp_path / "spool.sqlite") as spool:
+        spool.enqueue(url, "infer-01", entry())
+    code, out, err = run(capsys, *wrong)
+    assert code == 2 and "SIGNATURE_INVALID" in out + err and "refused event" in out, out + err
+    with sqlite3.connect(tmp_path / "spool.sqlite") as db:
+        states = db.execute("SELECT client, state FROM events ORDER BY seq").fetchall()
+    assert states == [("infer-01", "done")] * 3 + [("release", "pending"), ("infer-01", "refused")]
