@@ -1,9 +1,10 @@
 """Ledger service speed, loopback only, bounded in time and count: a throwaway PostgreSQL
 cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvicorn process, and
 
-1. ``--clients`` (32) concurrent writers for ``--duration`` seconds (60), each signing a fresh
-   entry and waiting for its acknowledgement before sending the next: acknowledged appends per
-   second, p50/p99 acknowledgement latency;
+1. ``--clients`` (32) concurrent writers for ``--duration`` seconds (60), each sending one
+   client-signed write and waiting for its acknowledgement (sent after the COMMIT) before
+   sending the next: acknowledged appends per second, p50/p99 acknowledgement latency, and
+   the CPU per acknowledged write of the service process and of the clients;
 2. tile reads per second (32 concurrent readers fetching full entry bundles and hash tiles);
 3. the sequencer's transaction alone (PostgresStorage.submit, batches of 32, no HTTP);
 4. a full remote audit (``attest ledger verify URL``'s code) of ``--audit-entries`` (10**6)
@@ -12,8 +13,18 @@ cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvico
     .venv/bin/python benchmarks/bench_ledger_service.py                      # as in the issue
     .venv/bin/python benchmarks/bench_ledger_service.py --duration 15 --audit-entries 100000
 
-Clients run as ``--client-processes`` processes of asyncio tasks on the same machine, each a
-keep-alive HTTP/1.1 connection that signs a fresh write, sends it and waits for the answer.
+What the writers do, exactly. They run as ``--client-processes`` (2) processes on the same
+machine as the service and PostgreSQL. Before the timed window each client signs
+``duration x --presign-rate / clients`` writes (2500/s: 4,688 each for 60 s), each a fresh
+entry (its own ``host`` and time) with a fresh nonce and the current time, signed with the
+client's Ed25519 key exactly as :func:`attest.ledger.service.submission.sign_submission`
+does (the service's 300 s freshness window allows it: a write whose signed time is over 240 s
+old is re-signed instead), and opens one keep-alive HTTP/1.1 connection. The processes then
+start together (a barrier); in the window each connection sends its next write, reads the
+answer (status line and Content-Length only: an asyncio Protocol on uvloop, no HTTP
+library) and sends the next; a write left over is never sent, and if a client runs out it
+signs more as it goes (counted: ``signed_in_window``). So the window measures the service:
+every write is still parsed, validated, signature-checked, replay-checked and committed by it.
 """
 
 from __future__ import annotations

@@ -290,10 +290,9 @@ class PostgresStorage:
         consecutive indexes. ``sign(size, root)`` signs the new tree head; its note is stored
         in meta in the same transaction. Returns the outcomes, the new head and the note.
 
-        Four round trips in the writer-lock transaction whatever the batch size: the lock,
-        one statement reading the stored nonces among the batch's, the tree size and the
-        signed floor, one statement inserting the leaves, the nodes they complete, the nonces
-        and the note, and the COMMIT."""
+        Five round trips whatever the batch size: BEGIN, the writer lock, one statement reading
+        the stored nonces among the batch's, the tree size and the signed floor, one statement
+        inserting the leaves, the nodes they complete, the nonces and the note, and COMMIT."""
         try:
             with self._tx(lock=True) as db:
                 state = db.execute(SUBMIT_STATE, self._state_params(batch)).fetchone()
