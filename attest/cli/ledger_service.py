@@ -282,9 +282,8 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
 # -- `attest verify --ledger URL`: the revocations the remote log holds ----------------------------
 
 
-REVOCATION_STATUS_UNKNOWN = (
-    "REVOCATION_STATUS_UNKNOWN"  # in attest.verification.verifier.REASON_CODES
-)
+# the reason code (listed in attest.verification.verifier.REASON_CODES)
+REVOCATION_STATUS_UNKNOWN = "REVOCATION_STATUS_UNKNOWN"
 
 
 def remote_copy_path(url: str) -> Path:
