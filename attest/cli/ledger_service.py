@@ -231,6 +231,13 @@ def remote_ledger(
             "--ledger URL needs --ledger-client NAME and --ledger-client-key KEY",
             hint="the service accepts writes signed by the clients listed in its clients.yaml",
         )
+    try:
+        import httpx  # noqa: F401  (the HTTP client of --ledger URL, imported where it is used)
+    except ModuleNotFoundError:
+        raise InputError(
+            "--ledger URL needs the httpx package",
+            hint="pip install 'gradient-attest[ledger-service]' (or httpx alone)",
+        ) from None
     if need_log_key and log_key is None:
         raise InputError(
             "attest verify --ledger URL needs --ledger-log-key: the log's public key, to read"
