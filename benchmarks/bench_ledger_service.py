@@ -1,9 +1,10 @@
 """Ledger service speed, loopback only, bounded in time and count: a throwaway PostgreSQL
 cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvicorn process, and
 
-1. ``--clients`` (32) concurrent writers for ``--duration`` seconds (60), each signing a fresh
-   entry and waiting for its acknowledgement before sending the next: acknowledged appends per
-   second, p50/p99 acknowledgement latency;
+1. ``--clients`` (32) concurrent writers for ``--duration`` seconds (60), each sending one
+   client-signed write and waiting for its acknowledgement (sent after the COMMIT) before
+   sending the next: acknowledged appends per second, p50/p99 acknowledgement latency, and
+   the CPU per acknowledged write of the service process and of the clients;
 2. tile reads per second (32 concurrent readers fetching full entry bundles and hash tiles);
 3. the sequencer's transaction alone (PostgresStorage.submit, batches of 32, no HTTP);
 4. a full remote audit (``attest ledger verify URL``'s code) of ``--audit-entries`` (10**6)
@@ -12,8 +13,18 @@ cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvico
     .venv/bin/python benchmarks/bench_ledger_service.py                      # as in the issue
     .venv/bin/python benchmarks/bench_ledger_service.py --duration 15 --audit-entries 100000
 
-Clients run as ``--client-processes`` processes of asyncio tasks on the same machine, each a
-keep-alive HTTP/1.1 connection that signs a fresh write, sends it and waits for the answer.
+What the writers do, exactly. They run as ``--client-processes`` (2) processes on the same
+machine as the service and PostgreSQL. Before the timed window each client signs
+``duration x --presign-rate / clients`` writes (2500/s: 4,688 each for 60 s), each a fresh
+entry (its own ``host`` and time) with a fresh nonce and the current time, signed with the
+client's Ed25519 key exactly as :func:`attest.ledger.service.submission.sign_submission`
+does (the service's 300 s freshness window allows it: a write whose signed time is over 240 s
+old is re-signed instead), and opens one keep-alive HTTP/1.1 connection. The processes then
+start together (a barrier); in the window each connection sends its next write, reads the
+answer (status line and Content-Length only: an asyncio Protocol on uvloop, no HTTP
+library) and sends the next; a write left over is never sent, and if a client runs out it
+signs more as it goes (counted: ``signed_in_window``). So the window measures the service:
+every write is still parsed, validated, signature-checked, replay-checked and committed by it.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import asyncio
 import base64
 import json
 import multiprocessing
+import os
 import platform
 import statistics
 import sys
@@ -47,8 +59,9 @@ from attest.ledger.service.tiles import tile_path
 def _body_maker(key_path: str, number: int) -> Any:
     """A cheap maker of signed write bodies: one entry template, a fresh ``host`` and nonce per
     write, the leaf data and signed message encoded with the standard library's sorted
-    compact JSON (byte-identical to RFC 8785 for these string-only objects: a body that were
-    not would be refused 401 and counted), signed with the client's key as a real client does."""
+    compact JSON (byte-identical to RFC 8785 for these number-free objects, as the service's own
+    :func:`~attest.certificate.signing.canonical_json_text`: a body that were not would be
+    refused 401 and counted), signed with the client's Ed25519 key as a real client does."""
     import hashlib
     import uuid
 
@@ -74,46 +87,120 @@ def _body_maker(key_path: str, number: int) -> Any:
     return make
 
 
-async def _writers(url: str, key_path: str, tasks: int, seconds: float) -> dict[str, Any]:
-    """``tasks`` keep-alive HTTP/1.1 connections, each sending one write and reading its
-    answer before the next (a minimal client: httpx itself cost more CPU than the service)."""
+# A pre-signed write is sent only while its signed time is well inside the service's window
+# (MAX_SKEW_S, 300 s); an older one is replaced by a freshly signed write (counted).
+_FRESH_FOR_S = 240.0
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection that sends a request and waits for its answer: the
+    status line and Content-Length found with bytes.find, no header objects, no HTTP library."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future[int] | None = None
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:  # uvloop's is no asyncio.Transport
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        at = self.buffer.lower().find(b"\r\ncontent-length:", 0, end)
+        length = int(self.buffer[at + 17 : self.buffer.find(b"\r\n", at + 2)]) if at >= 0 else 0
+        if len(self.buffer) < end + 4 + length:
+            return
+        status = int(self.buffer[9:12])
+        del self.buffer[: end + 4 + length]
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(status)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("the service closed the connection"))
+
+    async def request(self, data: bytes) -> int:
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(data)
+        return await self.waiter
+
+
+def _requests(key_path: str, number: int, count: int, host: str) -> tuple[list[bytes], Any]:
+    """``count`` pre-signed ``POST /add`` requests (head and body) and a maker of more."""
+    make = _body_maker(key_path, number)
+
+    def request() -> bytes:
+        body = make()
+        return (
+            f"POST /add HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+
+    return [request() for _ in range(count)], request
+
+
+async def _writers(
+    url: str, key_path: str, first: int, tasks: int, presign: int, seconds: float, start: Any
+) -> dict[str, Any]:
+    """``tasks`` connections, each sending its pre-signed writes one after another (the next
+    once the answer to the last came) for ``seconds`` after every process is ready."""
     host, port = url.split("//")[1].rstrip("/").split(":")
+    prepared = [_requests(key_path, first + n, presign, host) for n in range(tasks)]
+    signed_at = time.monotonic()
+    loop = asyncio.get_running_loop()
+    connections = [
+        (await loop.create_connection(_Connection, host, int(port)))[1] for _ in range(tasks)
+    ]
+    start.wait(600)  # a multiprocessing barrier: every client process starts the window together
+    cpu_before = time.process_time()
     latencies: list[float] = []
     errors: dict[str, int] = {}
+    fresh = 0
     deadline = time.perf_counter() + seconds
 
-    async def one(number: int) -> None:
-        make = _body_maker(key_path, number)
-        reader, writer = await asyncio.open_connection(host, int(port))
-        try:
-            while time.perf_counter() < deadline:
-                body = make()
-                head = (
-                    f"POST /add HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {len(body)}\r\n\r\n"
-                ).encode()
-                started = time.perf_counter()
-                writer.write(head + body)
-                status_line = await reader.readline()
-                length = 0
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                await reader.readexactly(length)
-                status = status_line.split()[1].decode()
-                if status == "200":
-                    latencies.append(time.perf_counter() - started)
-                else:
-                    errors[status] = errors.get(status, 0) + 1
-        finally:
-            writer.close()
+    async def one(connection: _Connection, queue: list[bytes], more: Any) -> None:
+        nonlocal fresh
+        queue.reverse()
+        while time.perf_counter() < deadline:
+            if queue and time.monotonic() - signed_at < _FRESH_FOR_S:
+                data = queue.pop()
+            else:
+                data = more()
+                fresh += 1
+            started = time.perf_counter()
+            status = await connection.request(data)
+            if status == 200:
+                latencies.append(time.perf_counter() - started)
+            else:
+                errors[str(status)] = errors.get(str(status), 0) + 1
 
-    await asyncio.gather(*(one(n) for n in range(tasks)))
-    return {"latencies": latencies, "errors": errors}
+    await asyncio.gather(*(one(c, q, m) for c, (q, m) in zip(connections, prepared, strict=True)))
+    for connection in connections:
+        assert connection.transport is not None
+        connection.transport.close()
+    cpu_s = time.process_time() - cpu_before
+    return {"latencies": latencies, "errors": errors, "signed_in_window": fresh, "cpu_s": cpu_s}
 
 
-def _writer_process(args: tuple[str, str, int, float]) -> dict[str, Any]:
-    return asyncio.run(_writers(*args))
+def _writer_process(
+    args: tuple[str, str, int, int, int, float, Any, Any],
+) -> None:
+    url, key_path, first, tasks, presign, seconds, start, results = args
+    try:
+        import uvloop
+
+        runner: Any = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop comes with the ledger-service extra
+        runner = asyncio.run
+    try:
+        results.put(runner(_writers(url, key_path, first, tasks, presign, seconds, start)))
+    except BaseException:
+        start.abort()  # the others (and the main process) stop waiting at the barrier
+        raise
 
 
 async def _readers(url: str, paths: list[str], tasks: int, seconds: float) -> tuple[int, int]:
@@ -147,6 +234,12 @@ async def _readers(url: str, paths: list[str], tasks: int, seconds: float) -> tu
 
     await asyncio.gather(*(one(n) for n in range(tasks)))
     return done, size
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _bulk_load(dsn: str, total: int) -> float:
@@ -203,6 +296,13 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of write load (60)")
     parser.add_argument("--clients", type=int, default=32, help="concurrent writers (32)")
     parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument(
+        "--presign-rate",
+        type=float,
+        default=2500.0,
+        help="writes/s to pre-sign for (2500): each client signs duration x this / clients"
+        " writes before the window; beyond them it signs as it goes",
+    )
     parser.add_argument("--read-seconds", type=float, default=10.0)
     parser.add_argument("--audit-entries", type=int, default=1_000_000)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -227,12 +327,30 @@ def main() -> None:
 
         per = [args.clients // args.client_processes] * args.client_processes
         per[0] += args.clients - sum(per)
-        with multiprocessing.get_context("spawn").Pool(args.client_processes) as pool:
-            started = time.perf_counter()
-            parts = pool.map(
-                _writer_process, [(url, str(client_key), n, args.duration) for n in per]
+        presign = max(1, -(-int(args.presign_rate * args.duration) // args.clients))
+        context = multiprocessing.get_context("spawn")
+        start, results = context.Barrier(args.client_processes + 1), context.Queue()
+        processes = [
+            context.Process(
+                target=_writer_process,
+                args=(
+                    (url, str(client_key), sum(per[:i]), n, presign, args.duration, start, results),
+                ),
             )
-            elapsed = time.perf_counter() - started
+            for i, n in enumerate(per)
+        ]
+        for process in processes:
+            process.start()
+        start.wait(600)  # every client has signed its writes and opened its connections
+        started = time.perf_counter()
+        load_before = os.getloadavg()
+        assert service.proc is not None
+        service_cpu_before = _cpu_seconds(service.proc.pid)
+        parts = [results.get(timeout=args.duration + 600) for _ in processes]
+        elapsed = time.perf_counter() - started
+        service_cpu = _cpu_seconds(service.proc.pid) - service_cpu_before
+        for process in processes:
+            process.join()
         latencies = sorted(x for part in parts for x in part["latencies"])
         errors: dict[str, int] = {}
         for part in parts:
@@ -242,9 +360,15 @@ def main() -> None:
             raise SystemExit(f"no write was acknowledged; answers by status: {errors}")
         figures["writes"] = {
             "clients": args.clients,
+            "presigned_per_client": presign,
+            "signed_in_window": sum(part["signed_in_window"] for part in parts),
+            "load_average_at_start": [round(x, 2) for x in load_before],
             "seconds": round(elapsed, 1),
             "acknowledged": len(latencies),
             "per_second": round(len(latencies) / elapsed, 1),
+            # CPU per acknowledged write: the service process (all its threads), the clients
+            "service_cpu_ms": round(1000 * service_cpu / len(latencies), 3),
+            "client_cpu_ms": round(1000 * sum(p["cpu_s"] for p in parts) / len(latencies), 3),
             "p50_ms": round(1000 * statistics.median(latencies), 1),
             "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1),
             "errors": errors,

@@ -484,10 +484,12 @@ def verify_proof(
 
 
 def _add_service_commands() -> None:
+    from attest.cli.ledger_flush import flush
     from attest.cli.ledger_service import mirror, serve
 
     ledger.add_command(serve)
     ledger.add_command(mirror)
+    ledger.add_command(flush)
 
 
 _add_service_commands()

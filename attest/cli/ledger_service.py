@@ -214,9 +214,15 @@ class RemoteLedger:
 
 
 def remote_ledger(
-    url: str, client: str | None, client_key: Path | None, log_key: Path | None
+    url: str,
+    client: str | None,
+    client_key: Path | None,
+    log_key: Path | None,
+    *,
+    need_log_key: bool = False,
 ) -> RemoteLedger:
-    """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2)."""
+    """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2);
+    ``need_log_key``: ``attest verify``, which reads the log's revocations."""
     from attest.certificate.signing import load_private_key
     from attest.ledger.checkpoint import load_checkpoint_key
 
@@ -224,6 +230,19 @@ def remote_ledger(
         raise InputError(
             "--ledger URL needs --ledger-client NAME and --ledger-client-key KEY",
             hint="the service accepts writes signed by the clients listed in its clients.yaml",
+        )
+    try:
+        import httpx  # noqa: F401  (the HTTP client of --ledger URL, imported where it is used)
+    except ModuleNotFoundError:
+        raise InputError(
+            "--ledger URL needs the httpx package",
+            hint="pip install 'gradient-attest[ledger-service]' (or httpx alone)",
+        ) from None
+    if need_log_key and log_key is None:
+        raise InputError(
+            "attest verify --ledger URL needs --ledger-log-key: the log's public key, to read"
+            " the revocations the log holds only from a log that verifies",
+            hint="the ledger service prints its verifier key at start; or set ATTEST_LEDGER_LOG_KEY",
         )
     key = load_private_key(client_key)
     return RemoteLedger(
@@ -242,7 +261,13 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
     with Spool(path) as spool:
         spool.enqueue(target.url, target.client, entry)
         log_key, log_name = target.log_key or (None, None)
-        result = spool.flush(target.url, target.key, log_key=log_key, log_key_name=log_name)
+        result = spool.flush(
+            target.url,
+            target.key,
+            log_key=log_key,
+            log_key_name=log_name,
+            client_name=target.client,
+        )
     for seq, index in result.submitted:
         click.echo(
             f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True
@@ -259,3 +284,88 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
             f"the ledger service refused event {seq}: {reason}",
             hint="check --ledger-client and --ledger-client-key against the service's clients.yaml",
         )
+
+
+# -- `attest verify --ledger URL`: the revocations the remote log holds ----------------------------
+
+
+# the reason code (listed in attest.verification.verifier.REASON_CODES)
+REVOCATION_STATUS_UNKNOWN = "REVOCATION_STATUS_UNKNOWN"
+
+
+def remote_copy_path(url: str) -> Path:
+    """The verified local copy of the log at ``url`` that ``verify --ledger URL`` keeps (beside
+    the spool: ``ledger-copy-<16 hex of sha256(url)>.sqlite``)."""
+    import hashlib
+
+    from attest.ledger.service.spool import default_spool_path
+
+    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
+    return default_spool_path().with_name(f"ledger-copy-{digest}.sqlite")
+
+
+def remote_revocations(
+    target: RemoteLedger,
+) -> tuple[list[tuple[str, bytes]], tuple[str, str] | None, str | None]:
+    """The signed revocation statements the remote log holds, read from a local copy brought
+    up to the log's checkpoint first (``attest ledger mirror``'s code: the checkpoint's signature
+    under ``--ledger-log-key``, every new entry canonical, the copy reproducing the signed root,
+    so a log rewritten under the copy is refused). Returns ``(revocations, problem, note)``:
+    ``problem`` is a ``(REVOCATION_STATUS_UNKNOWN, message)`` reason when the log does not
+    verify, or cannot be reached while no verified copy is kept (fail closed); ``note`` says
+    when an unreachable service's revocations came from the copy."""
+    from attest.errors import LedgerError
+    from attest.ledger import revocations_in
+    from attest.ledger.service.client import Unreachable
+    from attest.ledger.service.remote_audit import mirror_log
+
+    if target.log_key is None:  # remote_ledger(..., need_log_key=True) refused this already
+        raise InputError("--ledger URL needs --ledger-log-key to read the log's revocations")
+    copy = remote_copy_path(target.url)
+    key, name = target.log_key
+    shown = safe_text(target.url)
+    note = None
+    try:
+        mirror_log(target.url, copy, key, key_name=name)
+    except Unreachable as exc:
+        size = _copy_size(copy)
+        if size is None:
+            return (
+                [],
+                (
+                    REVOCATION_STATUS_UNKNOWN,
+                    f"the ledger service {shown} could not be reached and no verified copy of its"
+                    f" log is kept here, so its revocations are unknown ({safe_text(exc.message, 300)})",
+                ),
+                None,
+            )
+        note = (
+            f"the ledger service {shown} could not be reached: revocations read from the verified"
+            f" copy {copy} ({size} entries)"
+        )
+    except LedgerError as exc:
+        return (
+            [],
+            (
+                REVOCATION_STATUS_UNKNOWN,
+                f"the log at {shown} does not verify against --ledger-log-key and the copy kept in"
+                f" {copy}, so its revocations are unknown: {safe_text(exc.message, 500)}",
+            ),
+            None,
+        )
+    return revocations_in(copy), None, note
+
+
+def _copy_size(copy: Path) -> int | None:
+    """How many entries the verified copy holds; None when there is none (or it is empty)."""
+    from attest.errors import LedgerError
+    from attest.ledger import open_ledger
+
+    if not copy.exists():
+        return None
+    try:
+        with open_ledger(copy) as book:
+            size = book.tree_head().size
+    except LedgerError:
+        return None
+    return size or None

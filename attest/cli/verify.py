@@ -84,17 +84,15 @@ def is_url(target: str | None) -> bool:
     return target is not None and target.startswith(("http://", "https://"))
 
 
-def _recorder(
-    ledger: str | None, client: str | None, client_key: Path | None, log_key: Path | None
-) -> Any:
-    """``record(report_dict)`` for ``--ledger`` (a file or a service URL), or None; its
-    options are checked before verifying, so a usage error never follows a verdict."""
+def _recorder(ledger: str | None, target: Any) -> Any:
+    """``record(report_dict)`` for ``--ledger`` (a file, or a service URL whose checked options
+    are ``target``), or None; looked up before verifying, so a usage error never follows a
+    verdict."""
     if ledger is None:
         return None
-    from attest.cli.ledger_service import remote_ledger, submit_remote
+    from attest.cli.ledger_service import submit_remote
 
-    if is_url(ledger):
-        target = remote_ledger(ledger, client, client_key, log_key)
+    if target is not None:
 
         def submit(report: dict[str, Any]) -> None:
             from attest.ledger.entries import entry_for_verification
@@ -105,6 +103,17 @@ def _recorder(
     path = Path(ledger)
     record = _ledger_recorder(path)
     return lambda report: record(path, report)
+
+
+def _remote_outcome(report: Any, unknown: tuple[str, str] | None, note: str | None) -> None:
+    """Fail closed when the ledger service's revocations could not be read from a log that
+    verifies: the certificate is rejected with REVOCATION_STATUS_UNKNOWN."""
+    if note is not None:
+        report.notes.append(note)
+    if unknown is not None:
+        report.reasons.append(unknown)
+        report.verified = False
+        report.statement = None
 
 
 def remote_ledger_options(f: F) -> F:
@@ -279,8 +288,20 @@ def verify(
     from attest.verification.verifier import record_rollback
     from attest.verification.verifier import verify as run_verify
 
-    record = _recorder(ledger, ledger_client, ledger_client_key, ledger_log_key)
+    remote = None
+    if is_url(ledger):
+        from attest.cli.ledger_service import remote_ledger, remote_revocations
+
+        remote = remote_ledger(
+            str(ledger), ledger_client, ledger_client_key, ledger_log_key, need_log_key=True
+        )
+    record = _recorder(ledger, remote)
     revocations = _revocations(revocation_files, ledger)
+    unknown: tuple[str, str] | None = None  # the remote log's revocations could not be read
+    remote_note: str | None = None
+    if remote is not None:
+        found, unknown, remote_note = remote_revocations(remote)
+        revocations += found
     if no_state:
         state_file = None
     elif state_file is None:
@@ -301,6 +322,8 @@ def verify(
             record_state=False,
             revocations=revocations,
         )
+        if remote is not None:
+            _remote_outcome(report, unknown, remote_note)
         data = json_safe(report.to_dict())
         text = printable_json(data) if as_json else _render(data)
         if state_file is not None and at_text is None:

@@ -6,9 +6,10 @@ the model artifact) and policy (digest), who or which host, the result with reas
 when. By construction it holds no patient data: only identifiers, digests and short names, and
 reason *codes* (never a verifier's free-text message, which may quote paths).
 
-The leaf data is the RFC 8785 canonical JSON of the entry (:attr:`LedgerEntry.leaf_data`, the
-one place that makes those bytes); :func:`entry_from_leaf_data` refuses leaf data that is not
-exactly that encoding, so two different byte strings can never stand for one entry.
+The leaf data is the RFC 8785 canonical JSON of the entry (:attr:`LedgerEntry.leaf_data`
+through :func:`leaf_data_of`, the one place that makes those bytes); :func:`entry_from_leaf_data`
+refuses leaf data that is not exactly that encoding, so two different byte strings can never
+stand for one entry.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from attest._version import __version__
 from attest.certificate.bundle import BundleError, envelope_of
-from attest.certificate.signing import canonical_json
+from attest.certificate.signing import canonical_json, canonical_json_text
 from attest.core.files import read_bytes_checked
 from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict, sha256_bytes
 from attest.core.validation import validation_problems
@@ -46,6 +47,7 @@ __all__ = [
     "entry_for_verification",
     "entry_from_leaf_data",
     "is_reason_code",
+    "leaf_data_of",
     "utc_now",
 ]
 
@@ -132,15 +134,25 @@ class LedgerEntry(_Strict):
     def plain(self) -> dict[str, Any]:
         """The entry as JSON data; ``revocation`` only when set, so entries written before it
         existed keep their leaf bytes."""
-        data = self.model_dump(mode="json")
-        if data.get("revocation") is None:
-            data.pop("revocation", None)
-        return data
+        return _plain(self.model_dump(mode="json"))
 
     @property
     def leaf_data(self) -> bytes:
         """The RFC 8785 canonical JSON of the entry: the bytes the Merkle leaf commits to."""
-        return canonical_json(self.plain())
+        return leaf_data_of(self.model_dump(mode="json"))
+
+
+def _plain(dumped: dict[str, Any]) -> dict[str, Any]:
+    if dumped.get("revocation") is None:
+        dumped.pop("revocation", None)
+    return dumped
+
+
+def leaf_data_of(dumped: dict[str, Any]) -> bytes:
+    """The leaf data of the entry whose ``model_dump(mode="json")`` is ``dumped`` (which is
+    consumed): the one place that makes those bytes, for a caller that has the dump already.
+    An entry holds no numbers, so :func:`canonical_json_text` gives its RFC 8785 bytes."""
+    return canonical_json_text(_plain(dumped))
 
 
 MAX_LEAF_BYTES = 64 * 1024

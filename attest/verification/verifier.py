@@ -83,6 +83,9 @@ REASON_CODES: tuple[str, ...] = (
     "SIGNATURES_INSUFFICIENT",
     "TIMESTAMP_INVALID",
     "CERTIFICATE_REVOKED",
+    # attest verify --ledger URL: the ledger service's revocations could not be read from a log
+    # that verifies (attest.cli.ledger_service.remote_revocations); fails closed
+    "REVOCATION_STATUS_UNKNOWN",
 )
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
 MAX_CLOCK_SKEW = timedelta(days=1)

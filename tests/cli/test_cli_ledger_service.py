@@ -3,14 +3,16 @@ real ledger service, in order and exactly once; refusals and usage errors exit 2
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from _cli_run import run
-from _ledger_service_kit import ORIGIN, ServiceProcess, free_port, write_clients
+from _ledger_service_kit import ORIGIN, ServiceProcess, entry, free_port, write_clients
 from test_cli_ledger import world  # noqa: F401  (the signed certificate and its trust store)
 
 from attest.certificate.signing import load_private_key, load_public_key
@@ -18,7 +20,7 @@ from attest.ledger.checkpoint import open_checkpoint
 from attest.ledger.entries import entry_from_leaf_data
 from attest.ledger.service.client import LedgerClient
 from attest.ledger.service.spool import Spool
-from attest.ledger.service.submission import sign_submission
+from attest.ledger.service.submission import new_nonce, sign_submission
 from attest.ledger.service.tiles import TilePath
 
 
@@ -37,7 +39,7 @@ def fleet(
         tmp_path / "clients.yaml",
         [
             ("infer-01", keys / "infer.pub", ["verified", "rejected"]),
-            ("release", keys / "release2.pub", ["issued"]),
+            ("release", keys / "release2.pub", ["issued", "revoked"]),
         ],
     )
     monkeypatch.setenv("ATTEST_LEDGER_SPOOL", str(tmp_path / "spool.sqlite"))
@@ -72,9 +74,10 @@ def test_verify_submits_through_the_spool_in_order_exactly_once(
 ) -> None:
     url = str(fleet["url"])
     args = _verify_args(world, url, "infer-01", "infer.key")
-    # the service is down: the verdict stands (exit 0) and the event waits in the spool
-    code, _, err = run(capsys, *args)
-    assert code == 0 and "1 event(s) queued" in err, err
+    # the service is down and no verified copy of its log is kept here: its revocations are
+    # unknown, so the certificate is rejected (fail closed); the event waits in the spool
+    code, out, err = run(capsys, *args)
+    assert code == 1 and "REVOCATION_STATUS_UNKNOWN" in out and "1 event(s) queued" in err, err
     world["model"].write_bytes(b"tampered")
     code, _, err = run(capsys, *args)
     assert code == 1 and "2 event(s) queued" in err, err
@@ -88,7 +91,7 @@ def test_verify_submits_through_the_spool_in_order_exactly_once(
     with LedgerClient(url) as client:
         checkpoint, _ = client.checkpoint(load_public_key(world["keys"] / "service.pub"))
         events = [entry_from_leaf_data(d).event for d in client.bundle(TilePath(None, 0, 3))]
-    assert checkpoint.size == 3 and events == ["verified", "rejected", "verified"]
+    assert checkpoint.size == 3 and events == ["rejected", "rejected", "verified"]
     with sqlite3.connect(tmp_path / "spool.sqlite") as db:
         assert db.execute("SELECT state, log_index FROM events ORDER BY seq").fetchall() == [
             ("done", 0),
@@ -102,8 +105,6 @@ def test_an_answer_lost_in_transit_is_not_recorded_twice(
     fleet: dict[str, object],
     tmp_path: Path,
 ) -> None:
-    from _ledger_service_kit import entry
-
     fleet["service"] = fleet["start"]()  # type: ignore[operator]
     url = str(fleet["url"])
     key = load_private_key(world["keys"] / "infer.key")
@@ -143,6 +144,8 @@ def test_refusals_and_usage_errors_exit_2(
         url,
     )
     assert code == 2 and "--ledger-client" in err
+    code, _, err = run(capsys, *_verify_args(world, url, "infer-01", "infer.key")[:-2])
+    assert code == 2 and "--ledger-log-key" in err, err  # verify reads the log's revocations
     code, _, err = run(
         capsys,
         "certify",
@@ -155,3 +158,115 @@ def test_refusals_and_usage_errors_exit_2(
         url,
     )
     assert code == 2 and "--ledger-client" in err
+
+
+def test_ledger_flush_sends_the_spool_now_in_order_exactly_once(
+    world: dict[str, Path],  # noqa: F811
+    fleet: dict[str, object],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    url = str(fleet["url"])
+    keys = world["keys"]
+    flush = ["ledger", "flush", url, "--ledger-client", "infer-01"]
+    flush += ["--ledger-client-key", keys / "infer.key", "--ledger-log-key", keys / "service.pub"]
+    for _ in range(2):  # the service is down: both events wait (rejected: revocations unknown)
+        assert run(capsys, *_verify_args(world, url, "infer-01", "infer.key"))[0] == 1
+    code, out, _ = run(capsys, *flush)
+    assert code == 1 and "not sent" in out and "2 event(s) still waiting" in out, out
+    fleet["service"] = fleet["start"]()  # type: ignore[operator]
+    with Spool(tmp_path / "spool.sqlite") as spool:  # a third whose first answer was lost
+        spool.enqueue(url, "infer-01", entry(actor="lost-answer"))
+        spool.enqueue(url, "release", entry("issued"))  # another client's: left alone
+        nonce = spool.pending(url, "infer-01")[-1][2]
+        item = entry_from_leaf_data(spool.pending(url, "infer-01")[-1][3])
+    body = sign_submission(
+        item,
+        origin=ORIGIN,
+        client="infer-01",
+        nonce=nonce,
+        key=load_private_key(keys / "infer.key"),
+    )
+    assert httpx.post(url + "add", json=body, timeout=10).json()["index"] == 0
+    code, out, _ = run(capsys, *flush, "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert [s["index"] for s in report["sent"]] == [1, 2, 0]  # queued order; the lost one once
+    assert report["pending"] == 0 and report["refused"] == []
+    with LedgerClient(url) as client:
+        bundle = client.bundle(TilePath(None, 0, 3))
+    assert entry_from_leaf_data(bundle[0]).actor == "lost-answer"
+    code, out, _ = run(capsys, *flush)  # nothing left: nothing sent again
+    assert code == 0 and "0 event(s) still waiting" in out and "sent" not in out, out
+    wrong = [*flush[:5], "--ledger-client-key", keys / "release2.key"]
+    with Spool(tmp_path / "spool.sqlite") as spool:
+        spool.enqueue(url, "infer-01", entry())
+    code, out, err = run(capsys, *wrong)
+    assert code == 2 and "SIGNATURE_INVALID" in out + err and "refused event" in out, out + err
+    with sqlite3.connect(tmp_path / "spool.sqlite") as db:
+        states = db.execute("SELECT client, state FROM events ORDER BY seq").fetchall()
+    assert states == [("infer-01", "done")] * 3 + [("release", "pending"), ("infer-01", "refused")]
+
+
+def test_verify_honours_revocations_held_by_the_ledger_service(
+    world: dict[str, Path],  # noqa: F811
+    fleet: dict[str, object],
+    capsys: pytest.CaptureFixture[str],
+    pg_dsn: str,
+) -> None:
+    from attest.cli.ledger_service import remote_copy_path
+    from attest.ledger.entries import entry_for_certificate
+
+    keys = world["keys"]
+    fleet["service"] = fleet["start"]()  # type: ignore[operator]
+    url = str(fleet["url"])
+    args = _verify_args(world, url, "infer-01", "infer.key")
+    assert run(capsys, *args)[0] == 0  # not revoked yet
+    revocation = world["cert"].with_name("revocation.json")
+    code, _, err = run(
+        capsys, "revoke", world["cert"], "--key", keys / "release.key", "--reason", "bad data",
+        "-o", revocation,
+    )  # fmt: skip
+    assert code == 0, err
+    revoked = entry_for_certificate(
+        world["cert"], event="revoked", revocation=revocation.read_bytes()
+    )
+    body = sign_submission(
+        revoked, origin=ORIGIN, client="release", nonce=new_nonce(),
+        key=load_private_key(keys / "release2.key"),
+    )  # fmt: skip
+    assert httpx.post(url + "add", json=body, timeout=10).status_code == 200
+    code, out, _ = run(capsys, *args)
+    assert code == 1 and "CERTIFICATE_REVOKED" in out and "bad data" in out, out
+    # the same reason code as a revocation in a local ledger
+    local = world["cert"].with_name("local.sqlite")
+    code, _, _ = run(capsys, "ledger", "append", world["cert"], "--ledger", local)
+    assert code == 0
+    code, out, _ = run(
+        capsys, "revoke", world["cert"], "--key", keys / "release.key", "--reason", "bad data",
+        "-o", world["cert"].with_name("again.json"), "--ledger", local,
+    )  # fmt: skip
+    assert code == 0, out
+    code, out_local, _ = run(capsys, *args[:6], "--ledger", local)
+    assert code == 1 and "CERTIFICATE_REVOKED" in out_local
+    # an entry the copy has not seen yet is rewritten in the database: the log no longer
+    # reproduces its signed root, so its revocations cannot be trusted (fail closed)
+    with psycopg.connect(pg_dsn, autocommit=True) as db:
+        size = db.execute("SELECT max(idx) + 1 FROM ledger_leaves").fetchone()[0]
+        db.execute("SET session_replication_role = replica")
+        forged = entry(actor="forger").leaf_data
+        db.execute("UPDATE ledger_leaves SET data = %s WHERE idx = %s", (forged, size - 1))
+    code, out, _ = run(capsys, *args, "--json")
+    report = json.loads(out)
+    assert code == 1 and "REVOCATION_STATUS_UNKNOWN" in [r["code"] for r in report["reasons"]]
+    # the service unreachable: the verified copy answers (and says so)
+    service = fleet["service"]
+    assert isinstance(service, ServiceProcess)
+    service.stop()
+    code, out, _ = run(capsys, *args, "--json")
+    report = json.loads(out)
+    assert code == 1 and [r["code"] for r in report["reasons"]] == ["CERTIFICATE_REVOKED"]
+    assert any("could not be reached" in note for note in report["notes"]), report["notes"]
+    remote_copy_path(url).unlink()  # ... and without a copy: unknown, rejected
+    code, out, _ = run(capsys, *args)
+    assert code == 1 and "REVOCATION_STATUS_UNKNOWN" in out

@@ -1,4 +1,6 @@
-"""``attest ledger serve``: the ledger service as a Starlette application (served by uvicorn).
+"""``attest ledger serve``: the ledger service as an ASGI application (served by uvicorn): a
+Starlette application for the reads, and ``POST /add`` answered by a plain ASGI handler in front
+of it (a write is the hot path: no router, middleware or Request object on it).
 
 Read API (C2SP tlog-tiles, plain GETs): ``/checkpoint``, ``/tile/<L>/<N>[.p/<W>]``,
 ``/tile/entries/<N>[.p/<W>]``; for convenience ``/proof/inclusion?index=I&size=S`` and
@@ -16,36 +18,33 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import queue
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attest.certificate.signing import PrivateKey
-from attest.core.io import StrictJSONError, loads_strict
-from attest.core.validation import validation_problems
-from attest.errors import AttestError, InputError, LedgerError
+from attest.errors import AttestError, LedgerError
 from attest.ledger.merkle import consistency_proof, inclusion_proof, subtree_hash
 from attest.ledger.service.metrics import CONTENT_TYPE, ServiceMetrics
 from attest.ledger.service.postgres import DatabaseUnavailable, PostgresStorage, Submission
 from attest.ledger.service.sequencer import Sequencer
 from attest.ledger.service.submission import (
     MAX_BODY_BYTES,
-    MAX_SKEW_S,
     ClientPolicy,
-    SubmissionRequest,
-    now_utc,
-    parse_entry,
+    WriteRefused,
+    check_write,
 )
-from attest.ledger.service.tiles import MAX_ENTRY_BYTES, TilePath, encode_bundle, parse_tile_path
+from attest.ledger.service.tiles import TilePath, encode_bundle, parse_tile_path
 
 __all__ = ["ServiceConfig", "create_app"]
 
@@ -66,17 +65,11 @@ class ServiceConfig:
     read_connections: int = 8
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    retryable = status == 503
-    headers = {"Retry-After": "1"} if retryable else None
-    body = {"error": code, "message": message, "retryable": retryable, **extra}
-    return JSONResponse(body, status_code=status, headers=headers)
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return JSONResponse(
+        _error_body(status, code, message, **extra), status_code=status, headers=headers
+    )
 
 
 class _Readers:
@@ -168,7 +161,9 @@ class _Service:
     def _int_param(self, request: Request, name: str) -> int:
         text = request.query_params.get(name, "")
         if not text.isdigit() or len(text) > 19:
-            raise _Refused(400, "MALFORMED", f"query parameter {name} must be a decimal integer")
+            raise WriteRefused(
+                400, "MALFORMED", f"query parameter {name} must be a decimal integer"
+            )
         return int(text)
 
     def inclusion(self, request: Request) -> Response:
@@ -215,15 +210,29 @@ class _Service:
     def metrics_text(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
 
-    # -- writes --------------------------------------------------------------------------------
+    # -- writes: a raw ASGI handler (no routing, middleware or Request object per write) ------
 
-    async def add(self, request: Request) -> Response:
+    async def add(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /add``: read the body, check it (:func:`check_write`), queue it for the
+        sequencer and answer once its batch is committed."""
         try:
-            submission = await self._admit(request)
-        except _Refused as exc:
+            body = await self._body(scope, receive)
+            if body is None:  # the client went away before sending it all: nothing to do
+                return
+            checked = check_write(body, origin=self.config.origin, policy=self.config.clients)
+        except WriteRefused as exc:
             self.metrics.submissions.labels(exc.code.lower()).inc()
-            return _error(exc.status, exc.code, exc.message)
-        outcome, served = await self.sequencer.submit(submission)
+            await _send_json(send, exc.status, _error_body(exc.status, exc.code, exc.message))
+            return
+        submission = Submission(checked.client, checked.nonce, checked.leaf_data)
+        try:
+            outcome, served = await self.sequencer.submit(submission)
+        except DatabaseUnavailable as exc:
+            await _send_json(send, 503, _error_body(503, "UNAVAILABLE", exc.message))
+            return
+        except LedgerError as exc:
+            await _send_json(send, 500, _error_body(500, "STORAGE_INCONSISTENT", exc.message))
+            return
         if outcome.replay:
             self.metrics.submissions.labels("replay").inc()
             same = (
@@ -231,88 +240,66 @@ class _Service:
                 if outcome.index is None
                 else f" (it recorded this entry at index {outcome.index})"
             )
-            return _error(
-                409,
-                "REPLAY",
-                f"this nonce was used before{same}; nothing appended",
-                index=outcome.index,
-            )
+            message = f"this nonce was used before{same}; nothing appended"
+            await _send_json(send, 409, _error_body(409, "REPLAY", message, index=outcome.index))
+            return
         self.metrics.submissions.labels("appended").inc()
-        return JSONResponse(
-            {
-                "index": outcome.index,
-                "leaf_hash": _b64(outcome.leaf_hash),
-                "tree_size": served.head.size,
-                "checkpoint": served.note,
-            }
-        )
+        answer = {
+            "index": outcome.index,
+            "leaf_hash": _b64(outcome.leaf_hash),
+            "tree_size": served.head.size,
+            "checkpoint": served.note,
+        }
+        await _send_json(send, 200, answer)
 
-    async def _admit(self, request: Request) -> Submission:
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            raise _Refused(415, "UNSUPPORTED_MEDIA_TYPE", "send the entry as application/json")
-        declared = request.headers.get("content-length", "0")
+    @staticmethod
+    async def _body(scope: Scope, receive: Receive) -> bytes | None:
+        """The request body, after the media type and size checks; None on a disconnect."""
+        content_type = declared = b""
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value
+            elif name == b"content-length":
+                declared = value
+        if content_type.split(b";")[0].strip().lower() != b"application/json":
+            raise WriteRefused(415, "UNSUPPORTED_MEDIA_TYPE", "send the entry as application/json")
+        too_large = WriteRefused(
+            413, "BODY_TOO_LARGE", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+        )
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise _Refused(
-                413, "BODY_TOO_LARGE", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
-            )
-        body = bytearray()
-        async for chunk in request.stream():
+            raise too_large
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk: bytes = message.get("body", b"")
             body += chunk
             if len(body) > MAX_BODY_BYTES:
-                raise _Refused(
-                    413, "BODY_TOO_LARGE", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
-                )
-        try:
-            sent = SubmissionRequest.model_validate(loads_strict(bytes(body), max_depth=16))
-        except StrictJSONError as exc:
-            raise _Refused(400, "MALFORMED", f"the body is not strict JSON: {exc}") from None
-        except ValidationError as exc:
-            raise _Refused(400, "MALFORMED", validation_problems(exc, limit=3)) from None
-        policy = self.config.clients
-        if not policy.clients:
-            raise _Refused(
-                403, "READ_ONLY", "this service accepts no writes (clients.yaml lists none)"
-            )
-        if sent.origin != self.config.origin:
-            raise _Refused(
-                400, "WRONG_ORIGIN", f"this log is {self.config.origin!r}, not {sent.origin!r}"
-            )
-        key = policy.key_of(sent.client)
-        if key is None:
-            raise _Refused(401, "UNKNOWN_CLIENT", f"client {sent.client!r} is not listed")
-        try:
-            entry = parse_entry(sent.entry)
-        except InputError as exc:
-            raise _Refused(400, "MALFORMED", exc.message) from None
-        data = entry.leaf_data
-        if not sent.verify(key, data):
-            raise _Refused(
-                401,
-                "SIGNATURE_INVALID",
-                f"the signature does not verify under {sent.client!r}'s key",
-            )
-        if sent.seconds_from(now_utc()) > MAX_SKEW_S:
-            raise _Refused(
-                400,
-                "REQUEST_EXPIRED",
-                f"the request time is over {MAX_SKEW_S:.0f} s from the service's clock",
-            )
-        if not policy.may_write(sent.client, entry.event):
-            raise _Refused(
-                403,
-                "ENTRY_TYPE_NOT_ALLOWED",
-                f"client {sent.client!r} may not write {entry.event!r} entries",
-            )
-        if len(data) > MAX_ENTRY_BYTES:
-            raise _Refused(413, "BODY_TOO_LARGE", f"the entry is over {MAX_ENTRY_BYTES} bytes")
-        return Submission(sent.client, sent.nonce, data)
+                raise too_large
+            if not message.get("more_body", False):
+                return body
+
+
+def _error_body(status: int, code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": code, "message": message, "retryable": status == 503, **extra}
+
+
+async def _send_json(send: Send, status: int, content: dict[str, Any]) -> None:
+    """A JSON answer, encoded as Starlette's JSONResponse does."""
+    body = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if status == 503:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def create_app(config: ServiceConfig) -> Starlette:
+def create_app(config: ServiceConfig) -> ASGIApp:
     """The application; connecting, migrating and checking the stored tree happen here, so a
     database that is unreachable or inconsistent fails before anything is served."""
     service = _Service(config)
@@ -335,7 +322,7 @@ def create_app(config: ServiceConfig) -> Starlette:
         return _error(500, "STORAGE_INCONSISTENT", exc.message)
 
     async def on_refused(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, _Refused)
+        assert isinstance(exc, WriteRefused)
         return _error(exc.status, exc.code, exc.message)
 
     routes = [
@@ -343,11 +330,11 @@ def create_app(config: ServiceConfig) -> Starlette:
         Route("/tile/{rest:path}", service.tile),
         Route("/proof/inclusion", service.inclusion),
         Route("/proof/consistency", service.consistency),
-        Route("/add", service.add, methods=["POST"]),
+        Route("/add", _post_only, methods=["POST"]),  # GET /add: 405, as for any route
         Route("/healthz", service.healthz),
         Route("/metrics", service.metrics_text),
     ]
-    return Starlette(
+    reads = Starlette(
         routes=routes,
         lifespan=lifespan,
         # tlog-tiles: entry bundles SHOULD be compressed at the HTTP layer (when asked for)
@@ -355,6 +342,20 @@ def create_app(config: ServiceConfig) -> Starlette:
         exception_handlers={
             DatabaseUnavailable: on_unavailable,
             LedgerError: on_ledger_error,
-            _Refused: on_refused,
+            WriteRefused: on_refused,
         },
     )
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        # Writes skip Starlette's middleware stack and router: a write's answer is small (no
+        # gzip) and every error it can meet is answered by _Service.add itself.
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/add":
+            await service.add(scope, receive, send)
+        else:
+            await reads(scope, receive, send)
+
+    return app
+
+
+async def _post_only(request: Request) -> Response:  # pragma: no cover - POSTs never get here
+    raise LedgerError("POST /add is answered before routing")

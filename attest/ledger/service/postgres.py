@@ -29,6 +29,13 @@ import psycopg
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError
 from attest.ledger.merkle import NodeKey, frontier_root, leaf_hash, perfect_subtrees
+from attest.ledger.service.pg_sql import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    SUBMIT_STATE,
+    SUBMIT_WRITE,
+    WRITER_LOCK,
+)
 
 # the same node key as the SQLite backend (one encoding, not two)
 from attest.ledger.sqlite import _node_key as node_key
@@ -43,33 +50,7 @@ from attest.ledger.storage import (
 
 __all__ = ["WRITER_LOCK", "DatabaseUnavailable", "PostgresStorage", "Submission", "SubmitOutcome"]
 
-SCHEMA_VERSION = 1
-WRITER_LOCK = 0x6772_6164_6174_7374  # "gradatst": pg_advisory_xact_lock key of the writer
 _LEVEL_MASK = (1 << 6) - 1
-_APPEND_ONLY = ("ledger_leaves", "ledger_nodes", "ledger_checkpoints", "ledger_submissions")
-_MIGRATIONS: dict[int, list[str]] = {
-    1: [
-        "CREATE TABLE ledger_meta (key text PRIMARY KEY, value text NOT NULL)",
-        "CREATE TABLE ledger_leaves (idx bigint PRIMARY KEY CHECK (idx >= 0),"
-        " data bytea NOT NULL, leaf_hash bytea NOT NULL)",
-        "CREATE TABLE ledger_nodes (key bigint PRIMARY KEY, hash bytea NOT NULL)",
-        "CREATE TABLE ledger_checkpoints (id bigserial PRIMARY KEY, size bigint NOT NULL,"
-        " root bytea NOT NULL, origin text NOT NULL, note text NOT NULL, signed_at text NOT NULL)",
-        "CREATE INDEX ledger_checkpoints_size ON ledger_checkpoints (size)",  # the signed floor
-        "CREATE TABLE ledger_submissions (client text NOT NULL, nonce text NOT NULL,"
-        " idx bigint NOT NULL, leaf_hash bytea NOT NULL, PRIMARY KEY (client, nonce))",
-        """CREATE FUNCTION ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          RAISE EXCEPTION 'gradient-attest ledger: % on % refused: the table is append-only',
-            TG_OP, TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
-        END $$""",
-        *(
-            f"CREATE TRIGGER {t}_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON {t}"
-            " FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change()"
-            for t in _APPEND_ONLY
-        ),
-    ],
-}
 
 
 class DatabaseUnavailable(LedgerError):
@@ -158,7 +139,7 @@ class PostgresStorage:
                     hint="upgrade gradient-attest",
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[target]:
+                for statement in MIGRATIONS[target]:
                     db.execute(statement)
             if version == 0:
                 db.execute(
@@ -231,17 +212,18 @@ class PostgresStorage:
 
     def _frontier(self, db: psycopg.Connection[Any]) -> tuple[int, list[bytes]]:
         size = self._size(db)
+        return size, self._frontier_of(size)
+
+    def _frontier_of(self, size: int) -> list[bytes]:
+        """The perfect subtree hashes of the tree of ``size`` entries (cached per size)."""
         if self._cached_frontier is None or self._cached_frontier[0] != size:
             hashes = self.read_nodes(perfect_subtrees(0, size)) if size else []
             self._cached_frontier = (size, hashes)
-        return size, list(self._cached_frontier[1])
+        return list(self._cached_frontier[1])
 
-    def signed_floor(self) -> int:
-        """The largest size a stored checkpoint row or the meta copy of the last note covers."""
-        with self._tx() as db:
-            row = db.execute("SELECT coalesce(max(size), 0) FROM ledger_checkpoints").fetchone()
-            floor = int(row[0]) if row else 0
-            note = self.get_meta(LAST_CHECKPOINT_META)
+    @staticmethod
+    def _floor_of(checkpoint_rows_max: int, note: str | None) -> int:
+        floor = checkpoint_rows_max
         if note:
             try:
                 floor = max(floor, Checkpoint.parse_body(note.rpartition("\n\n")[0] + "\n").size)
@@ -253,15 +235,25 @@ class PostgresStorage:
                 ) from None
         return floor
 
-    def _append_locked(self, db: psycopg.Connection[Any], datas: Sequence[bytes]) -> AppendResult:
-        size, frontier = self._frontier(db)
-        floor = self.signed_floor()
+    def signed_floor(self) -> int:
+        """The largest size a stored checkpoint row or the meta copy of the last note covers."""
+        with self._tx() as db:
+            row = db.execute("SELECT coalesce(max(size), 0) FROM ledger_checkpoints").fetchone()
+            note = self.get_meta(LAST_CHECKPOINT_META)
+        return self._floor_of(int(row[0]) if row else 0, note)
+
+    @staticmethod
+    def _check_floor(size: int, floor: int) -> None:
         if size < floor:
             raise LedgerError(
                 f"refusing to append: a signed checkpoint covers {floor} entries but only {size}"
                 f" are stored, so entries were deleted; appending would reuse index {size}",
                 hint="restore the database from a backup; run attest ledger verify URL",
             )
+
+    def _append_locked(self, db: psycopg.Connection[Any], datas: Sequence[bytes]) -> AppendResult:
+        size, frontier = self._frontier(db)
+        self._check_floor(size, self.signed_floor())
         leaf_rows, node_rows = append_rows(frontier, size, datas, node_key)
         size += len(datas)
         with db.cursor() as cur:
@@ -296,22 +288,22 @@ class PostgresStorage:
         """Append a batch of client submissions in one transaction: a ``(client, nonce)`` seen
         before (stored, or earlier in the batch) is a replay and appends nothing; the rest get
         consecutive indexes. ``sign(size, root)`` signs the new tree head; its note is stored
-        in meta in the same transaction. Returns the outcomes, the new head and the note."""
+        in meta in the same transaction. Returns the outcomes, the new head and the note.
+
+        Five round trips whatever the batch size: BEGIN, the writer lock, one statement reading
+        the stored nonces among the batch's, the tree size and the signed floor, one statement
+        inserting the leaves, the nodes they complete, the nonces and the note, and COMMIT."""
         try:
             with self._tx(lock=True) as db:
-                clients = [s.client for s in batch]
-                nonces = [s.nonce for s in batch]
+                state = db.execute(SUBMIT_STATE, self._state_params(batch)).fetchone()
+                assert state is not None  # a SELECT of scalar subqueries returns one row
+                size = 0 if state[0] is None else int(state[0]) + 1
+                floor = self._floor_of(int(state[1]), state[2])
                 seen: dict[tuple[str, str], tuple[int, bytes]] = {
-                    (str(r[0]), str(r[1])): (int(r[2]), bytes(r[3]))
-                    for r in db.execute(
-                        "SELECT s.client, s.nonce, s.idx, s.leaf_hash FROM ledger_submissions s"
-                        " JOIN unnest(%s::text[], %s::text[]) AS q(client, nonce)"
-                        " ON s.client = q.client AND s.nonce = q.nonce",
-                        (clients, nonces),
-                    )
+                    (str(c), str(n)): (int(i), bytes.fromhex(h)) for c, n, i, h in state[3] or []
                 }
-                size = self._size(db)
                 fresh: list[Submission] = []
+                hashes: list[bytes] = []
                 outcomes: list[SubmitOutcome] = []
                 for item in batch:
                     lh = leaf_hash(item.data)
@@ -324,28 +316,47 @@ class PostgresStorage:
                     seen[(item.client, item.nonce)] = (size + len(fresh), lh)
                     outcomes.append(SubmitOutcome(size + len(fresh), lh, False))
                     fresh.append(item)
-                if fresh:
-                    result = self._append_locked(db, [s.data for s in fresh])
-                    head = TreeHead(result.tree_size, result.root)
-                    with (
-                        db.cursor() as cur,
-                        cur.copy(
-                            "COPY ledger_submissions (client, nonce, idx, leaf_hash) FROM STDIN"
-                        ) as copy,
-                    ):
-                        for item, outcome in zip(batch, outcomes, strict=True):
-                            if not outcome.replay:
-                                copy.write_row(
-                                    (item.client, item.nonce, outcome.index, outcome.leaf_hash)
-                                )
-                    note = sign(head.size, head.root)
-                    self.set_meta(LAST_CHECKPOINT_META, note)
-                    return outcomes, head, note
-                head = self.tree_head()
-                return outcomes, head, self.get_meta(LAST_CHECKPOINT_META) or ""
+                    hashes.append(lh)
+                if not fresh:
+                    head = TreeHead(size, frontier_root(self._frontier_of(size)))
+                    return outcomes, head, self.get_meta(LAST_CHECKPOINT_META) or ""
+                self._check_floor(size, floor)
+                frontier = self._frontier_of(size)
+                leaf_rows, node_rows = append_rows(
+                    frontier, size, [s.data for s in fresh], node_key
+                )
+                head = TreeHead(size + len(fresh), frontier_root(frontier))
+                note = sign(head.size, head.root)
+                indexes = [row[0] for row in leaf_rows]
+                db.execute(
+                    SUBMIT_WRITE,
+                    (
+                        indexes,
+                        [row[1] for row in leaf_rows],
+                        hashes,
+                        [row[0] for row in node_rows],
+                        [row[1] for row in node_rows],
+                        [s.client for s in fresh],
+                        [s.nonce for s in fresh],
+                        indexes,
+                        hashes,
+                        LAST_CHECKPOINT_META,
+                        note,
+                    ),
+                )
+                self._cached_frontier = (head.size, list(frontier))
+                return outcomes, head, note
         except BaseException:
             self._cached_frontier = None
             raise
+
+    @staticmethod
+    def _state_params(batch: Sequence[Submission]) -> dict[str, Any]:
+        return {
+            "clients": [s.client for s in batch],
+            "nonces": [s.nonce for s in batch],
+            "meta": LAST_CHECKPOINT_META,
+        }
 
     def add_checkpoint(self, size: int, root: bytes, origin: str, note: str, signed_at: str) -> int:
         """See :class:`LedgerStorage`."""

@@ -88,14 +88,22 @@ class Spool:
         )
         return int(cursor.lastrowid or 0)
 
-    def pending(self, url: str) -> list[tuple[int, str, str, bytes]]:
-        """``(seq, client, nonce, leaf data)`` of the events still to send to ``url``, in order."""
+    def pending(self, url: str, client: str | None = None) -> list[tuple[int, str, str, bytes]]:
+        """``(seq, client, nonce, leaf data)`` of the events still to send to ``url`` (only
+        ``client``'s when given), in order."""
         rows = self._db.execute(
             "SELECT seq, client, nonce, leaf FROM events WHERE url = ? AND state = 'pending'"
-            " ORDER BY seq",
-            (url,),
+            " AND (? IS NULL OR client = ?) ORDER BY seq",
+            (url, client, client),
         ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in rows]
+
+    def waiting(self) -> dict[tuple[str, str], int]:
+        """How many events wait, per ``(url, client)``."""
+        rows = self._db.execute(
+            "SELECT url, client, count(*) FROM events WHERE state = 'pending' GROUP BY url, client"
+        ).fetchall()
+        return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
 
     def _mark(self, seq: int, state: str, index: int | None, detail: str | None) -> None:
         self._db.execute(
@@ -110,11 +118,13 @@ class Spool:
         *,
         log_key: PublicKey | None = None,
         log_key_name: str | None = None,
+        client_name: str | None = None,
     ) -> FlushResult:
-        """Submit the pending events for ``url`` in order (module docstring). With ``log_key``,
-        each answer's signed checkpoint and inclusion proof are checked too."""
+        """Submit the pending events for ``url`` in order (module docstring), only those of
+        ``client_name`` when given (``key`` signs them). With ``log_key``, each answer's signed
+        checkpoint and inclusion proof are checked too."""
         result = FlushResult()
-        queue = self.pending(url)
+        queue = self.pending(url, client_name)
         if not queue:
             return result
         with LedgerClient(url) as client:
@@ -143,5 +153,5 @@ class Spool:
                     result.submitted.append((seq, int(index)))
             except Unreachable as exc:
                 result.unreachable = exc.message
-        result.pending = len(self.pending(url))
+        result.pending = len(self.pending(url, client_name))
         return result

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -39,23 +40,27 @@ from attest.certificate.signing import (
     PrivateKey,
     PublicKey,
     b64decode_strict,
-    canonical_json,
+    canonical_json_text,
     ed25519_point_problem,
     load_public_key,
     verify_signature,
 )
-from attest.core.io import sha256_bytes
+from attest.core.io import StrictJSONError, loads_strict, sha256_bytes
 from attest.core.strict_yaml import load_yaml_mapping
 from attest.core.validation import validation_problems
 from attest.errors import ConfigError, InputError
-from attest.ledger.entries import Event, LedgerEntry, utc_now
+from attest.ledger.entries import Event, LedgerEntry, leaf_data_of, utc_now
+from attest.ledger.service.tiles import MAX_ENTRY_BYTES
 
 __all__ = [
     "DOMAIN",
     "MAX_BODY_BYTES",
     "SUBMISSION_FORMAT",
+    "CheckedWrite",
     "ClientPolicy",
     "SubmissionRequest",
+    "WriteRefused",
+    "check_write",
     "load_clients",
     "new_nonce",
     "sign_submission",
@@ -85,6 +90,16 @@ class SubmissionRequest(BaseModel):
     entry: dict[str, Any]
     signature: Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
+    def header(self) -> dict[str, str]:
+        """The signed fields but ``entry`` (whose leaf data's digest takes its place)."""
+        return {
+            "format": self.format,
+            "origin": self.origin,
+            "client": self.client,
+            "nonce": self.nonce,
+            "time": self.time,
+        }
+
     def verify(self, key: PublicKey, leaf_data: bytes) -> bool:
         """True when the signature verifies under ``key`` for this request carrying the
         entry whose leaf data is ``leaf_data``."""
@@ -92,8 +107,7 @@ class SubmissionRequest(BaseModel):
             signature = b64decode_strict(self.signature)
         except Exception:
             return False
-        header = self.model_dump(mode="json", exclude={"signature", "entry"})
-        message = signed_message(header, leaf_data)
+        message = signed_message(self.header(), leaf_data)
         if not isinstance(key, ed25519.Ed25519PublicKey):
             return verify_signature(key, signature, message)
         # The listed key was checked when clients.yaml was loaded (check_public_key); per
@@ -107,14 +121,21 @@ class SubmissionRequest(BaseModel):
         return True
 
     def seconds_from(self, now: datetime) -> float:
-        """How far ``time`` is from ``now``, in seconds (absolute)."""
-        sent = datetime.strptime(
-            self.time.replace("Z", "+0000"), _TIME_FORMATS[len(self.time) > 20]
+        """How far ``time`` is from ``now``, in seconds (absolute); ValueError for a time the
+        pattern lets through but the calendar does not have (month 13, second 60)."""
+        t = self.time  # YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z, checked by the pattern
+        fraction = t[20:-1]
+        sent = datetime(
+            int(t[0:4]),
+            int(t[5:7]),
+            int(t[8:10]),
+            int(t[11:13]),
+            int(t[14:16]),
+            int(t[17:19]),
+            int(fraction.ljust(6, "0")) if fraction else 0,
+            tzinfo=timezone.utc,
         )
         return abs((now - sent).total_seconds())
-
-
-_TIME_FORMATS = {False: "%Y-%m-%dT%H:%M:%S%z", True: "%Y-%m-%dT%H:%M:%S.%f%z"}
 
 
 def new_nonce() -> str:
@@ -125,7 +146,7 @@ def new_nonce() -> str:
 def signed_message(header: dict[str, Any], leaf_data: bytes) -> bytes:
     """What a write's signature covers: :data:`DOMAIN`, then the canonical JSON of its fields
     but ``signature``, with ``entry`` replaced by the sha256 (hex) of the entry's leaf data."""
-    return DOMAIN + canonical_json({**header, "entry": sha256_bytes(leaf_data)})
+    return DOMAIN + canonical_json_text({**header, "entry": sha256_bytes(leaf_data)})
 
 
 def sign_submission(
@@ -153,15 +174,86 @@ def sign_submission(
     }
 
 
-def parse_entry(entry: dict[str, Any]) -> LedgerEntry:
-    """The entry of a write, which must be given with every field, as the leaf records it."""
+def parse_entry(entry: dict[str, Any]) -> tuple[LedgerEntry, bytes]:
+    """The entry of a write, which must be given with every field, as the leaf records it,
+    and its leaf data (encoded once, from the dump that checked it)."""
     try:
         parsed = LedgerEntry.model_validate(entry)
     except ValidationError as exc:
         raise InputError(f"entry: {validation_problems(exc, limit=3)}") from None
-    if parsed.model_dump(mode="json") != entry:
+    dumped = parsed.model_dump(mode="json")
+    if dumped != entry:
         raise InputError("entry: give every field, exactly as the ledger records it")
-    return parsed
+    return parsed, leaf_data_of(dumped)
+
+
+class WriteRefused(Exception):
+    """A write the service refuses: the HTTP ``status``, the error ``code`` and a message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True)
+class CheckedWrite:
+    """A write that passed every check: who sent it, its nonce, the entry's leaf data."""
+
+    client: str
+    nonce: str
+    leaf_data: bytes
+    event: str
+
+
+def check_write(
+    body: bytes, *, origin: str, policy: ClientPolicy, now: datetime | None = None
+) -> CheckedWrite:
+    """Every check of ``POST /add`` on the body (module docstring), each refusal a
+    :class:`WriteRefused`: the body parsed once (strict JSON), validated once (the request,
+    then its entry), the leaf data encoded once and both the signature's message and the
+    appended leaf made from those bytes."""
+    try:
+        sent = SubmissionRequest.model_validate(loads_strict(body, max_depth=16))
+    except StrictJSONError as exc:
+        raise WriteRefused(400, "MALFORMED", f"the body is not strict JSON: {exc}") from None
+    except ValidationError as exc:
+        raise WriteRefused(400, "MALFORMED", validation_problems(exc, limit=3)) from None
+    if not policy.clients:
+        raise WriteRefused(
+            403, "READ_ONLY", "this service accepts no writes (clients.yaml lists none)"
+        )
+    if sent.origin != origin:
+        raise WriteRefused(400, "WRONG_ORIGIN", f"this log is {origin!r}, not {sent.origin!r}")
+    key = policy.key_of(sent.client)
+    if key is None:
+        raise WriteRefused(401, "UNKNOWN_CLIENT", f"client {sent.client!r} is not listed")
+    try:
+        entry, data = parse_entry(sent.entry)
+    except InputError as exc:
+        raise WriteRefused(400, "MALFORMED", exc.message) from None
+    if not sent.verify(key, data):
+        raise WriteRefused(
+            401, "SIGNATURE_INVALID", f"the signature does not verify under {sent.client!r}'s key"
+        )
+    try:
+        skew = sent.seconds_from(now or now_utc())
+    except ValueError:
+        raise WriteRefused(400, "MALFORMED", f"time {sent.time!r} is not a real date") from None
+    if skew > MAX_SKEW_S:
+        raise WriteRefused(
+            400,
+            "REQUEST_EXPIRED",
+            f"the request time is over {MAX_SKEW_S:.0f} s from the service's clock",
+        )
+    if not policy.may_write(sent.client, entry.event):
+        raise WriteRefused(
+            403,
+            "ENTRY_TYPE_NOT_ALLOWED",
+            f"client {sent.client!r} may not write {entry.event!r} entries",
+        )
+    if len(data) > MAX_ENTRY_BYTES:
+        raise WriteRefused(413, "BODY_TOO_LARGE", f"the entry is over {MAX_ENTRY_BYTES} bytes")
+    return CheckedWrite(sent.client, sent.nonce, data, entry.event)
 
 
 class _ClientFile(BaseModel):

@@ -258,3 +258,31 @@ def test_fast_canonical_check_agrees_with_rfc8785(
     quick = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     assert quick == canonical_json(plain) == entry.leaf_data
     assert entry_from_leaf_data(entry.leaf_data) == entry
+
+
+_JSON_TEXT_ONLY = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.text(st.characters(blacklist_categories=("Cs",)))),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.text(st.characters(max_codepoint=127), max_size=8), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON_TEXT_ONLY)
+def test_canonical_json_text_is_rfc8785_for_values_without_numbers(value: object) -> None:
+    """Any text (controls, U+2028, astral characters, quotes, backslashes), booleans, null,
+    nested arrays and objects with ASCII keys: the fast encoder gives the rfc8785 bytes."""
+    from attest.certificate.signing import canonical_json_text
+
+    assert canonical_json_text(value) == canonical_json(value)
+
+
+def test_canonical_json_text_refuses_a_lone_surrogate_as_rfc8785_does() -> None:
+    from attest.certificate.signing import canonical_json_text
+    from attest.errors import SigningError
+
+    with pytest.raises(SigningError):
+        canonical_json_text({"a": "\ud800"})

@@ -409,7 +409,8 @@ def test_table_is_large_and_covers_the_codes() -> None:
 
     covered = {code for _, code in TABLE}
     # ENVIRONMENT_MISMATCH needs the deployment extension; it is tested in test_verify_env.
-    assert set(REASON_CODES) - covered <= {"ENVIRONMENT_MISMATCH"}
+    # REVOCATION_STATUS_UNKNOWN comes from verify --ledger URL (tests/cli/test_cli_ledger_service).
+    assert set(REASON_CODES) - covered <= {"ENVIRONMENT_MISMATCH", "REVOCATION_STATUS_UNKNOWN"}
 
 
 def test_the_untampered_certificate_verifies(world: World) -> None:

@@ -366,3 +366,27 @@ def test_compressed_p256_point_is_the_same_key() -> None:
     compressed = load_public_key_pem(p256_pem(bytes([2 + (y & 1)]) + x.to_bytes(32, "big")))
     plain = load_public_key_pem(p256_pem(_xy(x, y)))
     assert key_id(compressed) == key_id(plain)
+
+
+def test_the_curve_check_agrees_with_eulers_criterion() -> None:
+    """The Jacobi symbol that decides "on the curve" gives Euler's criterion's answer on
+    random y, on y next to 0 and p, and on points of real signatures."""
+    import random
+
+    from attest.certificate.signing import _ED25519_D, _jacobi, ed25519_point_problem
+
+    rng = random.Random(23)
+    ys = [rng.randrange(P) for _ in range(3000)] + [*range(2, 200), *range(P - 200, P - 1)]
+    for y in ys:
+        u, v = y * y - 1, _ED25519_D * y * y + 1
+        euler = pow(u * pow(v, -1, P) % P, (P - 1) // 2, P)
+        assert _jacobi(u * v, P) == {0: 0, 1: 1, P - 1: -1}[euler], y
+        problem = ed25519_point_problem(_le(y))
+        assert (problem == "is not a point on the Ed25519 curve") == (euler == P - 1), y
+    for _ in range(50):
+        key = ed25519.Ed25519PrivateKey.generate()
+        assert ed25519_point_problem(key.sign(b"m")[:32]) is None
+        raw = key.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+        assert ed25519_point_problem(raw) is None

@@ -123,7 +123,7 @@ def test_full_tiles_and_the_level_one_tile(world: World) -> None:
 
 def test_refusals_append_nothing(world: World) -> None:
     good = signed_body("infer-01", world.infer_key)
-    cases: list[tuple[int, str, httpx.Response]] = [
+    cases: list[tuple[int, str | None, httpx.Response]] = [
         (401, "UNKNOWN_CLIENT", world.post(signed_body("nobody", world.other_key))),
         (401, "SIGNATURE_INVALID", world.post(signed_body("infer-01", world.other_key))),
         (
@@ -171,9 +171,16 @@ def test_refusals_append_nothing(world: World) -> None:
             world.post(signed_body("infer-01", world.infer_key, time="2020-01-01T00:00:00Z")),
         ),
         (400, "MALFORMED", world.post({**good, "extra": 1})),
+        (  # the pattern lets it through, the calendar does not: refused, not a server error
+            400,
+            "MALFORMED",
+            world.post(signed_body("infer-01", world.infer_key, time="2026-02-30T00:00:00Z")),
+        ),
+        (405, None, httpx.get(world.url + "add", timeout=5)),  # writes are POSTs
     ]
     for status, code, response in cases:
-        assert (response.status_code, response.json()["error"]) == (status, code), response.text
+        error = response.json()["error"] if code else None
+        assert (response.status_code, error) == (status, code), response.text
     assert world.size() == 0
     assert world.post(good).status_code == 200
     replay = world.post(good)
