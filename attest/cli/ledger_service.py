@@ -218,11 +218,8 @@ def remote_ledger(
     client: str | None,
     client_key: Path | None,
     log_key: Path | None,
-    *,
-    need_log_key: bool = False,
 ) -> RemoteLedger:
-    """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2);
-    ``need_log_key``: ``attest verify``, which reads the log's revocations."""
+    """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2)."""
     from attest.certificate.signing import load_private_key
     from attest.ledger.checkpoint import load_checkpoint_key
 
@@ -238,12 +235,6 @@ def remote_ledger(
             "--ledger URL needs the httpx package",
             hint="pip install 'gradient-attest[ledger-service]' (or httpx alone)",
         ) from None
-    if need_log_key and log_key is None:
-        raise InputError(
-            "attest verify --ledger URL needs --ledger-log-key: the log's public key, to read"
-            " the revocations the log holds only from a log that verifies",
-            hint="the ledger service prints its verifier key at start; or set ATTEST_LEDGER_LOG_KEY",
-        )
     key = load_private_key(client_key)
     return RemoteLedger(
         url, client, key, load_checkpoint_key(log_key) if log_key is not None else None
@@ -319,7 +310,7 @@ def remote_revocations(
     from attest.ledger.service.client import Unreachable
     from attest.ledger.service.remote_audit import mirror_log
 
-    if target.log_key is None:  # remote_ledger(..., need_log_key=True) refused this already
+    if target.log_key is None:  # attest verify reads them only with the key
         raise InputError("--ledger URL needs --ledger-log-key to read the log's revocations")
     copy = remote_copy_path(target.url)
     key, name = target.log_key

@@ -125,7 +125,8 @@ def remote_ledger_options(f: F) -> F:
         envvar="ATTEST_LEDGER_LOG_KEY",
         type=click.Path(dir_okay=False, path_type=Path),
         help="With --ledger URL: the log's public key; the service's answer (signed checkpoint, "
-        "inclusion proof) is then checked (env ATTEST_LEDGER_LOG_KEY).",
+        "inclusion proof) is then checked, and verify also reads the revocations the log holds, "
+        "rejecting the certificate when they cannot be read (env ATTEST_LEDGER_LOG_KEY).",
     )(f)
     f = click.option(
         "--ledger-client-key",
@@ -292,16 +293,20 @@ def verify(
     if is_url(ledger):
         from attest.cli.ledger_service import remote_ledger, remote_revocations
 
-        remote = remote_ledger(
-            str(ledger), ledger_client, ledger_client_key, ledger_log_key, need_log_key=True
-        )
+        remote = remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
     record = _recorder(ledger, remote)
     revocations = _revocations(revocation_files, ledger)
     unknown: tuple[str, str] | None = None  # the remote log's revocations could not be read
     remote_note: str | None = None
-    if remote is not None:
+    if remote is not None and remote.log_key is not None:
         found, unknown, remote_note = remote_revocations(remote)
         revocations += found
+    elif remote is not None:  # submission only: the log's revocations need its key
+        remote_note = (
+            "revocations held by the ledger service were not read (give --ledger-log-key to"
+            " read them from a log that verifies; a certificate is then rejected when they"
+            " cannot be read)"
+        )
     if no_state:
         state_file = None
     elif state_file is None:
