@@ -1,25 +1,31 @@
-"""``attest collect --workers N``: the check runners of one collect split over N processes.
+"""``attest collect --workers N``: one collect's independent work split over N processes.
 
-The runners of :data:`attest.collection.CHECK_RUNNERS` are independent once the reference
-capture exists: each starts from the same random state (:func:`attest.collection.reseed`),
-reads only the spec, the settings, the capture and the topology verdict, and keeps its own
-hand-offs (gradient graph, IG state) to itself. So a collect can run them in several
-processes, each repeating the reference capture (about one forward+backward) and the topology
-check, and join their results: the same checks with the same figures as one process, bit for
-bit where the backend is deterministic (tests/unit/collection/test_parallel.py holds a
-two-worker collect to a one-worker one).
+The unit is a runner's piece (:mod:`attest.collection.pieces`): gradcheck's operator groups,
+kinks and the gradient checks that hand each other data; the profiler's float64 pass, each
+determinism repeat and the thread-count run; IG's input groups, each randomization stage and
+the repeated batch of ``ig_determinism``. A runner that declares no pieces (export, training)
+is one unit. Every piece depends only on the spec, the settings, the reference capture and its
+key (and random state seeded from them), and a runner in one process computes the very same
+pieces one after another and joins them with the same code, so the split collect gives the
+same checks, figures and attributions as one process, bit for bit where the backend is
+deterministic (tests/unit/collection/test_parallel.py holds a two-worker collect to a
+one-worker one).
 
-Part 0 runs in this process and holds the profiler's runner (the per-operator rows come from
-its measurements); the other runners go to the least loaded part by their estimated cost
-(:data:`attest.collection.budget.PHASE_COST` and the settings' knobs, in forward+backward
-units). The other parts run in a local process pool (``spawn``: a fresh interpreter each) or,
+Part 0 runs in this process: the topology check, the pieces marked ``here`` (the float64 pass
+writes the per-operator rows' figures into this process's profile) and its share of the rest;
+:func:`plan_parts` gives every other unit, largest first, to the least loaded part by its
+estimated cost (forward+backward units, :mod:`attest.collection.budget`). Every other part
+repeats the reference capture (about one forward+backward) and the topology check, and checks
+that it captured the same operators (:func:`operators_digest`). The joins run here once every
+part is back. The parts run in a local process pool (``spawn``: a fresh interpreter each) or,
 with ``--ray ADDRESS``, as Ray tasks that receive the spec's folder through the object store
 (:mod:`attest.collection.cluster.bundle`). A part's exported files come back as bytes and are
-written where this collect writes them.
+written where this collect writes them. The evidence's phases say which worker ran which
+pieces (``PhaseRecord.worker``, ``PhaseRecord.pieces``).
 
 Why hand-written: torch's own parallel tools (DataParallel, torch.distributed) split one
 model's batch, not a collect's independent checks; concurrent.futures and Ray do the process
-work, this module only decides which runner goes where and joins the results.
+work, this module only decides which piece goes where and joins the results.
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ def _phase(runner: str) -> str:
 
 def _cost(runner: str, settings: CheckSettings, spec: LoadedSpec) -> float:
     phase = _phase(runner)
+    if phase == "training" and spec.training is None:
+        return 0.1  # not_applicable at once
     cost = PHASE_COST.get(phase, 1.0)
     for knob in KNOBS:
         if knob.phase == phase:

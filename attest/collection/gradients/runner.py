@@ -30,7 +30,6 @@ from typing import Any
 
 import torch
 
-from attest.collection.budget import PHASE_COST
 from attest.collection.capture.run import mixed_precision_hint
 from attest.collection.context import CollectContext
 from attest.collection.gradients import accumulation, custom_ops, kinks, second_order
@@ -130,9 +129,15 @@ def run_each(
 
 # --- pieces (attest.collection.pieces): gradcheck's operator groups, kinks, the rest --------
 
-# Estimated shares of the runner's cost (budget.PHASE_COST["gradients"] and its knobs, in
-# forward+backward units): gradcheck's base and one unit per direction, kinks, the rest.
-_GRADCHECK_BASE, _KINKS = 2.0, 1.0
+# Estimated costs in forward+backward units, per check as bench_certify.py measured them on
+# resnet18 (docs/benchmarks.md: gradcheck 26.5 F at 4 directions, kinks 4.9, gradient flow
+# and accumulation 15.4, second_order 18.2 at 3 directions): they only balance the workers.
+_GRADCHECK_PER_DIRECTION, _KINKS, _FLOW_ACCUMULATION, _SECOND_ORDER_PER_DIRECTION = (
+    6.6,
+    5.0,
+    15.4,
+    6.1,
+)
 
 
 def pieces(ctx: CollectContext) -> list[Piece]:
@@ -140,9 +145,8 @@ def pieces(ctx: CollectContext) -> list[Piece]:
     groups = operator_groups(ctx)
     work = [sum(operator_work(r) for r in group) for group in groups]
     total = sum(work) or 1.0
-    gradcheck = _GRADCHECK_BASE + 1.0 * ctx.settings.gradcheck_directions
-    rest = PHASE_COST["gradients"] - _GRADCHECK_BASE - _KINKS
-    rest += 3.0 * ctx.settings.second_order_directions
+    gradcheck = _GRADCHECK_PER_DIRECTION * ctx.settings.gradcheck_directions
+    rest = _FLOW_ACCUMULATION + _SECOND_ORDER_PER_DIRECTION * ctx.settings.second_order_directions
     return [
         *(Piece(group_key(g), gradcheck * w / total) for g, w in enumerate(work)),
         Piece("kinks", _KINKS),

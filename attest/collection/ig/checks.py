@@ -120,12 +120,18 @@ def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
     with threads(spec.threads):
         say("integrated gradients: ig_baseline")
         model = ctx.fresh_model()
-        results.append(_guarded("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params)))
+        results.append(
+            _guarded("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params))
+        )
         say("integrated gradients: ig_monotonicity")
         results.append(_guarded("ig_monotonicity", lambda: monotonicity(ctx, main, base_params)))
-    results.append(_from_pieces("ig_randomization", stages, lambda: randomization(ctx, stages, base_params)))
+    results.append(
+        _from_pieces("ig_randomization", stages, lambda: randomization(ctx, stages, base_params))
+    )
     repeats = outputs["repeats"]
-    results.append(_from_pieces("ig_determinism", [repeats], lambda: _with(repeats["result"], base_params)))
+    results.append(
+        _from_pieces("ig_determinism", [repeats], lambda: _with(repeats["result"], base_params))
+    )
     ctx.ig.attributions = encode_attributions(
         main.attributions.cpu().numpy(),
         inputs.detach().cpu().to(torch.float64).numpy(),
@@ -145,9 +151,7 @@ def _with(result: CheckResult, params: dict[str, Any]) -> CheckResult:
     return result.model_copy(update={"parameters": {**params, **result.parameters}})
 
 
-def _from_pieces(
-    check: str, outputs: list[Any], compute: Callable[[], CheckResult]
-) -> CheckResult:
+def _from_pieces(check: str, outputs: list[Any], compute: Callable[[], CheckResult]) -> CheckResult:
     """A check read off pieces' outputs: ``error`` naming the first piece that raised."""
     failed = next((o["error"] for o in outputs if isinstance(o, dict) and "error" in o), None)
     if failed is not None:

@@ -143,9 +143,10 @@ def input_groups(n: int) -> list[tuple[int, int]]:
     return [(bounds[g], bounds[g + 1]) for g in range(count)]
 
 
-# Estimated shares of the runner's cost (budget.PHASE_COST["ig"] and its knobs, in
-# forward+backward units): the main IG, each randomization stage, the repeated batch.
-_IG, _STAGE, _REPEATS = 6.0, 1.0, 1.0
+# Estimated costs in forward+backward units, as bench_certify.py measured them on resnet18
+# (docs/benchmarks.md: the adaptive path 34 F at a tolerance of 1e-3, ig_randomization 15 F
+# over 4 stages, ig_determinism 3 F at 2 repeats): they only balance the workers.
+_IG, _STAGE, _REPEAT = 34.0, 3.7, 1.5
 
 
 def pieces(ctx: CollectContext) -> list[Piece]:
@@ -154,12 +155,12 @@ def pieces(ctx: CollectContext) -> list[Piece]:
     if ctx.settings.ig_max_inputs is not None:
         n = min(n, ctx.settings.ig_max_inputs)
     groups = input_groups(n)
-    main = _IG * 6.0 * (1e-3 / ctx.settings.ig_tolerance) ** 0.25
+    main = _IG * (1e-3 / ctx.settings.ig_tolerance) ** 0.25
     stages = max(1, ctx.settings.ig_randomization_max_layers)
     return [
         *(Piece(f"inputs/{g:03d}", main * (e - s) / max(1, n)) for g, (s, e) in enumerate(groups)),
         *(Piece(f"randomization/{j:02d}", _STAGE) for j in range(stages + 1)),
-        Piece("repeats", _REPEATS),
+        Piece("repeats", _REPEAT * max(2, ctx.settings.ig_repeats)),
     ]
 
 
@@ -175,7 +176,9 @@ def run_piece(ctx: CollectContext, key: str) -> Any:
                 index = int(key.partition("/")[2])
                 if index == 0:
                     settings = prepared.settings
-                    say(f"integrated gradients: {settings.ig_method}, up to {settings.ig_max_steps} steps")
+                    say(
+                        f"integrated gradients: {settings.ig_method}, up to {settings.ig_max_steps} steps"
+                    )
                 started = time.perf_counter()
                 result = _group(ctx, prepared, index)
                 return {"result": result, "duration_s": time.perf_counter() - started}
