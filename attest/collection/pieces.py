@@ -78,9 +78,10 @@ def reseed(seed: int) -> None:
 
 def piece_seed(seed: int, key: str) -> int:
     """The seed of a piece's own random draws: from the collect's seed and the piece's key only
-    (63 bits of sha256), so no piece's draws depend on how many were drawn before it."""
+    (53 bits of sha256: the evidence records it, and JSON's safe integers end at 2^53), so no
+    piece's draws depend on how many were drawn before it."""
     digest = hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
+    return int.from_bytes(digest[:8], "big") >> 11
 
 
 def in_key_order(outputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,11 @@ Library use, on a context the orchestrator (or a test) built::
     for result in runner.run(ctx):
         print(result.check, result.status, [i.subject.label() for i in result.failed_items])
 
+The checks run as pieces (:mod:`attest.collection.pieces`, which ``attest collect --workers``
+spreads over processes): gradcheck's operator groups
+(:mod:`~attest.collection.gradients.gradcheck_groups`), ``kinks``, and the rest together,
+since they hand each other data (``rest``); :func:`join` puts the results in order.
+
 The per-operator checks re-run each captured operator alone on its own captured arguments,
 so they do not depend on the operator alignment that a failed ``topology`` check withdraws.
 """

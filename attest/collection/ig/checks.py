@@ -1,8 +1,9 @@
 """The integrated-gradients sanity checks (``ig_*``); see docs/ig.md.
 
-``run(ctx)`` computes IG once on the probe inputs (adaptive steps, the spec's baseline and
-target, the deployed precision, the spec's thread count) and reads six checks off it and
-off a few extra runs:
+``run(ctx)`` computes IG on the probe inputs (adaptive steps, the spec's baseline and
+target, the deployed precision, the spec's thread count), group of inputs by group of inputs,
+and reads six checks off it and off a few extra runs; the groups and the extra runs are the
+pieces of :mod:`attest.collection.ig.split` (``attest collect --workers`` spreads them):
 
 - ``ig_completeness``: per input, ``|sum(attr) - (F(x) - F(b))| / |F(x) - F(b)|`` in float64;
 - ``ig_convergence``: the error curve as steps double, and the steps needed;
