@@ -155,7 +155,7 @@ def child_checks(name: str) -> dict[str, Any]:
         checks[check_id] = {
             "status": result.status,
             "parameters": {
-                k: v for k, v in result.parameters.items() if k in ("batch", "batch_note")
+                k: v for k, v in result.parameters.items() if k in ("batch", "crop", "batch_note")
             },
             "model_items": [
                 {k: i.metrics.get(k) for k in ("eps", "difference", "max_rel_error")}
@@ -288,10 +288,14 @@ class _OnceSigmoidTimes(_SigmoidTimes):
 
 
 class _DefectNet(nn.Module):
-    def __init__(self, where: str) -> None:
+    """``side`` 8: the table's 8x8 images and a linear head over the 4x4 map; a larger side
+    pools to 4x4 first (fully convolutional, so ``second_order`` runs on the central crop)."""
+
+    def __init__(self, where: str, side: int = 8) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
         self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(4) if side > 8 else nn.Identity()
         self.head = nn.Linear(8 * 4 * 4, 3)
         self.where = where
 
@@ -305,7 +309,7 @@ class _DefectNet(nn.Module):
         else:
             _Softplus.mask = None
         h = _Softplus.apply(h)
-        h = F.max_pool2d(torch.tanh(self.conv2(h)), 2)
+        h = self.pool(F.max_pool2d(torch.tanh(self.conv2(h)), 2))
         return self.head(h.flatten(1))
 
 
@@ -324,7 +328,9 @@ DEFECTS = {
 }
 
 
-def detection(seeds: int, overrides: dict[str, Any], only: str | None = None) -> dict[str, float]:
+def detection(
+    seeds: int, overrides: dict[str, Any], only: str | None = None, side: int = 8
+) -> dict[str, float]:
     """The share of seeds whose model-level HVP items flag the defect (fail, or raise)."""
     from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
     from attest.collection.gradients import second_order
@@ -339,10 +345,10 @@ def detection(seeds: int, overrides: dict[str, Any], only: str | None = None) ->
             _Softplus.mode = mode
             _SigmoidTimes.factor = float(mode.split("_")[1]) if mode.startswith("second") else 1.0
             torch.manual_seed(seed)
-            state = _DefectNet(where).state_dict()
+            state = _DefectNet(where, side).state_dict()
 
             def build(state: dict[str, Any] = state, where: str = where) -> nn.Module:
-                model = _DefectNet(where)
+                model = _DefectNet(where, side)
                 model.load_state_dict(state)
                 return model
 
@@ -354,7 +360,7 @@ def detection(seeds: int, overrides: dict[str, Any], only: str | None = None) ->
                 factory="bench:defect",
                 factory_args={},
                 build_model=build,
-                inputs=torch.randn(4, 1, 8, 8, generator=generator),
+                inputs=torch.randn(4, 1, side, side, generator=generator),
                 labels=torch.randint(0, 3, (4,), generator=generator),
                 loss_fn=_loss,
                 loss="bench:cross_entropy",
@@ -384,12 +390,15 @@ def main() -> None:
         "--set", nargs="*", default=[], metavar="KNOB=VALUE", help="CheckSettings for --detection"
     )
     parser.add_argument("--only", help="--detection: the defects whose label contains this")
+    parser.add_argument(
+        "--side", type=int, default=8, help="--detection: image side (32+: second_order crops)"
+    )
     parser.add_argument("--child", nargs=2, metavar=("KIND", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
     if args.detection:
         overrides = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
-        detection(args.detection, overrides, args.only)
+        detection(args.detection, overrides, args.only, args.side)
         return
     if args.child:
         kind, name = args.child

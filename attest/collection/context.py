@@ -8,14 +8,16 @@ turns any exception into an ``error`` result, so a failing check never stops the
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
 from attest.collection.capture.records import OpRecord, target_scalar
+from attest.collection.capture.spill import Pager
 from attest.collection.gradients.shared_model import SharedModel
 from attest.collection.gradients.state import GradientState
 from attest.collection.ig.state import IGState
@@ -23,6 +25,8 @@ from attest.collection.profile.state import ProfileState
 from attest.core.progress import ProgressFn
 from attest.evidence.model import ExportRecord
 from attest.spec import LoadedSpec, TargetSpec
+
+T = TypeVar("T")
 
 __all__ = [
     "CheckSettings",
@@ -116,6 +120,9 @@ class CheckSettings:
     # mode examples are independent, so any one runs every operator's double backward, at 1/N
     # of the float64 double backward's time and memory (docs/gradient-checks.md)
     second_order_batch: int | None = 1
+    # ...and, for images and volumes, on the central half of each side when the model runs the
+    # same operators there (attest.collection.gradients.sub_probe)
+    second_order_crop: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -155,6 +162,25 @@ class CollectContext:
         if shared is None:
             shared = self._shared[dtype] = SharedModel(lambda: self.fresh_model(dtype))
         return shared.get()
+
+    def release_spill_pages(self) -> None:
+        """Give back the pages of run 0's spill file that this process has read: they stay in
+        the page cache and fault back in when read again (see
+        :meth:`attest.collection.capture.spill.SpillFile.release`). Checks that read many
+        captured operators call it as they go, so that their resident set holds the operators
+        at hand, not every one read so far."""
+        profile = self.profiler.profile
+        for spill in profile.spills if profile is not None else []:
+            spill.release()
+
+    def paged(self, records: Iterable[T]) -> Iterator[T]:
+        """``records`` (captured operators), giving back the spill file's pages every
+        :data:`~attest.collection.capture.spill.PAGED_EVERY` of them: a check that reads each
+        operator once then holds a few operators' arguments, not all of run 0's."""
+        pager = Pager(self.release_spill_pages)
+        for record in records:
+            yield record
+            pager.tick()
 
     def release_shared_models(self) -> None:
         """Drop the shared instances and their snapshots (when the gradient checks are done)."""

@@ -154,7 +154,7 @@ def run_checks(
         with PhaseMeter() as meter, plain:
             produced = _run_one(ctx, runner, name)
             gc.collect()  # what the runner built and dropped goes before the next one starts
-            _release_spills(ctx)
+            ctx.release_spill_pages()
         usage = meter.usage
         phases.append(_phase_record(phase_name(runner), [r.check for r in produced], usage))
         for result in produced:
@@ -211,13 +211,6 @@ def _run_one(ctx: CollectContext, runner: Runner, name: str) -> list[CheckResult
     return produced
 
 
-def _release_spills(ctx: CollectContext) -> None:
-    """Give back the spill file's pages a phase read (they stay in the page cache)."""
-    profile = ctx.profiler.profile
-    for spill in profile.spills if profile is not None else []:
-        spill.release()
-
-
 def _require_headroom(capture: PhaseRecord, phase: str) -> None:
     """Refuse a phase the machine has no memory for: each phase holds at most about what run
     0 held at its peak (the model's activations and gradients plus run 0's reference before it
@@ -272,7 +265,7 @@ def measure_capture(ctx: CollectContext) -> PhaseRecord:
             if is_out_of_memory(exc):
                 raise out_of_memory_error(exc, "the reference capture") from None
             raise
-        _release_spills(ctx)
+        ctx.release_spill_pages()
     return _phase_record("capture", [], meter.usage)
 
 
@@ -317,7 +310,7 @@ def run_pieces(
                     found[key] = PieceFailure(f"runner {runner} raised {_raised(exc)}")
                     break
             gc.collect()
-            _release_spills(ctx)
+            ctx.release_spill_pages()
         record = _phase_record(phase_name(runner), [], meter.usage)
         record.pieces = keys
         phases.append(record)

@@ -27,7 +27,7 @@ import mmap
 import os
 import tempfile
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import torch
@@ -35,13 +35,41 @@ import torch
 from attest.collection.capture.tensors import tensor_storage
 from attest.errors import CollectError
 
-__all__ = ["SpillFile", "SpilledTensor", "TensorRef", "in_spill_file", "spill_storages"]
+__all__ = [
+    "PAGED_EVERY",
+    "Pager",
+    "SpillFile",
+    "SpilledTensor",
+    "TensorRef",
+    "in_spill_file",
+    "spill_storages",
+]
 
 # Address ranges of the live maps, for :func:`in_spill_file` (the profiler's benchmark counts
 # these pages apart from tensor memory: they are page cache the kernel can evict).
 _MAPS: dict[int, tuple[int, int]] = {}
 
 _ALIGN = 64  # every storage starts on a 64-byte boundary: any dtype view of it is aligned
+# Captured operators a pass reads between two releases of the map's pages (Pager): small
+# enough that a few operators' values are resident, large enough that the release (one
+# madvise of the whole map) costs nothing next to the work.
+PAGED_EVERY = 16
+
+
+class Pager:
+    """Gives back the spill files' pages (``release``) every :data:`PAGED_EVERY` operators a
+    pass has compared (``tick``): a pass that reads run 0's values operator by operator then
+    holds a few operators' values, not every one read so far. The pages stay in the page
+    cache; reading them again is a minor fault."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self.release = release
+        self.ticks = 0
+
+    def tick(self) -> None:
+        self.ticks += 1
+        if self.ticks % PAGED_EVERY == 0:
+            self.release()
 
 
 class TensorRef(Protocol):

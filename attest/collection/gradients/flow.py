@@ -37,6 +37,7 @@ from attest.collection.gradients.diagnosis import (
     trace_parameters,
 )
 from attest.collection.gradients.state import GradientGraph
+from attest.collection.gradients.sub_probe import crop_shape
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 
 __all__ = [
@@ -163,11 +164,15 @@ def run(ctx: CollectContext) -> CheckResult:
     }
     state = ctx.gradients
     # The graph of the gradient is second_order's only when its products use the whole batch
-    # (a batch no larger than second_order_batch); otherwise they run on a sub-batch and
+    # (a batch no larger than second_order_batch, not cropped); otherwise they run on a sub-batch and
     # building (and holding) a full-batch double-backward graph here would only cost time and
     # memory: several times the float64 activations.
     n = int(x.shape[0]) if x.dim() else 1
-    graph = state.keep_graph and second_order_rows(ctx, n) == n
+    graph = (
+        state.keep_graph
+        and second_order_rows(ctx, n) == n
+        and crop_shape(x, ctx.settings.second_order_crop) is None
+    )
     measured = parameter_gradients(
         model, x, ctx.spec, labels, create_graph=graph, keep_output=state.keep_graph
     )

@@ -47,7 +47,7 @@ from attest.collection.gradients.gradcheck_cases import (
     signature,
     slice_pointwise,
 )
-from attest.collection.gradients.gradcheck_groups import GROUPS, group_settings, operator_groups
+from attest.collection.gradients.gradcheck_groups import GROUPS, group_seed, operator_groups
 from attest.collection.gradients.gradcheck_items import (
     not_rerunnable_item,
     operator_item,
@@ -131,15 +131,15 @@ def check_operator(
     settings: FiniteDifferenceSettings,
     sliced_done: set[str] | None = None,
     pool: GaussianPool | None = None,
-    cases: dict[str, tuple[BoundCall, list[int]]] | None = None,
+    cases: dict[str, tuple[OpRecord, list[int]]] | None = None,
     underivable: dict[str, set[str]] | None = None,
 ) -> CheckItem:
     """Check one captured operator; never raises (an unusable case is ``not_computed``).
 
     ``sliced_done`` collects the signatures of pointwise operators already given a
     full-Jacobian check on a slice, so each distinct one gets it once per run; ``pool``
-    shares the run's Gaussian directions; ``cases`` collects each distinct operator's
-    prepared float64 case; ``underivable`` collects, per operator, the arguments it has no
+    shares the run's Gaussian directions; ``cases`` collects, for each distinct operator, the
+    call whose float64 case was checked and the inputs it differentiates; ``underivable`` collects, per operator, the arguments it has no
     derivative formula for."""
     known = None if underivable is None else underivable.setdefault(record.op, set())
     subject = Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module)
@@ -154,7 +154,7 @@ def check_operator(
         nudged = nudge_off_kinks(record, call, use, settings.seed)
         main, use, fixed = _check_dropping_underivable(call, use, settings, pool, known)
         if cases is not None:
-            cases.setdefault(record.op, (call, use))  # reused by second_order
+            cases.setdefault(record.op, (record, use))  # second_order rebuilds the case
         checks: list[tuple[str, BackwardCheck]] = [("captured input", main)]
         sliced_note = None
         n_in = sum(call.tensors[i].numel() for i in use)
@@ -249,27 +249,28 @@ def parameters_of(settings: FiniteDifferenceSettings) -> dict[str, Any]:
         "rtol": settings.rtol,
         "full_jacobian_max_numel": settings.full_jacobian_max_numel,
         "dtype": "float64",
-        # each group's directions come from its own seed (each item records it)
+        # each group of operators draws its directions from its own seed
         "operator_groups": GROUPS,
-        "group_seed": "sha256 of (seed, 'gradcheck/NNN'), the group's key",
+        "group_seed": "53 bits of sha256 of (seed, 'gradcheck/NNN'), the group's key",
     }
 
 
 def check_group(
     ctx: CollectContext,
     index: int,
-    cases: dict[str, tuple[BoundCall, list[int]]] | None = None,
+    cases: dict[str, tuple[OpRecord, list[int]]] | None = None,
 ) -> list[CheckItem]:
     """The items of operator group ``index`` (:mod:`~attest.collection.gradients.gradcheck_groups`),
-    checked as a run of its own; ``cases`` collects each distinct operator's float64 case."""
-    settings = group_settings(fd_settings(ctx), index)
+    checked as a run of its own, its directions drawn from the group's seed; ``cases``
+    collects, for each distinct operator, the call checked and the inputs it differentiates."""
+    settings = fd_settings(ctx)
     sliced_done: set[str] = set()
-    pool = GaussianPool(settings.seed)
+    pool = GaussianPool(group_seed(settings.seed, index))
     underivable: dict[str, set[str]] = {}
-    found: dict[str, tuple[BoundCall, list[int]]] = {} if cases is None else cases
+    found: dict[str, tuple[OpRecord, list[int]]] = {} if cases is None else cases
     return [
         check_operator(record, settings, sliced_done, pool, found, underivable)
-        for record in operator_groups(ctx)[index]
+        for record in ctx.paged(operator_groups(ctx)[index])
     ]
 
 
@@ -301,11 +302,12 @@ def result_of(ctx: CollectContext, items: list[CheckItem]) -> CheckResult:
     )
 
 
-class GradcheckCases(dict[str, tuple[BoundCall, list[int]]]):
-    """The float64, kink-nudged case gradcheck checked for each distinct operator (its first
-    call that got one), for ``second_order``; built when first asked for, by checking that
-    operator's calls as its group does, so it is the same case in whatever process the group
-    ran (``second_order`` asks only when it localizes a failure)."""
+class GradcheckCases(dict[str, tuple[OpRecord, list[int]]]):
+    """For each distinct operator, the call whose float64 case gradcheck checked (its first
+    call that got one) and the inputs it differentiates, for ``second_order`` (which rebuilds
+    the case); found when first asked for, by checking that operator's calls as gradcheck
+    does, so it is the same in whatever process the groups ran (``second_order`` asks only
+    when it localizes a failure or probes every operator)."""
 
     def __init__(self, ctx: CollectContext) -> None:
         super().__init__()
@@ -319,15 +321,14 @@ class GradcheckCases(dict[str, tuple[BoundCall, list[int]]]):
         return super().__contains__(op)
 
     def _prepare(self, op: str) -> None:
-        for index, group in enumerate(operator_groups(self._ctx)):
-            settings = group_settings(fd_settings(self._ctx), index)
-            for record in group:
-                if record.op == op:
-                    found: dict[str, tuple[BoundCall, list[int]]] = {}
-                    check_operator(record, settings, set(), GaussianPool(settings.seed), found)
-                    if op in found:
-                        self[op] = found[op]
-                        return
+        settings = fd_settings(self._ctx)
+        for record in self._ctx.operators or []:
+            if record.op == op:
+                found: dict[str, tuple[OpRecord, list[int]]] = {}
+                check_operator(record, settings, set(), GaussianPool(settings.seed), found)
+                if op in found:
+                    self[op] = found[op]
+                    return
 
 
 def run(ctx: CollectContext) -> CheckResult:

@@ -4,7 +4,7 @@ spreads (:mod:`attest.collection.pieces`), and the unit a single process checks 
 The captured operators are cut, in their order, into at most :data:`GROUPS` contiguous groups
 of about equal estimated work (:func:`operator_work`, from the captured shapes only, so every
 process cuts the same groups). Each group is checked as a run of its own: its own Gaussian
-directions (seeded from the collect's seed and the group's key, :func:`group_settings`), its
+directions (seeded from the collect's seed and the group's key, :func:`group_seed`), its
 own record of which pointwise signatures already had a sliced full Jacobian and which
 arguments have no derivative formula. So a group's items are the same whichever process
 checks it, and whatever was checked before it.
@@ -12,17 +12,15 @@ checks it, and whatever was checked before it.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from attest.collection.capture.aten_args import floating
 from attest.collection.capture.records import OpRecord
 from attest.collection.capture.tensors import flat_tensors
 from attest.collection.context import CollectContext
-from attest.collection.gradients.finite_differences import FiniteDifferenceSettings
 from attest.collection.pieces import piece_seed
 
-__all__ = ["GROUPS", "group_key", "group_settings", "operator_groups", "operator_work"]
+__all__ = ["GROUPS", "group_key", "group_seed", "operator_groups", "operator_work"]
 
 # At most this many groups: enough to spread over the workers of one machine, few enough that
 # each keeps sharing its directions' buffer over many small operators.
@@ -34,9 +32,9 @@ def group_key(index: int) -> str:
     return f"gradcheck/{index:03d}"
 
 
-def group_settings(settings: FiniteDifferenceSettings, index: int) -> FiniteDifferenceSettings:
-    """The group's finite-difference settings: its own seed, from the collect's and its key."""
-    return dataclasses.replace(settings, seed=piece_seed(settings.seed, group_key(index)))
+def group_seed(seed: int, index: int) -> int:
+    """The seed of group ``index``'s directions: from the collect's seed and the group's key."""
+    return piece_seed(seed, group_key(index))
 
 
 _INNER_DIM_OPS = ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten.baddbmm.", "aten.matmul.")

@@ -108,7 +108,7 @@ def run(ctx: CollectContext) -> CheckResult:
     # First every hit, counted or not; the perturbed run is only needed to judge hits.
     raw = {
         r.id: scan_kinks(op_short_name(r.op), bind_schema(r.func, r.args, r.kwargs))
-        for r in candidates
+        for r in ctx.paged(candidates)
     }
     hits: dict[int, tuple[OpRecord, KinkScan]] = {}
     for record in candidates:

@@ -124,6 +124,7 @@ def run_each(
             # a hook's closure) go now, not at some later allocation: the next check's peak
             # then does not stack on this one's leftovers.
             ctx.gradients.release_after(check_id)
+            ctx.release_spill_pages()
             _release_memory()
             yield check_id, result
     finally:

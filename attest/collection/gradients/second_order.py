@@ -53,6 +53,12 @@ from attest.collection.gradients.second_order_ops import (
     second_order_check,
     twice_differentiable,
 )
+from attest.collection.gradients.sub_probe import (
+    crop_input,
+    crop_labels,
+    crop_shape,
+    same_operators,
+)
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
 __all__ = [
@@ -78,14 +84,51 @@ def _rows(labels: torch.Tensor | None, rows: int, n: int) -> torch.Tensor | None
     return labels[:rows] if labels is not None and labels.dim() and labels.shape[0] == n else labels
 
 
+def _sub_probes(
+    ctx: CollectContext, x: torch.Tensor, labels: torch.Tensor | None
+) -> list[tuple[int, tuple[int, ...] | None]]:
+    """The smaller probes to try before the whole one, smallest first: (examples, crop sides).
+    The first ``second_order_batch`` examples, central-cropped when
+    :mod:`~attest.collection.gradients.sub_probe` allows, then uncropped."""
+    n = int(x.shape[0]) if x.dim() else 1
+    rows = second_order_rows(ctx, n)
+    if rows < n and not (labels is None or (labels.dim() and labels.shape[0] == n)):
+        rows = n  # labels that are not per example cannot follow a sub-batch
+    sides = crop_shape(x, ctx.settings.second_order_crop)
+    attempts: list[tuple[int, tuple[int, ...] | None]] = []
+    if sides is not None:
+        attempts.append((rows, sides))
+    if rows < n:
+        attempts.append((rows, None))
+    return attempts
+
+
+def _sub_probe(
+    model: Any, x: torch.Tensor, labels: torch.Tensor | None, sides: tuple[int, ...] | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``x`` and ``labels`` cropped to ``sides``; Unrepresentative when the crop runs other
+    operators than ``x`` or the labels cannot follow it."""
+    if sides is None:
+        return x, labels
+    croppable, cropped_labels = crop_labels(labels, x, sides)
+    if not croppable:
+        raise Unrepresentative("the labels are not per example nor maps of the input")
+    crop = crop_input(x, sides)
+    why = same_operators(model, x, crop)
+    if why is not None:
+        raise Unrepresentative(why)
+    return crop, cropped_labels
+
+
 def _products(
     ctx: CollectContext, rtol: float, atol: float, parameters: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The HVP outcomes along ``second_order_directions`` seeded directions: on
     gradient_flow's graph when it handed one over (popped here, so that it is freed as soon
-    as the products are done), else on the shared float64 model and the first
-    ``second_order_batch`` examples of the probe (the full batch when they cannot stand for
-    it). Records the rows used in ``parameters["batch"]``."""
+    as the products are done), else on the shared float64 model and a smaller probe (the
+    first ``second_order_batch`` examples, central-cropped when spatial; the full probe when
+    none can stand for it). Records the rows used in ``parameters["batch"]`` and the crop's
+    sides in ``parameters["crop"]``."""
     spec, settings = ctx.spec, ctx.settings
     labels = None if spec.labels is None else spec.labels.to(spec.device)
     check = functools.partial(
@@ -96,6 +139,7 @@ def _products(
         rtol=rtol,
         atol=atol,
     )
+    parameters["crop"] = None
     shared, ctx.gradients.graph = ctx.gradients.graph, None
     if shared is not None:
         held = [(shared.wrt, shared.grads)]
@@ -106,17 +150,22 @@ def _products(
     model = ctx.shared_model(torch.float64)
     x = probe_input(ctx, torch.float64)
     n = int(x.shape[0]) if x.dim() else 1
-    rows = second_order_rows(ctx, n)
-    if rows < n and (labels is None or (labels.dim() and labels.shape[0] == n)):
+    notes: list[str] = []
+    for rows, sides in _sub_probes(ctx, x, labels):
+        what = f"the first {rows} example(s)" + ("" if sides is None else f" cropped to {sides}")
         try:
-            outcomes = check(model=model, x=x[:rows], labels=_rows(labels, rows, n), sub_batch=True)
-            parameters["batch"] = rows
-            return outcomes
+            sub_x, sub_labels = _sub_probe(model, x[:rows], _rows(labels, rows, n), sides)
+            outcomes = check(model=model, x=sub_x, labels=sub_labels, sub_batch=True)
         except Unrepresentative as why:
-            parameters["batch_note"] = (
-                f"the first {rows} example(s) could not stand for the batch ({why})"[:300]
-            )
+            notes.append(f"{what} could not stand for the probe ({why})")
             model = ctx.shared_model(torch.float64)  # restored if the attempt moved it
+            continue
+        parameters["batch"], parameters["crop"] = rows, None if sides is None else list(sides)
+        if notes:
+            parameters["batch_note"] = "; ".join(notes)[:300]
+        return outcomes
+    if notes:
+        parameters["batch_note"] = "; ".join(notes)[:300]
     parameters["batch"] = n
     return check(model=model, x=x, labels=labels)
 
@@ -289,6 +338,7 @@ def run(ctx: CollectContext) -> CheckResult:
         "operator_directions": settings.directions,
         "forward_difference_max_eps": FORWARD_MAX_EPS,
         "batch_setting": ctx.settings.second_order_batch,
+        "crop_setting": ctx.settings.second_order_crop,
     }
     model_items = _model_items(ctx, rtol, atol, parameters)
     if isinstance(model_items, str):

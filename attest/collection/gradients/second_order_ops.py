@@ -155,10 +155,16 @@ def twice_differentiable(
 def operator_case(
     record: OpRecord,
     settings: FiniteDifferenceSettings,
-    prepared: dict[str, tuple[BoundCall, list[int]]],
+    prepared: dict[str, tuple[OpRecord, list[int]]],
 ) -> tuple[TensorFn, list[torch.Tensor]]:
-    if record.op in prepared:  # gradcheck already built (and nudged) this operator's case
-        call, use = prepared[record.op]
+    """The float64, kink-nudged case of ``record``'s operator. When gradcheck checked it, it
+    kept which call and which inputs (not the case: its float64 copies of a large network's
+    activations would be held through the other checks for a probe that rarely runs), and
+    the case is rebuilt as gradcheck built it, nudged the same way (seeded)."""
+    if record.op in prepared:
+        checked, use = prepared[record.op]
+        call = BoundCall.of(checked.func, to_float64(checked.args), to_float64(checked.kwargs))
+        nudge_off_kinks(checked, call, list(range(len(call.tensors))), settings.seed)
         return call.function(use), [call.tensors[i] for i in use]
     if is_random(record):
         raise CaseSkipped("random operator")

@@ -3,8 +3,8 @@ held by the context as ``ctx.gradients``, and the types it carries.
 
 The checks run in :data:`attest.collection.gradients.runner.EXECUTION` order and share:
 
-- ``gradcheck`` -> ``second_order``: each distinct operator's prepared float64 case
-  (``gradcheck_cases``) and the run's Gaussian directions (``pool``);
+- ``gradcheck`` -> ``second_order``: which call of each distinct operator its float64 case
+  came from and the inputs it differentiates (``gradcheck_cases``: rebuilt on demand, not held) and the run's Gaussian directions (``pool``);
 - ``gradient_flow`` -> the later checks: whether backward raised (``flow_error``), the
   parameters whose gradient path is severed (``severed``), the float64 full-batch loss
   gradient (``full_batch_loss_gradients``, the accumulation check's reference) and, when
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attest.collection.capture.aten_args import BoundCall
+from attest.collection.capture.records import OpRecord
 from attest.collection.gradients.fd_basics import GaussianPool
 
 __all__ = ["CustomCall", "GradientGraph", "GradientState"]
@@ -63,7 +63,7 @@ class GradientState:
     """The gradient checks' hand-offs (see the module docstring for who writes what)."""
 
     # gradcheck: the float64, kink-nudged case of each distinct operator, and the directions
-    gradcheck_cases: dict[str, tuple[BoundCall, list[int]]] = field(default_factory=dict)
+    gradcheck_cases: dict[str, tuple[OpRecord, list[int]]] = field(default_factory=dict)
     pool: GaussianPool | None = None
     # gradient_flow
     keep_graph: bool = False  # set by the runner: keep ``graph`` and ``output`` for the next

@@ -20,6 +20,7 @@ import torch
 
 from attest.collection.capture.capture import BackwardCall, CaptureObserver, ForwardCall
 from attest.collection.capture.run import run_model
+from attest.collection.capture.spill import Pager
 from attest.collection.capture.tensors import (
     _written_args,
     flat_tensors,
@@ -129,9 +130,10 @@ class _FidelityObserver(CaptureObserver):
     wants_grads = True
     wants_inputs = True  # local re-runs read what the operator read, not what it wrote
 
-    def __init__(self, reference: list[OpMeasure], low: torch.dtype) -> None:
+    def __init__(self, reference: list[OpMeasure], low: torch.dtype, pager: Pager) -> None:
         self.reference = reference
         self.low = low
+        self.pager = pager  # gives back run 0's pages as the comparisons go
         # Comparisons work in float64 blocks whose two temporaries come to 1/8 of run 0's
         # saved activations (at least 16Ki elements): scratch memory in proportion to the
         # model, and few enough blocks that Python stays out of the way on large tensors.
@@ -154,6 +156,7 @@ class _FidelityObserver(CaptureObserver):
             self.producers[id(out)] = (weakref.ref(out), call.index)
 
     def forward(self, call: ForwardCall) -> None:
+        self.pager.tick()
         self._record_dataflow(call)
         ref_id = self.aligner.align(call.index, call.op, call.module)
         if ref_id is None:
@@ -195,6 +198,7 @@ class _FidelityObserver(CaptureObserver):
         grad_outputs: Sequence[torch.Tensor | None],
         grad_inputs: Sequence[torch.Tensor | None],
     ) -> None:
+        self.pager.tick()
         ref_id = self.aligner.mapping.get(op_id)
         measure = self.reference[ref_id] if ref_id is not None else None
         pairs = [
@@ -299,7 +303,7 @@ def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:
     low = precision_dtype(spec.precision)
     model = ctx.fresh_model(torch.float64)
     x = ctx.inputs(torch.float64)
-    observer = _FidelityObserver(profile.ops, low)
+    observer = _FidelityObserver(profile.ops, low, Pager(ctx.release_spill_pages))
     outcome = run_model(
         model,
         x,

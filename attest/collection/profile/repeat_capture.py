@@ -45,6 +45,7 @@ from attest.collection.capture.capture import (
     _cuda_event,
     _ModuleStack,
 )
+from attest.collection.capture.spill import Pager
 from attest.collection.capture.tensors import flat_tensors, measured_outputs, tensor_storage
 from attest.collection.profile.op_metrics import bits_equal, relative_deviation
 
@@ -100,8 +101,9 @@ class RunComparison(CaptureObserver):
     wants_grads = True
     wants_backward_calls = False
 
-    def __init__(self, reference: list[OpMeasure]) -> None:
+    def __init__(self, reference: list[OpMeasure], pager: Pager | None = None) -> None:
         self.reference = reference
+        self.pager = pager  # gives back run 0's pages as the comparisons go
         self.exact: dict[int, bool] = {}
         self.deviation: dict[int, float] = {}
         self.diverged_at: int | None = None
@@ -124,6 +126,8 @@ class RunComparison(CaptureObserver):
         view: bool,
     ) -> None:
         """Operator ``ref_id`` of this run returned ``outputs``: compare them with run 0's."""
+        if self.pager is not None:
+            self.pager.tick()
         measure = self.reference[ref_id]
         if measure.uninitialized:  # allocator garbage: nothing to compare, nothing tainted
             self._note(ref_id, True, 0.0)
@@ -153,6 +157,8 @@ class RunComparison(CaptureObserver):
         grad_outputs: Sequence[torch.Tensor | None],
         grad_inputs: Sequence[torch.Tensor | None],
     ) -> None:
+        if self.pager is not None:
+            self.pager.tick()
         if op_id >= len(self.reference) or (
             self.diverged_at is not None and op_id >= self.diverged_at
         ):

@@ -19,6 +19,7 @@ import torch
 
 from attest.collection.capture.capture import CaptureObserver, _ModuleStack
 from attest.collection.capture.run import ModelFailure, RunOutcome, run_model
+from attest.collection.capture.spill import Pager
 from attest.collection.context import CollectContext
 from attest.collection.profile.op_metrics import bits_equal
 from attest.collection.profile.repeat_capture import (
@@ -198,7 +199,7 @@ def _apply_memory(profile: Profile, memory: RunMemory | None) -> None:
 def repeat_run(ctx: CollectContext, profile: Profile, run_index: int) -> ComparedRun:
     """Repeat ``run_index`` (1..R-1) compared bitwise with the reference; the first
     :data:`DETAILED_RUNS` also time each backward and measure memory."""
-    observer = RunComparison(profile.ops)
+    observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
     return _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
 
 
@@ -252,7 +253,8 @@ def thread_run(ctx: CollectContext, profile: Profile) -> ComparedRun:
     torch.set_num_threads(other)
     try:
         detailed = max(1, ctx.spec.repeats) <= 1
-        run = _compare_run(ctx, profile, RunComparison(profile.ops), detailed=detailed)
+        observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
+        run = _compare_run(ctx, profile, observer, detailed=detailed)
     finally:
         torch.set_num_threads(configured)
     run.threads = (configured, other)

@@ -9,7 +9,13 @@ import torch
 from _collect_models import make_spec
 from test_profiler_inplace import INPLACE
 
-from attest.collection.capture.spill import SpillFile, in_spill_file, spill_storages
+from attest.collection.capture.spill import (
+    PAGED_EVERY,
+    Pager,
+    SpillFile,
+    in_spill_file,
+    spill_storages,
+)
 from attest.collection.context import CheckSettings, CollectContext
 from attest.collection.profile.profiler import capture_reference
 from attest.spec import load_spec
@@ -156,3 +162,30 @@ def test_an_unwritable_temporary_directory_is_a_clear_collect_error(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "does-not-exist"))
     with pytest.raises(CollectError, match="temporary file"):
         SpillFile()
+
+
+def test_pages_given_back_read_again_bit_for_bit(tmp_path: Path) -> None:
+    x = torch.randn(2, 3, 6, 6)
+    path = make_spec(tmp_path, INPLACE, x=x, spec_extra="repeats: 2\nthreads: 1\n")
+    ctx = CollectContext(spec=load_spec(path), settings=CheckSettings())
+    profile = capture_reference(ctx)
+    before = [box.value.clone() for m in profile.ops for box in m.outputs]
+    ctx.release_spill_pages()  # the map's pages leave the resident set, not the file
+    after = [box.value for m in profile.ops for box in m.outputs]
+    assert before and all(
+        a.contiguous().view(torch.uint8).equal(b.contiguous().view(torch.uint8))
+        for a, b in zip(before, after, strict=True)
+        if a.numel()
+    )
+
+
+def test_pager_releases_every_paged_every_ticks_and_paged_walks_every_record() -> None:
+    calls: list[int] = []
+    pager = Pager(lambda: calls.append(pager.ticks))
+    for _ in range(2 * PAGED_EVERY + 3):
+        pager.tick()
+    assert calls == [PAGED_EVERY, 2 * PAGED_EVERY]
+    ctx = CollectContext(spec=None, settings=CheckSettings())  # type: ignore[arg-type]
+    released: list[int] = []
+    ctx.release_spill_pages = lambda: released.append(1)  # type: ignore[method-assign]
+    assert list(ctx.paged(range(40))) == list(range(40)) and len(released) == 2
