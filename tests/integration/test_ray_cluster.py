@@ -16,10 +16,9 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from _collect_models import MLP, make_spec
+from _collect_models import MLP, make_spec, stable
 
 from attest.certificate.signing import generate_keypair
 from attest.collection import collect
@@ -44,18 +43,6 @@ SLOW = MLP.replace(
     "    return Slow(build())\n\n"
     "def build(width=16):",
 )
-
-
-def _stable(value: Any) -> Any:
-    """Without what differs between two runs of the same work: times, memory, paths."""
-    volatile = ("_ns", "duration_s", "peak_rss_bytes", "path", "cpu_s")
-    if isinstance(value, dict):
-        return {
-            k: _stable(v) for k, v in value.items() if not k.endswith(volatile) and "_ns_" not in k
-        }
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
 
 
 def _free_port() -> int:
@@ -245,5 +232,5 @@ def test_one_collect_split_over_ray_tasks(
     ran = {(p["phase"], p["worker"]) for p in evidence["phases"] if p.get("pieces")}
     assert any((phase, 1) in ran and (phase, None) in ran for phase, _ in ran), ran
     one = collect(spec).model_dump(mode="json")
-    assert _stable(one["checks"]) == _stable(evidence["checks"])
+    assert stable(one["checks"]) == stable(evidence["checks"])
     assert one["attributions"] == evidence["attributions"]

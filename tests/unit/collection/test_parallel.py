@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _collect_models import make_spec
+from _collect_models import make_spec, stable
 
 from attest.collection import CHECK_RUNNERS, collect
 from attest.collection.context import CollectContext
@@ -23,20 +23,6 @@ from torch import nn
 def build():
     return nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
 """
-# what differs between two runs of the same work: wall-clock figures, where files were put
-_VOLATILE = ("_ns", "duration_s", "peak_rss_bytes", "created_at", "path", "cpu_s")
-
-
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: _stable(v)
-            for k, v in value.items()
-            if not any(k.endswith(s) or k == s for s in _VOLATILE) and "_ns_" not in k
-        }
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
 
 
 def _pieces_by_worker(evidence: dict[str, Any]) -> dict[str, dict[int | None, list[str]]]:
@@ -62,7 +48,7 @@ def test_two_workers_give_the_evidence_of_one(tmp_path: Path) -> None:
     assert not _pieces_by_worker(a)  # one process: whole runners
     for key in ("phases", "created_at"):
         a.pop(key), b.pop(key)
-    assert _stable(a) == _stable(b)
+    assert stable(a) == stable(b)
     # the attributions, every check's items and figures: the same bits
     assert a["attributions"] == b["attributions"] and a["attributions"] is not None
     assert a["checks"]["gradcheck"]["items"] == b["checks"]["gradcheck"]["items"]

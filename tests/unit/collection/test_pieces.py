@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _collect_models import make_spec
+from _collect_models import make_spec, stable
 
 from attest.collection.context import CollectContext
 from attest.collection.pieces import join_split, piece_seed, reseed, split_of
@@ -19,18 +19,6 @@ RUNNERS = [
     "attest.collection.gradients.runner:run",
     "attest.collection.ig.checks:run",
 ]
-# what differs between two runs of the same work: wall-clock figures
-_VOLATILE = ("_ns", "duration_s", "peak_rss_bytes", "cpu_s")
-
-
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: _stable(v) for k, v in value.items() if not k.endswith(_VOLATILE) and "_ns_" not in k
-        }
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
 
 
 def _captured(spec: Path) -> CollectContext:
@@ -55,7 +43,7 @@ def test_pieces_in_reverse_order_give_the_runners_results(tmp_path: Path, runner
         reseed(ctx.settings.seed)
         outputs[key] = split.run_piece(ctx, key)
     got = [r.model_dump(mode="json") for r in join_split(ctx, split, outputs)]
-    assert _stable(got) == _stable(expected)
+    assert stable(got) == stable(expected)
     if runner.startswith("attest.collection.ig"):
         assert ctx.ig.attributions == whole.ig.attributions
 
@@ -79,7 +67,7 @@ def test_a_repeat_compared_with_other_run0_bits_is_run_again_here(tmp_path: Path
     wrong.deviation = dict.fromkeys(wrong.exact, 1.0)
     outputs["repeat/001"] = {"run": wrong, "reference": "0" * 64}
     got = [r.model_dump(mode="json") for r in join_split(ctx, split, outputs)]
-    assert _stable(got) == _stable(expected)
+    assert stable(got) == stable(expected)
 
 
 def test_piece_seeds_depend_on_the_seed_and_the_key_only() -> None:
