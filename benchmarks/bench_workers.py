@@ -6,16 +6,20 @@ weights, ``threads: 2``, ``repeats: 20``), three child processes run one after t
 measured the same way (``os.wait4``: wall time, CPU time):
 
 1. ``attest collect SPEC`` (one process);
-2. ``attest collect SPEC --workers 2`` (a local process pool: the runners split over two
-   processes, each repeating the reference capture);
+2. ``attest collect SPEC --workers 2`` (a local process pool: the runners' pieces, such as
+   gradcheck's operator groups, the determinism repeats, IG's input groups and randomization
+   stages, split over two processes, the second repeating the reference capture);
 3. ``attest collect SPEC --ray local --workers 2`` (the same split as Ray tasks on a Ray
    cluster the command starts on this machine: the cluster's start-up is part of its time).
 
-Printed: each wall time, the speed-up of 2 over 1 (wall 1 / wall 2) and the overhead of Ray
-over the pool (wall 3 / wall 2), measured in the same run (these machines are shared and noisy;
-the ratios are what to compare). The evidence of runs 1 and 2 is also compared figure for
-figure (every field apart from times, memory and paths), as the unit test does on a small
-model. ``--spec PATH`` measures another spec instead (e.g. examples/digits/attest.yaml).
+Printed: each wall time, CPU time and CPU utilization (CPU s / wall s: how many cores were
+busy on average; a child's CPU includes the pool's worker processes, not Ray's), the speed-up
+of 2 over 1 (wall 1 / wall 2), the overhead of Ray over the pool (wall 3 / wall 2), the load
+average around the runs, and which pieces each worker ran (from the evidence's phases). These
+machines are shared and noisy; the ratios measured in one run are what to compare. The
+evidence of runs 1 and 2 is also compared figure for figure (every field apart from times,
+memory and paths), as the unit test does on a small model. ``--spec PATH`` measures another
+spec instead (e.g. examples/digits/attest.yaml).
 
     .venv/bin/python benchmarks/bench_workers.py [--model resnet18] [--spec PATH] [--no-ray]
         [--append docs/benchmarks.md]
@@ -57,6 +61,16 @@ def run(spec: Path, out: Path, extra: list[str]) -> dict[str, Any]:
     return result
 
 
+def split_of(evidence: dict[str, Any]) -> str:
+    """phase: pieces per worker (0: the collecting process), as the evidence records them."""
+    out: dict[str, list[str]] = {}
+    for phase in evidence.get("phases", []):
+        pieces = phase.get("pieces")
+        if pieces and pieces != ["join"]:
+            out.setdefault(phase["phase"], []).append(f"w{phase['worker'] or 0}:{len(pieces)}")
+    return "; ".join(f"{name} {' '.join(parts)}" for name, parts in out.items())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet18", choices=sorted(bench_certify.MODELS))
@@ -80,21 +94,31 @@ def main() -> int:
         if not args.no_ray:
             plans.append(("--ray local --workers 2", ["--ray", "local", "--workers", "2"]))
         evidence = {}
+        load_before = os.getloadavg()
         for name, extra in plans:
             out = work / f"{len(runs)}" / "evidence.json"
             runs[name] = run(spec, out, extra)
             evidence[name] = json.loads(out.read_text())
-            print(f"{name:<26} wall {runs[name]['wall_s']:8.1f} s   cpu {runs[name]['cpu_s']:8.1f} s",
-                  flush=True)  # fmt: skip
+            r = runs[name]
+            print(f"{name:<26} wall {r['wall_s']:8.1f} s   cpu {r['cpu_s']:8.1f} s   "
+                  f"({r['cpu_s'] / r['wall_s']:.2f} cores)", flush=True)  # fmt: skip
+        load_after = os.getloadavg()
         same = _stable(evidence["one process"]) == _stable(evidence["--workers 2"])
+        pieces = split_of(evidence["--workers 2"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     speedup = runs["one process"]["wall_s"] / runs["--workers 2"]["wall_s"]
     lines = [
-        f"| run ({label}) | wall s | CPU s |",
-        "| --- | ---: | ---: |",
-        *[f"| {n} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} |" for n, r in runs.items()],
+        f"| run ({label}) | wall s | CPU s | cores busy |",
+        "| --- | ---: | ---: | ---: |",
+        *[
+            f"| {n} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['cpu_s'] / r['wall_s']:.2f} |"
+            for n, r in runs.items()
+        ],
         "",
+        f"load average before {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f}, "
+        f"after {load_after[0]:.2f} / {load_after[1]:.2f} / {load_after[2]:.2f}",
+        f"pieces per worker (--workers 2): {pieces}",
         f"speed-up of --workers 2 over one process: {speedup:.2f}x; "
         f"evidence identical apart from times, memory and paths: {same}",
     ]

@@ -79,8 +79,10 @@ def collect(
     evidence records where). A model that raises gives
     evidence saying where (``Evidence.model_failure`` and ``error`` results), not an
     exception; a spec that cannot be loaded raises :class:`~attest.errors.AttestError`.
-    ``workers`` > 1 splits the check runners over that many processes (Ray tasks on the
-    cluster at ``ray_address`` when given; :mod:`attest.collection.parallel`).
+    ``workers`` > 1 splits the check runners' independent pieces (gradcheck's operator
+    groups, IG's input groups and randomization stages, the determinism repeats...) over that
+    many processes (Ray tasks on the cluster at ``ray_address`` when given;
+    :mod:`attest.collection.parallel`).
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
@@ -122,7 +124,7 @@ def collect(
 
             produced = run_parallel(
                 ctx, [str(r) for r in order], workers, phases, ray_address=ray_address,
-                run_here=run_here,
+                run_here=run_here, progress=progress,
             )  # fmt: skip
             checks = completed({r.check: r for r in produced})
         else:

@@ -1,33 +1,41 @@
-"""``attest collect --workers N``: the check runners of one collect split over N processes.
+"""``attest collect --workers N``: one collect's independent work split over N processes.
 
-The runners of :data:`attest.collection.CHECK_RUNNERS` are independent once the reference
-capture exists: each starts from the same random state (:func:`attest.collection.reseed`),
-reads only the spec, the settings, the capture and the topology verdict, and keeps its own
-hand-offs (gradient graph, IG state) to itself. So a collect can run them in several
-processes, each repeating the reference capture (about one forward+backward) and the topology
-check, and join their results: the same checks with the same figures as one process, bit for
-bit where the backend is deterministic (tests/unit/collection/test_parallel.py holds a
-two-worker collect to a one-worker one).
+The unit is a runner's piece (:mod:`attest.collection.pieces`): gradcheck's operator groups,
+kinks and the gradient checks that hand each other data; the profiler's float64 pass, each
+determinism repeat and the thread-count run; IG's input groups, each randomization stage and
+the repeated batch of ``ig_determinism``. A runner that declares no pieces (export, training)
+is one unit. Every piece depends only on the spec, the settings, the reference capture and its
+key (and random state seeded from them), and a runner in one process computes the very same
+pieces one after another and joins them with the same code, so the split collect gives the
+same checks, figures and attributions as one process, bit for bit where the backend is
+deterministic (tests/unit/collection/test_parallel.py holds a two-worker collect to a
+one-worker one).
 
-Part 0 runs in this process and holds the profiler's runner (the per-operator rows come from
-its measurements); the other runners go to the least loaded part by their estimated cost
-(:data:`attest.collection.budget.PHASE_COST` and the settings' knobs, in forward+backward
-units). The other parts run in a local process pool (``spawn``: a fresh interpreter each) or,
+Part 0 runs in this process: the topology check, the pieces marked ``here`` (the float64 pass
+writes the per-operator rows' figures into this process's profile) and its share of the rest;
+:func:`plan_parts` gives every other unit, largest first, to the least loaded part by its
+estimated cost (forward+backward units, :mod:`attest.collection.budget`). Every other part
+repeats the reference capture (about one forward+backward) and the topology check, and checks
+that it captured the same operators (:func:`operators_digest`). The joins run here once every
+part is back. The parts run in a local process pool (``spawn``: a fresh interpreter each) or,
 with ``--ray ADDRESS``, as Ray tasks that receive the spec's folder through the object store
 (:mod:`attest.collection.cluster.bundle`). A part's exported files come back as bytes and are
-written where this collect writes them.
+written where this collect writes them. The evidence's phases say which worker ran which
+pieces (``PhaseRecord.worker``, ``PhaseRecord.pieces``).
 
 Why hand-written: torch's own parallel tools (DataParallel, torch.distributed) split one
 model's batch, not a collect's independent checks; concurrent.futures and Ray do the process
-work, this module only decides which runner goes where and joins the results.
+work, this module only decides which piece goes where and joins the results.
 """
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import shutil
 import tempfile
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +44,15 @@ from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
 from attest.errors import CollectError, InputError
 from attest.evidence.model import CheckResult, ExportRecord, PhaseRecord
 
-__all__ = ["MAX_WORKERS", "plan_parts", "run_parallel", "run_part"]
+__all__ = [
+    "MAX_WORKERS",
+    "Unit",
+    "operators_digest",
+    "plan_parts",
+    "run_parallel",
+    "run_part",
+    "units_of",
+]
 
 MAX_WORKERS = 64
 _TOPOLOGY = "attest.collection.profile.topology:run"
@@ -51,6 +67,8 @@ def _phase(runner: str) -> str:
 
 def _cost(runner: str, settings: CheckSettings, spec: LoadedSpec) -> float:
     phase = _phase(runner)
+    if phase == "training" and spec.training is None:
+        return 0.1  # not_applicable at once
     cost = PHASE_COST.get(phase, 1.0)
     for knob in KNOBS:
         if knob.phase == phase:
@@ -61,30 +79,71 @@ def _cost(runner: str, settings: CheckSettings, spec: LoadedSpec) -> float:
     return cost
 
 
-def plan_parts(
-    runners: list[str], workers: int, settings: CheckSettings, spec: LoadedSpec
-) -> list[list[str]]:
-    """Runner names per part; every part starts with the topology runner, part 0 holds the
-    profiler's. Empty parts are dropped; the order inside a part is the collect's order."""
+@dataclass(frozen=True)
+class Unit:
+    """What the plan places: a runner's piece (``key``, :mod:`attest.collection.pieces`) or,
+    for a runner that declares none, the whole runner (``key`` None), with its estimated cost
+    in forward+backward units and whether it must run in this process (``here``)."""
+
+    runner: str
+    key: str | None
+    cost: float
+    here: bool = False
+
+
+def units_of(ctx: CollectContext, runners: list[str]) -> list[Unit]:
+    """Every runner's pieces (from this process's capture), or the runner whole; the topology
+    runner is not among them (every part runs it first)."""
+    from attest.collection.pieces import split_of
+
+    units: list[Unit] = []
+    for runner in runners:
+        if runner == _TOPOLOGY:
+            continue
+        try:
+            split = split_of(runner)
+            found = None if split is None else split.pieces(ctx)
+        except Exception:  # not importable, or no pieces: the whole runner says why, as alone
+            found = None
+        if found is None:
+            cost = _cost(runner, ctx.settings, ctx.spec)
+            units.append(Unit(runner, None, cost, here=runner == _PROFILE))
+        else:
+            units += [Unit(runner, p.key, p.cost, p.here) for p in found]
+    return units
+
+
+def plan_parts(units: list[Unit], workers: int) -> list[list[Unit]]:
+    """The units of each part: the ``here`` ones in part 0, every other one (largest first) in
+    the least loaded part. Empty parts other than part 0 are dropped; the order inside a part
+    is the collect's."""
     if workers < 1 or workers > MAX_WORKERS:
         raise InputError(f"--workers {workers} is not between 1 and {MAX_WORKERS}")
-    parts: list[list[str]] = [[] for _ in range(workers)]
+    parts: list[list[Unit]] = [[] for _ in range(workers)]
     loads = [0.0] * workers
-    if _PROFILE in runners:
-        parts[0].append(_PROFILE)
-        loads[0] += _cost(_PROFILE, settings, spec)
-    rest = [r for r in runners if r not in (_TOPOLOGY, _PROFILE)]
-    for runner in sorted(rest, key=lambda r: -_cost(r, settings, spec)):
+    for unit in units:
+        if unit.here:
+            parts[0].append(unit)
+            loads[0] += unit.cost
+    for unit in sorted((u for u in units if not u.here), key=lambda u: -u.cost):
         index = min(range(workers), key=lambda i: (loads[i], i))
-        parts[index].append(runner)
-        loads[index] += _cost(runner, settings, spec)
-    order = {r: i for i, r in enumerate(runners)}
-    planned = [
-        ([_TOPOLOGY] if _TOPOLOGY in runners else []) + sorted(p, key=order.__getitem__)
+        parts[index].append(unit)
+        loads[index] += unit.cost
+    order = {(u.runner, u.key): i for i, u in enumerate(units)}
+    return [
+        sorted(p, key=lambda u: order[(u.runner, u.key)])
         for i, p in enumerate(parts)
         if p or i == 0
     ]
-    return planned
+
+
+def operators_digest(ctx: CollectContext) -> str:
+    """sha256 of the captured operators' names and output shapes: the pieces keyed by them
+    (gradcheck's groups) mean the same operators only in a part that captured the same."""
+    h = hashlib.sha256()
+    for record in ctx.operators or []:
+        h.update(f"{record.op}{record.output_shapes};".encode())
+    return h.hexdigest()
 
 
 def _part_result(
@@ -103,17 +162,33 @@ def _part_result(
     }
 
 
-def run_part(spec_path: str, settings: CheckSettings, runners: list[str]) -> dict[str, Any]:
-    """One part, in a worker process: load the spec, capture, run ``runners``; plain data."""
+def run_part(
+    spec_path: str, settings: CheckSettings, units: list[tuple[str, str | None]], digest: str,
+    index: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Part ``index``, in a worker process: load the spec, capture, run the topology check,
+    the whole runners and the pieces of ``units``; plain data back."""
     from attest.collection.rows import artifact_digests
     from attest.collection.runners import capture_and_run
     from attest.spec import load_spec
 
     loaded = load_spec(spec_path)
     folder = Path(tempfile.mkdtemp(prefix="attest-part-"))
+    whole = [_TOPOLOGY] + [r for r, k in units if k is None]
+    pieces = [(r, k) for r, k in units if k is not None]
     try:
-        ctx, results, phases = capture_and_run(loaded, settings, runners, folder)
+        ctx, results, phases, outputs = capture_and_run(
+            loaded, settings, whole, folder, pieces, part=index
+        )
+        if pieces and operators_digest(ctx) != digest:
+            raise CollectError(
+                f"worker {index} captured other operators than this process (the model's "
+                "operator sequence or shapes differ between runs), so its pieces would check "
+                "other operators",
+                hint="collect without --workers",
+            )
         data = _part_result(ctx, results, phases)
+        data["pieces"] = outputs
         data["artifacts"] = artifact_digests(loaded)
         return data
     finally:
@@ -121,14 +196,15 @@ def run_part(spec_path: str, settings: CheckSettings, runners: list[str]) -> dic
 
 
 def run_part_from_bundle(
-    bundle: Any, settings: CheckSettings, runners: list[str]
-) -> dict[str, Any]:
+    bundle: Any, settings: CheckSettings, units: list[tuple[str, str | None]], digest: str,
+    index: int,
+) -> dict[str, Any]:  # fmt: skip
     """One part as a Ray task: the spec's folder arrives as a checked bundle."""
     from attest.collection.cluster.bundle import unpack_spec
 
     folder, spec_path = unpack_spec(bundle)
     try:
-        return run_part(str(spec_path), settings, runners)
+        return run_part(str(spec_path), settings, units, digest, index)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -146,8 +222,8 @@ class _RayParts:
             num_cpus=max(1, int(spec.threads)), max_retries=2, retry_exceptions=False
         )
 
-    def submit(self, settings: CheckSettings, runners: list[str]) -> Any:
-        return self.task.remote(self.bundle, settings, runners)
+    def submit(self, settings: CheckSettings, *part: Any) -> Any:
+        return self.task.remote(self.bundle, settings, *part)
 
     def result(self, handle: Any) -> dict[str, Any]:
         return dict(self.ray.get(handle))
@@ -165,8 +241,8 @@ class _PoolParts:
             max_workers=workers, mp_context=multiprocessing.get_context("spawn")
         )
 
-    def submit(self, settings: CheckSettings, runners: list[str]) -> Future[dict[str, Any]]:
-        return self.pool.submit(run_part, self.spec_path, settings, runners)
+    def submit(self, settings: CheckSettings, *part: Any) -> Future[dict[str, Any]]:
+        return self.pool.submit(run_part, self.spec_path, settings, *part)
 
     def result(self, handle: Future[dict[str, Any]]) -> dict[str, Any]:
         return handle.result()
@@ -211,37 +287,53 @@ def run_parallel(
     *,
     ray_address: str | None = None,
     run_here: Any,
+    progress: Any = None,
 ) -> list[CheckResult]:
-    """Run part 0 here (``run_here(runner_names) -> list[CheckResult]``) and the others in
-    workers; the results of every part, part 0's first."""
-    parts = plan_parts(runners, workers, ctx.settings, ctx.spec)
-    if len(parts) == 1:
-        return list(run_here(parts[0]))
+    """Run part 0 here (``run_here(runner_names) -> list[CheckResult]`` for whole runners,
+    then its pieces) and the others in workers; join every split runner's pieces here. The
+    results of every part, part 0's first."""
+    from attest.collection.runners import join_pieces, run_pieces
+
+    units = units_of(ctx, runners)
+    parts = plan_parts(units, workers)
+    if len(parts) == 1:  # nothing to spread: one process's collect
+        return list(run_here(runners))
     out_dir = ctx.output_dir or Path(tempfile.mkdtemp(prefix="attest-export-"))
     backend: _RayParts | _PoolParts = (
         _RayParts(ray_address, ctx.spec)
         if ray_address is not None
         else _PoolParts(len(parts) - 1, ctx.spec)
     )
+    digest = operators_digest(ctx)
     try:
-        handles = [backend.submit(ctx.settings, part) for part in parts[1:]]
-        results = list(run_here(parts[0]))
-        topology = {r.check for r in results}
+        handles = [
+            backend.submit(ctx.settings, [(u.runner, u.key) for u in part], digest, index)
+            for index, part in enumerate(parts[1:], 1)
+        ]
+        topology = [_TOPOLOGY] if _TOPOLOGY in runners else []
+        results = list(run_here(topology + [u.runner for u in parts[0] if u.key is None]))
+        here = [(u.runner, u.key) for u in parts[0] if u.key is not None]
+        outputs = run_pieces(ctx, here, progress, phases)
+        done = {r.check for r in results}
         for index, handle in enumerate(handles, 1):
             try:
                 data = backend.result(handle)
             except CollectError:
                 raise
             except Exception as exc:
+                names = sorted({_phase(u.runner) for u in parts[index]})
                 raise CollectError(
-                    f"worker {index} (runners {', '.join(_phase(r) for r in parts[index])}) "
+                    f"worker {index} (runners {', '.join(names)}) "
                     f"failed: {type(exc).__name__}: {exc}",
                     hint="run without --workers to see the failure in this process",
                 ) from None
             # the topology check ran in every part; keep part 0's
-            results += [
-                r for r in _adopt(ctx, index, data, out_dir, phases) if r.check not in topology
-            ]
+            results += [r for r in _adopt(ctx, index, data, out_dir, phases) if r.check not in done]
+            for runner, found in data["pieces"].items():
+                outputs.setdefault(runner, {}).update(found)
     finally:
         backend.close()
+    for runner in runners:  # in the collect's order
+        if runner in outputs:
+            results += join_pieces(ctx, runner, outputs[runner], phases)
     return results

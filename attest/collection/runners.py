@@ -22,6 +22,7 @@ from typing import Any
 from attest.collection.budget import BudgetPlanner
 from attest.collection.checkpointing import checkpointing_off
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collection.pieces import in_key_order, join_split, reseed, split_of
 from attest.collection.resources import (
     PhaseMeter,
     PhaseUsage,
@@ -47,13 +48,16 @@ from attest.evidence.model import (
 __all__ = [
     "CHECK_RUNNERS",
     "RUNNER_CHECKS",
+    "PieceFailure",
     "Runner",
     "capture_and_run",
     "completed",
+    "join_pieces",
     "measure_capture",
     "phase_name",
     "reseed",
     "run_checks",
+    "run_pieces",
     "unit_seconds",
 ]
 
@@ -203,20 +207,8 @@ def _run_one(ctx: CollectContext, runner: Runner, name: str) -> list[CheckResult
     except Exception as exc:
         if is_out_of_memory(exc):  # a clear error, not a check 'error' the user must decode
             raise out_of_memory_error(exc, f"the {phase_name(runner)} checks") from None
-        reason = f"runner {name} raised {type(exc).__name__}: {exc}{_where(exc)}"
-        return _error_results(expected, reason)
+        return _error_results(expected, f"runner {name} raised {_raised(exc)}")
     return produced
-
-
-def reseed(seed: int) -> None:
-    """Every runner starts from the same random state, whichever runners ran before it (so a
-    collect split over workers, :mod:`attest.collection.parallel`, gives the same figures)."""
-    import random
-
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def _require_headroom(capture: PhaseRecord, phase: str) -> None:
@@ -277,15 +269,111 @@ def measure_capture(ctx: CollectContext) -> PhaseRecord:
     return _phase_record("capture", [], meter.usage)
 
 
+class PieceFailure:
+    """A piece that raised (picklable): the reason its runner's checks are ``error`` with,
+    as :func:`run_checks` would give it for the whole runner."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def run_pieces(
+    ctx: CollectContext,
+    units: list[tuple[str, str]],
+    progress: Callable[[str], None] | None,
+    phases: list[PhaseRecord],
+) -> dict[str, dict[str, Any]]:
+    """The pieces ``(runner, key)`` of :mod:`attest.collection.pieces`, each from
+    :func:`reseed`: every runner's outputs by key, one phase record per runner naming them.
+    After a piece raises, the runner's later pieces here are left out (its join reports it)."""
+    outputs: dict[str, dict[str, Any]] = {}
+    for runner in dict.fromkeys(r for r, _ in units):
+        split = split_of(runner)
+        assert split is not None, f"{runner} declares no pieces"
+        keys = [k for r, k in units if r == runner]
+        found = outputs.setdefault(runner, {})
+        plain = (
+            contextlib.nullcontext() if phase_name(runner) == "training" else checkpointing_off()
+        )
+        with PhaseMeter() as meter, plain:
+            for key in keys:
+                if progress is not None:
+                    progress(f"checks: {phase_name(runner)} {key}")
+                reseed(ctx.settings.seed)
+                try:
+                    found[key] = split.run_piece(ctx, key)
+                except AttestError:
+                    raise
+                except Exception as exc:
+                    if is_out_of_memory(exc):
+                        raise out_of_memory_error(exc, f"the {phase_name(runner)} checks") from None
+                    found[key] = PieceFailure(f"runner {runner} raised {_raised(exc)}")
+                    break
+            gc.collect()
+            ctx.release_spill_pages()
+        record = _phase_record(phase_name(runner), [], meter.usage)
+        record.pieces = keys
+        phases.append(record)
+    return outputs
+
+
+def join_pieces(
+    ctx: CollectContext, runner: str, outputs: dict[str, Any], phases: list[PhaseRecord]
+) -> list[CheckResult]:
+    """``runner``'s results from its pieces' outputs, wherever they ran (measured as a phase
+    of this process, ``pieces: ["join"]``); a piece that raised makes them ``error``, as the
+    whole runner raising would."""
+    split = split_of(runner)
+    assert split is not None, f"{runner} declares no pieces"
+    expected = RUNNER_CHECKS.get(runner, ())
+    failure = next((o for o in in_key_order(outputs).values() if isinstance(o, PieceFailure)), None)
+    with PhaseMeter() as meter, checkpointing_off():
+        if failure is not None:
+            produced = _error_results(expected, failure.reason)
+        else:
+            try:
+                produced = join_split(ctx, split, outputs)
+            except AttestError:
+                raise
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise out_of_memory_error(exc, f"the {phase_name(runner)} checks") from None
+                produced = _error_results(expected, f"runner {runner} raised {_raised(exc)}")
+        gc.collect()
+    usage = meter.usage
+    record = _phase_record(phase_name(runner), [r.check for r in produced], usage)
+    record.pieces = ["join"]
+    phases.append(record)
+    for result in produced:
+        if result.duration_s is None:
+            result.duration_s = round(usage.duration_s / max(1, len(produced)), 6)
+        if result.peak_rss_bytes is None:
+            result.peak_rss_bytes = usage.peak_rss_bytes
+    return produced
+
+
 def capture_and_run(
-    loaded: LoadedSpec, settings: CheckSettings, runners: list[str], output_dir: Path
-) -> tuple[CollectContext, list[CheckResult], list[PhaseRecord]]:
+    loaded: LoadedSpec,
+    settings: CheckSettings,
+    runners: list[str],
+    output_dir: Path,
+    pieces: list[tuple[str, str]] | None = None,
+    part: int | None = None,
+) -> tuple[CollectContext, list[CheckResult], list[PhaseRecord], dict[str, dict[str, Any]]]:
     """One part of a collect split over workers (:mod:`attest.collection.parallel`): the
-    runtime, the reference capture and ``runners``, nothing assembled."""
+    runtime, the reference capture, ``runners`` whole and the runners' ``pieces``, nothing
+    assembled or joined (``part``: the part's number, which pieces may read from
+    ``ctx.extras["part"]``)."""
     from attest.collection import runtime_info as environment
 
     with environment.runtime(loaded, settings):
         ctx = CollectContext(spec=loaded, settings=settings, output_dir=output_dir)
+        ctx.extras["part"] = part
         phases = [measure_capture(ctx)]
         found = run_checks(ctx, list(runners), None, phases, fill_missing=False)
-    return ctx, list(found.values()), phases
+        outputs = run_pieces(ctx, list(pieces or []), None, phases)
+    return ctx, list(found.values()), phases, outputs
+
+
+def _raised(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}{_where(exc)}"

@@ -382,6 +382,10 @@ class PhaseRecord(_Strict):
     peak_method: Literal["VmHWM", "sampled", "none"] = "none"
     # the worker process that ran it (attest collect --workers); None: this process
     worker: int | None = None
+    # the pieces of the runner this record measured (attest.collection.pieces): their keys,
+    # or ["join"] for the joining of every piece's output; None: the whole runner (and in
+    # evidence written before runners had pieces)
+    pieces: list[str] | None = None
 
 
 class BudgetReduction(_Strict):

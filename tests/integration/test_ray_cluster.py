@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _collect_models import MLP, make_spec
+from _collect_models import MLP, make_spec, stable
 
 from attest.certificate.signing import generate_keypair
+from attest.collection import collect
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
@@ -227,3 +228,9 @@ def test_one_collect_split_over_ray_tasks(
     assert {p["worker"] for p in evidence["phases"]} == {None, 1}
     statuses = {c["status"] for c in evidence["checks"].values()}
     assert statuses <= {"computed", "not_applicable"}, evidence["checks"]
+    # the runners' pieces went to both processes, and the checks are one process's, bit for bit
+    ran = {(p["phase"], p["worker"]) for p in evidence["phases"] if p.get("pieces")}
+    assert any((phase, 1) in ran and (phase, None) in ran for phase, _ in ran), ran
+    one = collect(spec).model_dump(mode="json")
+    assert stable(one["checks"]) == stable(evidence["checks"])
+    assert one["attributions"] == evidence["attributions"]

@@ -68,3 +68,20 @@ def make_spec(
     path = folder / "attest.yaml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# What differs between two runs of the same work: wall-clock figures, where files were put.
+VOLATILE = ("_ns", "duration_s", "peak_rss_bytes", "created_at", "path", "cpu_s")
+
+
+def stable(value: Any) -> Any:
+    """``value`` (evidence as JSON) without the fields :data:`VOLATILE` names."""
+    if isinstance(value, dict):
+        return {
+            k: stable(v)
+            for k, v in value.items()
+            if not any(k.endswith(s) or k == s for s in VOLATILE) and "_ns_" not in k
+        }
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value

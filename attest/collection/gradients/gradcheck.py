@@ -47,6 +47,7 @@ from attest.collection.gradients.gradcheck_cases import (
     signature,
     slice_pointwise,
 )
+from attest.collection.gradients.gradcheck_groups import GROUPS, group_seed, operator_groups
 from attest.collection.gradients.gradcheck_items import (
     not_rerunnable_item,
     operator_item,
@@ -56,11 +57,14 @@ from attest.evidence.model import CheckItem, CheckResult, Subject
 
 __all__ = [
     "CaseSkipped",
+    "GradcheckCases",
+    "check_group",
     "check_operator",
     "fd_settings",
     "is_random",
     "nudge_off_kinks",
     "prepare_case",
+    "result_of",
     "run",
 ]
 
@@ -232,10 +236,9 @@ def _check_in_captured_precision(
     return item
 
 
-def run(ctx: CollectContext) -> CheckResult:
-    """The ``gradcheck`` result for every captured operator."""
-    settings = fd_settings(ctx)
-    parameters = {
+def parameters_of(settings: FiniteDifferenceSettings) -> dict[str, Any]:
+    """The ``gradcheck`` result's parameters."""
+    return {
         "directions": settings.directions,
         "cotangents": settings.cotangents,
         "cotangents_per_direction_up_to_output_numel": settings.full_jacobian_max_out_numel,
@@ -246,7 +249,34 @@ def run(ctx: CollectContext) -> CheckResult:
         "rtol": settings.rtol,
         "full_jacobian_max_numel": settings.full_jacobian_max_numel,
         "dtype": "float64",
+        # each group of operators draws its directions from its own seed
+        "operator_groups": GROUPS,
+        "group_seed": "53 bits of sha256 of (seed, 'gradcheck/NNN'), the group's key",
     }
+
+
+def check_group(
+    ctx: CollectContext,
+    index: int,
+    cases: dict[str, tuple[OpRecord, list[int]]] | None = None,
+) -> list[CheckItem]:
+    """The items of operator group ``index`` (:mod:`~attest.collection.gradients.gradcheck_groups`),
+    checked as a run of its own, its directions drawn from the group's seed; ``cases``
+    collects, for each distinct operator, the call checked and the inputs it differentiates."""
+    settings = fd_settings(ctx)
+    sliced_done: set[str] = set()
+    pool = GaussianPool(group_seed(settings.seed, index))
+    underivable: dict[str, set[str]] = {}
+    found: dict[str, tuple[OpRecord, list[int]]] = {} if cases is None else cases
+    return [
+        check_operator(record, settings, sliced_done, pool, found, underivable)
+        for record in ctx.paged(operator_groups(ctx)[index])
+    ]
+
+
+def result_of(ctx: CollectContext, items: list[CheckItem]) -> CheckResult:
+    """The ``gradcheck`` result from every group's items, in operator order."""
+    parameters = parameters_of(fd_settings(ctx))
     if ctx.operators is None:
         return CheckResult(
             check="gradcheck",
@@ -254,17 +284,6 @@ def run(ctx: CollectContext) -> CheckResult:
             parameters=parameters,
             reason="the operator capture did not run, so there are no operators to check",
         )
-    sliced_done: set[str] = set()
-    pool = GaussianPool(settings.seed)
-    cases: dict[str, tuple[OpRecord, list[int]]] = {}
-    underivable: dict[str, set[str]] = {}
-    items = [
-        check_operator(record, settings, sliced_done, pool, cases, underivable)
-        for record in ctx.paged(ctx.operators)
-    ]
-    # The float64, kink-nudged case of each distinct operator, for the second_order check.
-    ctx.gradients.gradcheck_cases = cases
-    ctx.gradients.pool = pool
     checked = [i for i in items if i.status in ("pass", "fail")]
     errors = [i.metrics.get("max_rel_error") for i in checked]
     finite = [e for e in errors if isinstance(e, float) and math.isfinite(e)]
@@ -281,3 +300,41 @@ def run(ctx: CollectContext) -> CheckResult:
     return CheckResult(
         check="gradcheck", status="computed", parameters=parameters, summary=summary, items=items
     )
+
+
+class GradcheckCases(dict[str, tuple[OpRecord, list[int]]]):
+    """For each distinct operator, the call whose float64 case gradcheck checked (its first
+    call that got one) and the inputs it differentiates, for ``second_order`` (which rebuilds
+    the case); found when first asked for, by checking that operator's calls as gradcheck
+    does, so it is the same in whatever process the groups ran (``second_order`` asks only
+    when it localizes a failure or probes every operator)."""
+
+    def __init__(self, ctx: CollectContext) -> None:
+        super().__init__()
+        self._ctx = ctx
+        self._tried: set[str] = set()
+
+    def __contains__(self, op: object) -> bool:
+        if isinstance(op, str) and op not in self._tried and not super().__contains__(op):
+            self._tried.add(op)
+            self._prepare(op)
+        return super().__contains__(op)
+
+    def _prepare(self, op: str) -> None:
+        settings = fd_settings(self._ctx)
+        for record in self._ctx.operators or []:
+            if record.op == op:
+                found: dict[str, tuple[OpRecord, list[int]]] = {}
+                check_operator(record, settings, set(), GaussianPool(settings.seed), found)
+                if op in found:
+                    self[op] = found[op]
+                    return
+
+
+def run(ctx: CollectContext) -> CheckResult:
+    """The ``gradcheck`` result for every captured operator, group by group (and each distinct
+    operator's case in ``ctx.gradients.gradcheck_cases``, for ``second_order``)."""
+    cases = GradcheckCases(ctx)
+    items = [i for g in range(len(operator_groups(ctx))) for i in check_group(ctx, g, cases)]
+    ctx.gradients.gradcheck_cases = cases
+    return result_of(ctx, items)

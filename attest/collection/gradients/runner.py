@@ -13,6 +13,11 @@ Library use, on a context the orchestrator (or a test) built::
     for result in runner.run(ctx):
         print(result.check, result.status, [i.subject.label() for i in result.failed_items])
 
+The checks run as pieces (:mod:`attest.collection.pieces`, which ``attest collect --workers``
+spreads over processes): gradcheck's operator groups
+(:mod:`~attest.collection.gradients.gradcheck_groups`), ``kinks``, and the rest together,
+since they hand each other data (``rest``); :func:`join` puts the results in order.
+
 The per-operator checks re-run each captured operator alone on its own captured arguments,
 so they do not depend on the operator alignment that a failed ``topology`` check withdraws.
 """
@@ -26,6 +31,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -34,10 +40,12 @@ from attest.collection.context import CollectContext
 from attest.collection.gradients import accumulation, custom_ops, kinks, second_order
 from attest.collection.gradients import flow as gradient_flow
 from attest.collection.gradients import gradcheck as gradcheck_ops
+from attest.collection.gradients.gradcheck_groups import group_key, operator_groups, operator_work
+from attest.collection.pieces import Piece, Split, run_split
 from attest.errors import AttestError
 from attest.evidence.model import CheckResult
 
-__all__ = ["CHECKS", "EXECUTION", "run", "run_check", "run_each"]
+__all__ = ["CHECKS", "EXECUTION", "join", "pieces", "run", "run_check", "run_each", "run_piece"]
 
 CheckFn = Callable[[CollectContext], CheckResult]
 
@@ -74,6 +82,13 @@ def _where(exc: BaseException) -> str:
     return f" (at {Path(last.filename).name}:{last.lineno} in {last.name})"
 
 
+def _error_reason(check_id: str, exc: Exception) -> str:
+    text = " ".join(str(exc).split())[:500]
+    return f"{check_id} raised {type(exc).__name__}: {text}{_where(exc)}" + mixed_precision_hint(
+        text
+    )
+
+
 def run_check(check_id: str, fn: CheckFn, ctx: CollectContext) -> CheckResult:
     """One check, timed; an exception becomes an ``error`` result that says where."""
     if ctx.progress is not None:
@@ -85,24 +100,24 @@ def run_check(check_id: str, fn: CheckFn, ctx: CollectContext) -> CheckResult:
     except AttestError:
         raise
     except Exception as exc:
-        text = " ".join(str(exc).split())[:500]
         result = CheckResult(
             check=check_id,  # type: ignore[arg-type]
             status="error",
-            reason=f"{check_id} raised {type(exc).__name__}: {text}{_where(exc)}"
-            + mixed_precision_hint(text),
+            reason=_error_reason(check_id, exc),
         )
     result.duration_s = round(time.perf_counter() - started, 6)
     return result
 
 
-def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
-    """Each check's result as it is computed, in :data:`EXECUTION` order, with the hand-offs
-    between checks switched on (and dropped at the end, even if the caller stops early; see
-    :class:`~attest.collection.gradients.state.GradientState`)."""
+def run_each(
+    ctx: CollectContext, checks: list[tuple[str, CheckFn]] | None = None
+) -> Iterator[tuple[str, CheckResult]]:
+    """Each check's result as it is computed, in :data:`EXECUTION` order (or that of
+    ``checks``), with the hand-offs between checks switched on (and dropped at the end, even if
+    the caller stops early; see :class:`~attest.collection.gradients.state.GradientState`)."""
     ctx.gradients.keep_graph = True
     try:
-        for check_id, fn in EXECUTION:
+        for check_id, fn in EXECUTION if checks is None else checks:
             result = run_check(check_id, fn, ctx)
             # Hand-offs whose last consumer just ran are dropped, and the collector runs so
             # that autograd graphs caught in reference cycles (a model holding its own output,
@@ -118,6 +133,80 @@ def run_each(ctx: CollectContext) -> Iterator[tuple[str, CheckResult]]:
         _release_memory()
 
 
+# --- pieces (attest.collection.pieces): gradcheck's operator groups, kinks, the rest --------
+
+# Estimated costs in forward+backward units, per check as bench_certify.py measured them on
+# resnet18 (docs/benchmarks.md: gradcheck 26.5 F at 4 directions, kinks 4.9, gradient flow
+# and accumulation 15.4, second_order 18.2 at 3 directions): they only balance the workers.
+_GRADCHECK_PER_DIRECTION, _KINKS, _FLOW_ACCUMULATION, _SECOND_ORDER_PER_DIRECTION = (
+    6.6,
+    5.0,
+    15.4,
+    6.1,
+)
+
+
+def pieces(ctx: CollectContext) -> list[Piece]:
+    """gradcheck's operator groups, kinks, and the checks that hand each other data."""
+    groups = operator_groups(ctx)
+    work = [sum(operator_work(r) for r in group) for group in groups]
+    total = sum(work) or 1.0
+    gradcheck = _GRADCHECK_PER_DIRECTION * ctx.settings.gradcheck_directions
+    rest = _FLOW_ACCUMULATION + _SECOND_ORDER_PER_DIRECTION * ctx.settings.second_order_directions
+    return [
+        *(Piece(group_key(g), gradcheck * w / total) for g, w in enumerate(work)),
+        Piece("kinks", _KINKS),
+        Piece("rest", rest),
+    ]
+
+
+def run_piece(ctx: CollectContext, key: str) -> Any:
+    """One piece's output: a group's items (or why it raised), or finished results."""
+    with _threads(ctx.spec.threads):
+        if key.startswith("gradcheck/"):
+            if ctx.progress is not None:
+                ctx.progress(f"checks: {key}")
+            started = time.perf_counter()
+            try:
+                items = gradcheck_ops.check_group(ctx, int(key.partition("/")[2]))
+            except AttestError:
+                raise
+            except Exception as exc:
+                return {"error": _error_reason("gradcheck", exc)}
+            return {"items": items, "duration_s": time.perf_counter() - started}
+        if key == "kinks":
+            return dict(run_each(ctx, [c for c in EXECUTION if c[0] == "kinks"]))
+        # the checks that hand each other the gradient graph, the forward output and the
+        # custom calls; second_order asks for gradcheck's cases only to localize a failure,
+        # so they are built on demand
+        ctx.gradients.gradcheck_cases = gradcheck_ops.GradcheckCases(ctx)
+        return dict(run_each(ctx, [c for c in EXECUTION if c[0] not in ("gradcheck", "kinks")]))
+
+
+def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
+    """The results in :data:`CHECKS` order: gradcheck's from its groups, in operator order."""
+    groups = [v for k, v in outputs.items() if k.startswith("gradcheck/")]
+    failed = next((g["error"] for g in groups if "error" in g), None)
+    if failed is not None:
+        gradcheck = CheckResult(check="gradcheck", status="error", reason=failed)
+    else:
+        gradcheck = gradcheck_ops.result_of(ctx, [i for g in groups for i in g["items"]])
+        gradcheck.duration_s = round(sum(g["duration_s"] for g in groups), 6)
+    results = {"gradcheck": gradcheck, **outputs["kinks"], **outputs["rest"]}
+    return [results[check_id] for check_id, _ in CHECKS]
+
+
+@contextlib.contextmanager
+def _threads(count: int | None) -> Iterator[None]:
+    previous = torch.get_num_threads()
+    if count:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def _release_memory() -> None:
     """Collect garbage and hand freed heap pages back to the system. glibc keeps what a
     check freed in its arenas (measured: the process's resident size never fell between
@@ -130,12 +219,5 @@ def _release_memory() -> None:
 
 def run(ctx: CollectContext) -> list[CheckResult]:
     """Every gradient correctness check on ``ctx`` (see the module docstring), in
-    :data:`CHECKS` order."""
-    previous = torch.get_num_threads()
-    if ctx.spec.threads:
-        torch.set_num_threads(ctx.spec.threads)
-    try:
-        results = dict(run_each(ctx))
-        return [results[check_id] for check_id, _ in CHECKS]
-    finally:
-        torch.set_num_threads(previous)
+    :data:`CHECKS` order: its pieces one after another, then their join."""
+    return run_split(ctx, Split(pieces, run_piece, join))

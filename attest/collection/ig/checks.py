@@ -1,8 +1,9 @@
 """The integrated-gradients sanity checks (``ig_*``); see docs/ig.md.
 
-``run(ctx)`` computes IG once on the probe inputs (adaptive steps, the spec's baseline and
-target, the deployed precision, the spec's thread count) and reads six checks off it and
-off a few extra runs:
+``run(ctx)`` computes IG on the probe inputs (adaptive steps, the spec's baseline and
+target, the deployed precision, the spec's thread count), group of inputs by group of inputs,
+and reads six checks off it and off a few extra runs; the groups and the extra runs are the
+pieces of :mod:`attest.collection.ig.split` (``attest collect --workers`` spreads them):
 
 - ``ig_completeness``: per input, ``|sum(attr) - (F(x) - F(b))| / |F(x) - F(b)|`` in float64;
 - ``ig_convergence``: the error curve as steps double, and the steps needed;
@@ -19,17 +20,15 @@ the orchestrator to copy into ``Evidence.attributions``. Monotonicity and Spearm
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
 from attest.collection.capture.run import model_output_tensor
-from attest.collection.context import CheckSettings, CollectContext, precision_dtype
+from attest.collection.context import CheckSettings, CollectContext
 from attest.collection.ig.analysis import (
     baseline_neutrality,
 )
@@ -37,11 +36,9 @@ from attest.collection.ig.attribution import (
     BASELINES,
     IGResult,
     encode_attributions,
-    integrated_gradients,
     make_baseline,
 )
 from attest.collection.ig.path_checks import (
-    determinism,
     finite_or_none,
     first_nonfinite,
     input_subject,
@@ -50,20 +47,27 @@ from attest.collection.ig.path_checks import (
     status_counts,
     summary_max,
 )
+from attest.collection.ig.split import (
+    effective_tolerance,
+    merge_results,
+    pieces,
+    prepare,
+    run_piece,
+    threads,
+)
 from attest.collection.ig.stall import json_safe, stall_text
+from attest.collection.pieces import Split, run_split
 from attest.evidence.model import IG_CHECKS, CheckId, CheckItem, CheckResult, ItemStatus, Metric
 
-__all__ = ["IG_CHECKS", "run", "target_probability_limit"]
-
-
-@contextmanager
-def _threads(count: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(count)))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+__all__ = [
+    "IG_CHECKS",
+    "effective_tolerance",
+    "join",
+    "pieces",
+    "run",
+    "run_piece",
+    "target_probability_limit",
+]
 
 
 def _error_results(reason: str, checks: tuple[CheckId, ...] = IG_CHECKS) -> list[CheckResult]:
@@ -74,38 +78,25 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-# The integrand (the model's gradient) is computed in the deployed precision, so completeness
-# cannot be asked of it much finer than that precision's unit roundoff: the checks' tolerance
-# is at least this many eps (bfloat16: 2 * 2^-7 = 1.6 %; float16 0.2 %; float32 2.4e-7).
-PRECISION_FLOOR_EPS = 2.0
-
-
-def effective_tolerance(tolerance: float, precision: str) -> float:
-    """The completeness tolerance the checks apply: the setting, floored at the precision."""
-    return max(tolerance, PRECISION_FLOOR_EPS * float(torch.finfo(precision_dtype(precision)).eps))
-
-
 def run(ctx: CollectContext) -> list[CheckResult]:
-    """Every ``ig_*`` check; a check that raises becomes an ``error`` result, never a crash."""
+    """Every ``ig_*`` check; a check that raises becomes an ``error`` result, never a crash.
+    Computed as pieces (:mod:`attest.collection.ig.split`), here one after another."""
+    return run_split(ctx, Split(pieces, run_piece, join))
+
+
+def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
+    """The six results from the pieces' outputs (the input groups, the randomization stages,
+    the repeated batch), and the attributions in ``ctx.ig.attributions``."""
     spec = ctx.spec
-    settings = dataclasses.replace(
-        ctx.settings, ig_tolerance=effective_tolerance(ctx.settings.ig_tolerance, spec.precision)
-    )
-    started = time.perf_counter()
-    inputs = ctx.inputs()
-    labels = spec.labels
-    if settings.ig_max_inputs is not None:
-        inputs = inputs[: settings.ig_max_inputs]
-        labels = None if labels is None else labels[: settings.ig_max_inputs]
-    if spec.target == "label" and labels is None:
-        return [
-            CheckResult(
-                check=c,
-                status="not_computed",
-                reason="target is 'label' but the probe has no 'target' tensor",
-            )
-            for c in IG_CHECKS
-        ]
+    groups = [v for k, v in outputs.items() if k.startswith("inputs/")]
+    failed = next((g["error"] for g in groups if g is not None and "error" in g), None)
+    if failed is not None:  # the model raised: every IG check says where, none crashes
+        return _error_results(f"integrated gradients could not be computed: {failed}")
+    prepared = prepare(ctx)
+    if isinstance(prepared, str):
+        return [CheckResult(check=c, status="not_computed", reason=prepared) for c in IG_CHECKS]
+    settings, inputs = prepared.settings, prepared.inputs
+    main = merge_results([g["result"] for g in groups])
     base_params: dict[str, Any] = {
         "method": settings.ig_method,
         "baseline": spec.baseline,
@@ -114,58 +105,34 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "threads": spec.threads,
         "seed": settings.seed,
         "inputs_analysed": int(inputs.shape[0]),
+        "input_groups": len(groups),
+        "chunk_size": main.chunk_size,
+        "per_sample_bytes": main.per_sample_bytes,
+        "memory_budget_bytes": main.memory_budget_bytes,
+        "model_mode": {k: v for k, v in main.model_info.items() if k != "module_kinds"},
     }
-    progress = ctx.progress  # set by the collector on a terminal
-    say: Callable[[str], None] = progress if progress is not None else (lambda _text: None)
-    with _threads(spec.threads):
-        try:
-            say(f"integrated gradients: {settings.ig_method}, up to {settings.ig_max_steps} steps")
-            model = ctx.fresh_model()
-            baseline = make_baseline(spec.baseline, inputs, seed=settings.seed)
-            main = integrated_gradients(
-                model,
-                inputs,
-                target=spec.target,
-                labels=labels,
-                baseline=baseline,
-                method=settings.ig_method,
-                steps=settings.ig_steps,
-                tolerance=settings.ig_tolerance,
-                max_steps=settings.ig_max_steps,
-                memory_budget_bytes=settings.ig_memory_budget_bytes,
-                stall_halvings=settings.ig_stall_halvings,
-                stop_on_steep=settings.ig_stop_on_steep,
-            )
-        except Exception as exc:  # the model raised: every IG check says where, none crashes
-            return _error_results(f"integrated gradients could not be computed: {_describe(exc)}")
-        base_params.update(
-            {
-                "chunk_size": main.chunk_size,
-                "per_sample_bytes": main.per_sample_bytes,
-                "memory_budget_bytes": main.memory_budget_bytes,
-                "model_mode": {k: v for k, v in main.model_info.items() if k != "module_kinds"},
-            }
+    say: Callable[[str], None] = ctx.progress if ctx.progress is not None else (lambda _t: None)
+    duration = sum(g["duration_s"] for g in groups)
+    results = [
+        _completeness(main, settings, base_params, duration),
+        _convergence(main, settings, base_params, duration),
+    ]
+    stages = [v for k, v in outputs.items() if k.startswith("randomization/")]
+    with threads(spec.threads):
+        say("integrated gradients: ig_baseline")
+        model = ctx.fresh_model()
+        results.append(
+            _guarded("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params))
         )
-        duration = time.perf_counter() - started
-        results = [
-            _completeness(main, settings, base_params, duration),
-            _convergence(main, settings, base_params, duration),
-        ]
-        steps = (
-            ("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params)),
-            ("ig_monotonicity", lambda: monotonicity(ctx, main, base_params)),
-            (
-                "ig_randomization",
-                lambda: randomization(ctx, inputs, baseline, main, base_params, model),
-            ),
-            (
-                "ig_determinism",
-                lambda: determinism(ctx, model, inputs, baseline, main, base_params),
-            ),
-        )
-        for check, compute in steps:
-            say(f"integrated gradients: {check}")
-            results.append(_guarded(check, compute))
+        say("integrated gradients: ig_monotonicity")
+        results.append(_guarded("ig_monotonicity", lambda: monotonicity(ctx, main, base_params)))
+    results.append(
+        _from_pieces("ig_randomization", stages, lambda: randomization(ctx, stages, base_params))
+    )
+    repeats = outputs["repeats"]
+    results.append(
+        _from_pieces("ig_determinism", [repeats], lambda: _with(repeats["result"], base_params))
+    )
     ctx.ig.attributions = encode_attributions(
         main.attributions.cpu().numpy(),
         inputs.detach().cpu().to(torch.float64).numpy(),
@@ -178,6 +145,19 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         },
     )
     return results
+
+
+def _with(result: CheckResult, params: dict[str, Any]) -> CheckResult:
+    """``result`` with the main computation's parameters first."""
+    return result.model_copy(update={"parameters": {**params, **result.parameters}})
+
+
+def _from_pieces(check: str, outputs: list[Any], compute: Callable[[], CheckResult]) -> CheckResult:
+    """A check read off pieces' outputs: ``error`` naming the first piece that raised."""
+    failed = next((o["error"] for o in outputs if isinstance(o, dict) and "error" in o), None)
+    if failed is not None:
+        return CheckResult(check=check, status="error", reason=failed)  # type: ignore[arg-type]
+    return _guarded(check, compute)
 
 
 def _guarded(check: str, compute: Callable[[], CheckResult]) -> CheckResult:

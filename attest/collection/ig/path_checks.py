@@ -5,23 +5,18 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
 from attest.collection.context import CheckSettings, CollectContext
-from attest.collection.ig.analysis import cascade_layers, path_behaviour, randomize_layer, spearman
-from attest.collection.ig.attribution import (
-    IGResult,
-    integrated_gradients,
-    path_gradients,
-    share_sample_bytes,
-)
+from attest.collection.ig.analysis import path_behaviour, spearman
+from attest.collection.ig.attribution import IGResult, path_gradients
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric, Subject
 
 __all__ = [
+    "checkpoints",
     "determinism",
     "finite_or_none",
     "first_nonfinite",
@@ -143,67 +138,65 @@ def monotonicity(ctx: CollectContext, main: IGResult, params: dict[str, Any]) ->
 # ----------------------------------------------------------------------------- randomization
 
 
+def checkpoints(count: int, settings: CheckSettings) -> list[int]:
+    """How many of the ``count`` cascade layers (from the top) are re-initialized at each of
+    the up to ``ig_randomization_max_layers`` checkpoints where IG is recomputed."""
+    return sorted(
+        {
+            round(1 + j * (count - 1) / max(1, settings.ig_randomization_max_layers - 1))
+            for j in range(min(count, settings.ig_randomization_max_layers))
+        }
+    )
+
+
 def randomization(
-    ctx: CollectContext,
-    inputs: torch.Tensor,
-    baseline: torch.Tensor,
-    main: IGResult,
-    params: dict[str, Any],
-    main_model: torch.nn.Module | None = None,
+    ctx: CollectContext, stages: list[dict[str, Any] | None], params: dict[str, Any]
 ) -> CheckResult:
     """``ig_randomization``: Adebayo et al.'s cascading parameter randomization test, on the
     first ``ig_randomization_inputs`` inputs with a fixed ``ig_randomization_steps``-node
-    Gauss-Legendre rule, at ``ig_randomization_max_layers`` checkpoints of the cascade."""
+    Gauss-Legendre rule, at ``ig_randomization_max_layers`` checkpoints of the cascade.
+
+    ``stages``: the maps of the trained model (stage 0), then after each checkpoint's
+    re-initialization of the top layers (each layer seeded by its place in the cascade,
+    :mod:`attest.collection.ig.split`), as ``{"layers", "stop", "maps"}``; None past the last
+    checkpoint. A coarse fixed rule serves: the maps only feed a rank correlation, and a
+    model whose attributions do not depend on its weights keeps their order at any step count
+    (docs/ig.md has the detection table against the former 32-step rule)."""
     settings = ctx.settings
-    k = max(1, min(settings.ig_randomization_inputs, inputs.shape[0]))
-    x, b = inputs[:k], baseline[:k]
-    target: Any = (
-        torch.from_numpy(main.target_classes[:k]) if main.target_classes is not None else "argmax"
-    )
-    # One copy of the model, randomized in place layer after layer (the context's shared
-    # instances stay untouched); it shares the main model's measured sample bytes, since
-    # activation memory does not depend on the weights' values (no second probe step).
-    model = ctx.fresh_model()
-    if main_model is not None:
-        share_sample_bytes(main_model, model)
-    layers = cascade_layers(model, x[:1])
+    first = stages[0]
+    assert first is not None
+    layers: list[str] = first["layers"]
     if not layers:
         return CheckResult(
             check="ig_randomization", status="not_computed", reason="the model has no parameters"
         )
-    steps = max(1, int(settings.ig_randomization_steps))
-
-    def attribute(net: torch.nn.Module) -> np.ndarray:
-        # A coarse fixed rule: the maps only feed a rank correlation, and a model whose
-        # attributions do not depend on its weights keeps their order at any step count
-        # (docs/ig.md has the detection table against the former 32-step rule).
-        result = integrated_gradients(
-            net,
-            x,
-            target=target,
-            baseline=b,
-            method="gausslegendre",
-            steps=steps,
-            memory_budget_bytes=settings.ig_memory_budget_bytes,
-            return_diagnostics=False,
-        )
-        return result.attributions.reshape(k, -1).cpu().numpy()
-
-    original = attribute(model)
-    curve = _cascade(model, layers, original, attribute, settings)
-    del model
+    original = first["maps"]
+    curve = [
+        {
+            "layers_randomized": stage["stop"],
+            "last_layer": layers[stage["stop"] - 1],
+            "spearman": [spearman(original[i], stage["maps"][i]) for i in range(len(original))],
+            "spearman_abs": [
+                spearman(np.abs(original[i]), np.abs(stage["maps"][i]))
+                for i in range(len(original))
+            ],
+        }
+        for stage in stages[1:]
+        if stage is not None
+    ]
+    k = len(original)
     items = [_randomization_item(i, original[i], curve, len(layers), settings) for i in range(k)]
     return CheckResult(
         check="ig_randomization",
         status="computed",
         parameters={
             **params,
-            "steps": steps,
+            "steps": max(1, int(settings.ig_randomization_steps)),
             "rule": "gausslegendre",
             "inputs_used": k,
             "max_spearman": settings.ig_randomization_max_spearman,
             "sign_flip_abs_spearman": SIGN_FLIP_ABS_SPEARMAN,
-            "cascade": [name for name, _ in layers],
+            "cascade": layers,
             "reinit": "reset_parameters() under torch.manual_seed(seed + layer), else normal with the tensor's std",
         },
         summary={
@@ -215,44 +208,6 @@ def randomization(
         },
         items=items,
     )
-
-
-def _cascade(
-    model: torch.nn.Module,
-    layers: list[tuple[str, torch.nn.Module]],
-    original: np.ndarray,
-    attribute: Callable[[torch.nn.Module], np.ndarray],
-    settings: CheckSettings,
-) -> list[dict[str, Any]]:
-    """Randomize ``layers`` from the top, one after another, and at up to
-    ``ig_randomization_max_layers`` checkpoints compare the attributions with ``original``:
-    one entry per checkpoint with each input's signed and absolute-value Spearman."""
-    count = len(layers)
-    checkpoints = sorted(
-        {
-            round(1 + j * (count - 1) / max(1, settings.ig_randomization_max_layers - 1))
-            for j in range(min(count, settings.ig_randomization_max_layers))
-        }
-    )
-    curve: list[dict[str, Any]] = []
-    randomized = 0
-    for stop in checkpoints:
-        while randomized < stop:
-            randomize_layer(layers[randomized][1], seed=settings.seed + randomized)
-            randomized += 1
-        attributions = attribute(model)
-        curve.append(
-            {
-                "layers_randomized": stop,
-                "last_layer": layers[stop - 1][0],
-                "spearman": [spearman(original[i], attributions[i]) for i in range(len(original))],
-                "spearman_abs": [
-                    spearman(np.abs(original[i]), np.abs(attributions[i]))
-                    for i in range(len(original))
-                ],
-            }
-        )
-    return curve
 
 
 def _randomization_item(
@@ -318,7 +273,7 @@ def determinism(
     model: torch.nn.Module,
     inputs: torch.Tensor,
     baseline: torch.Tensor,
-    main: IGResult,
+    classes: np.ndarray | None,
     params: dict[str, Any],
 ) -> CheckResult:
     """``ig_determinism``: the integrand bit-exact across repeats at fixed threads.
@@ -340,7 +295,7 @@ def determinism(
     values: list[np.ndarray] = []
     for _ in range(repeats):
         grads, f = path_gradients(
-            model, inputs, baseline, t, main.target_classes, settings.ig_memory_budget_bytes
+            model, inputs, baseline, t, classes, settings.ig_memory_budget_bytes
         )
         # (points, N, ...) -> (N, points, ...): each input's integrand at every point
         runs.append((grads.cpu() * diff.unsqueeze(0)).transpose(0, 1).numpy())

@@ -43,6 +43,7 @@ from attest.collection.capture.tensors import (
     tensor_storage,
 )
 from attest.collection.context import CollectContext, OpRecord
+from attest.collection.pieces import Split, run_split
 from attest.collection.profile.float64_pass import measure_fidelity
 from attest.collection.profile.measures import (
     OpMeasure,
@@ -59,10 +60,10 @@ from attest.collection.profile.repeats import (
     attach_backward_times,
     is_view_op,
     measure_repeats,
-    measure_thread_sensitivity,
     parameter_storages,
     storage_ptrs,
 )
+from attest.collection.profile.split import join, pieces, run_piece
 from attest.evidence.model import CheckResult
 
 __all__ = [
@@ -70,10 +71,13 @@ __all__ = [
     "Profile",
     "capture_reference",
     "is_random_op",
+    "join",
     "measure_fidelity",
     "measure_repeats",
     "median_or_none",
+    "pieces",
     "run",
+    "run_piece",
 ]
 
 # --- phase 1: reference ----------------------------------------------------------------------
@@ -255,19 +259,9 @@ def _spill_run0(
 
 def run(ctx: CollectContext) -> list[CheckResult]:
     """Check runner: the measurement phases, then the determinism, fidelity, numerics and
-    thread_sensitivity results built from them."""
-    from attest.collection.profile import results as checks
-
-    profile = ctx.profiler.profile
-    if profile is None:
-        profile = capture_reference(ctx)
-    report = ctx.progress
-    if profile.failure is None:
-        if report:
-            report("float64 fidelity")
-        measure_fidelity(ctx, profile)
-        measure_repeats(ctx, profile, report)
-        if report:
-            report("thread sensitivity")
-        measure_thread_sensitivity(ctx, profile)
-    return checks.build_results(ctx, profile)
+    thread_sensitivity results built from them. The phases are pieces
+    (:mod:`attest.collection.profile.split`): the float64 pass, each repeat, the thread-count
+    run; here one after another, split over workers by ``attest collect --workers``."""
+    if ctx.profiler.profile is None:
+        capture_reference(ctx)
+    return run_split(ctx, Split(pieces, run_piece, join))

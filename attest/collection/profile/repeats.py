@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
 
 from attest.collection.capture.capture import CaptureObserver, _ModuleStack
-from attest.collection.capture.run import RunOutcome, run_model
+from attest.collection.capture.run import ModelFailure, RunOutcome, run_model
 from attest.collection.capture.spill import Pager
 from attest.collection.context import CollectContext
 from attest.collection.profile.op_metrics import bits_equal
@@ -34,16 +35,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DETAILED_RUNS",
+    "ComparedRun",
     "LiveBytes",
     "RepeatCapture",
     "RunComparison",
     "allocated_bytes",
+    "apply_repeat",
+    "apply_threads",
     "attach_backward_times",
     "is_view_op",
     "measure_repeats",
     "measure_thread_sensitivity",
     "parameter_storages",
+    "repeat_run",
     "storage_ptrs",
+    "thread_run",
 ]
 
 
@@ -83,9 +89,39 @@ def _outcome_matches(outcome: RunOutcome, reference: RunOutcome) -> bool:
 DETAILED_RUNS = 3
 
 
+@dataclass
+class RunMemory:
+    """One compared run's memory figures: forward and backward deltas, peak, fragmentation."""
+
+    forward: int
+    backward: int
+    peak: int
+    fragmentation: float | None = None
+
+
+@dataclass
+class ComparedRun:
+    """What one run compared with run 0 found, as plain data (a repeat or the thread-count
+    run): computed anywhere, applied to the profile by :func:`apply_repeat` /
+    :func:`apply_threads` (the collect split over workers computes repeats in other processes,
+    :mod:`attest.collection.profile.split`)."""
+
+    exact: dict[int, bool]
+    deviation: dict[int, float]
+    origins: set[int]
+    diverged_at: int | None
+    ops: int
+    failure: ModelFailure | None
+    matches: bool  # output and every gradient equal to run 0's
+    forward_ns: list[int] = field(default_factory=list)
+    backward_ns: dict[int, int] = field(default_factory=dict)
+    memory: RunMemory | None = None
+    threads: tuple[int, int] | None = None  # the thread-count run: (configured, the other)
+
+
 def _compare_run(
     ctx: CollectContext, profile: Profile, observer: RunComparison, *, detailed: bool = True
-) -> RunOutcome:
+) -> ComparedRun:
     spec = ctx.spec
     x = ctx.inputs()
     cuda = x.device.type == "cuda"
@@ -118,28 +154,84 @@ def _compare_run(
     )
     if outcome.failure is not None and observer.diverged_at is None:
         observer.diverged_at = len(outcome.ops)  # what was not reached was not compared
+    run = ComparedRun(
+        exact=dict(observer.exact),
+        deviation=dict(observer.deviation),
+        origins=set(observer.origins),
+        diverged_at=observer.diverged_at,
+        ops=len(outcome.ops),
+        failure=outcome.failure,
+        matches=outcome.failure is None and _outcome_matches(outcome, profile.reference),
+        forward_ns=list(outcome.forward_ns),
+        backward_ns=dict(outcome.backward_ns),
+    )
     if outcome.failure is not None:
-        return outcome
+        return run
     if cuda and outcome.memory_marks:
         after_forward, after_backward = outcome.memory_marks
-        profile.forward_memory_bytes.append(after_forward - before)
-        profile.backward_memory_bytes.append(after_backward - after_forward)
-        peak = int(torch.cuda.max_memory_allocated(x.device)) - before
         stats = torch.cuda.memory_stats(x.device)
         reserved = int(stats.get("reserved_bytes.all.peak", 0))
-        if reserved:
-            fragmentation = 1.0 - int(stats.get("allocated_bytes.all.peak", 0)) / reserved
-            profile.fragmentation = max(profile.fragmentation or 0.0, fragmentation)
-    elif live is not None and "forward_done" in live.marks and "backward_done" in live.marks:
-        profile.forward_memory_bytes.append(live.marks["forward_done"])
-        profile.backward_memory_bytes.append(
-            live.marks["backward_done"] - live.marks["forward_done"]
+        run.memory = RunMemory(
+            after_forward - before,
+            after_backward - after_forward,
+            int(torch.cuda.max_memory_allocated(x.device)) - before,
+            1.0 - int(stats.get("allocated_bytes.all.peak", 0)) / reserved if reserved else None,
         )
-        peak = live.peak
-    else:
-        return outcome
-    profile.peak_memory_bytes = max(profile.peak_memory_bytes or 0, peak)
-    return outcome
+    elif live is not None and "forward_done" in live.marks and "backward_done" in live.marks:
+        run.memory = RunMemory(
+            live.marks["forward_done"],
+            live.marks["backward_done"] - live.marks["forward_done"],
+            live.peak,
+        )
+    return run
+
+
+def _apply_memory(profile: Profile, memory: RunMemory | None) -> None:
+    if memory is None:
+        return
+    profile.forward_memory_bytes.append(memory.forward)
+    profile.backward_memory_bytes.append(memory.backward)
+    if memory.fragmentation is not None:
+        profile.fragmentation = max(profile.fragmentation or 0.0, memory.fragmentation)
+    profile.peak_memory_bytes = max(profile.peak_memory_bytes or 0, memory.peak)
+
+
+def repeat_run(ctx: CollectContext, profile: Profile, run_index: int) -> ComparedRun:
+    """Repeat ``run_index`` (1..R-1) compared bitwise with the reference; the first
+    :data:`DETAILED_RUNS` also time each backward and measure memory."""
+    observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
+    return _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
+
+
+def apply_repeat(profile: Profile, run: ComparedRun) -> None:
+    """Count one repeat into the profile's per-operator determinism figures."""
+    profile.runs += 1
+    if run.matches:
+        profile.model_exact_runs += 1
+    if run.diverged_at is not None or run.ops != len(profile.ops):
+        profile.sequence_changed_runs += 1
+    for measure in profile.ops:
+        measure.runs_compared += 1
+        if run.diverged_at is not None and measure.id >= run.diverged_at:
+            measure.max_deviation = math.inf
+            continue
+        if measure.id in run.origins:
+            measure.origin_runs += 1
+        if run.exact.get(measure.id, True):
+            measure.runs_exact += 1
+        else:
+            measure.max_deviation = max(
+                measure.max_deviation, run.deviation.get(measure.id, math.inf)
+            )
+        if measure.id < len(run.forward_ns):
+            measure.forward_ns.append(run.forward_ns[measure.id])
+    if run.failure is None:
+        _apply_memory(profile, run.memory)
+    for op_id, ns in run.backward_ns.items():
+        if op_id < len(profile.ops):
+            profile.ops[op_id].backward_ns.append(ns)
+    profile.model_forward_ns.append(sum(run.forward_ns))
+    profile.model_backward_ns.append(sum(run.backward_ns.values()))
 
 
 def measure_repeats(
@@ -150,54 +242,43 @@ def measure_repeats(
     for run_index in range(1, repeats):
         if progress is not None:
             progress(f"determinism run {run_index + 1}/{repeats}")
+        apply_repeat(profile, repeat_run(ctx, profile, run_index))
+
+
+def thread_run(ctx: CollectContext, profile: Profile) -> ComparedRun:
+    """One run at another intra-op thread count (1, or 2 when 1 is configured), compared
+    bitwise with run 0; memory measured only when no repeat measures it (repeats: 1)."""
+    configured = torch.get_num_threads()
+    other = 1 if configured != 1 else 2
+    torch.set_num_threads(other)
+    try:
+        detailed = max(1, ctx.spec.repeats) <= 1
         observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
-        outcome = _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
-        profile.runs += 1
-        if outcome.failure is None and _outcome_matches(outcome, profile.reference):
-            profile.model_exact_runs += 1
-        if observer.diverged_at is not None or len(outcome.ops) != len(profile.ops):
-            profile.sequence_changed_runs += 1
-        for measure in profile.ops:
-            if observer.diverged_at is not None and measure.id >= observer.diverged_at:
-                measure.runs_compared += 1
-                measure.max_deviation = math.inf
-                continue
-            measure.runs_compared += 1
-            if measure.id in observer.origins:
-                measure.origin_runs += 1
-            if observer.exact.get(measure.id, True):
-                measure.runs_exact += 1
-            else:
-                measure.max_deviation = max(
-                    measure.max_deviation, observer.deviation.get(measure.id, math.inf)
-                )
-            if measure.id < len(outcome.forward_ns):
-                measure.forward_ns.append(outcome.forward_ns[measure.id])
-        attach_backward_times(profile.ops, outcome)
-        profile.model_forward_ns.append(sum(outcome.forward_ns))
-        profile.model_backward_ns.append(sum(outcome.backward_ns.values()))
+        run = _compare_run(ctx, profile, observer, detailed=detailed)
+    finally:
+        torch.set_num_threads(configured)
+    run.threads = (configured, other)
+    return run
+
+
+def apply_threads(profile: Profile, run: ComparedRun) -> None:
+    """The thread-count run's figures, per operator."""
+    profile.thread_counts = run.threads
+    profile.thread_failure = run.failure
+    if run.failure is not None:
+        return
+    _apply_memory(profile, run.memory)
+    profile.thread_model_changed = not run.matches
+    for measure in profile.ops:
+        if run.diverged_at is not None and measure.id >= run.diverged_at:
+            measure.thread_changed = True
+            measure.thread_deviation = math.inf
+            continue
+        changed = not run.exact.get(measure.id, True)
+        measure.thread_changed = changed
+        measure.thread_deviation = run.deviation.get(measure.id, 0.0) if changed else 0.0
 
 
 def measure_thread_sensitivity(ctx: CollectContext, profile: Profile) -> None:
     """Phase 4: one run at another intra-op thread count, compared bitwise with run 0."""
-    configured = torch.get_num_threads()
-    other = 1 if configured != 1 else 2
-    profile.thread_counts = (configured, other)
-    observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
-    torch.set_num_threads(other)
-    try:  # memory only when no repeat measured it (repeats: 1)
-        outcome = _compare_run(ctx, profile, observer, detailed=not profile.forward_memory_bytes)
-    finally:
-        torch.set_num_threads(configured)
-    profile.thread_failure = outcome.failure
-    if outcome.failure is not None:
-        return
-    profile.thread_model_changed = not _outcome_matches(outcome, profile.reference)
-    for measure in profile.ops:
-        if observer.diverged_at is not None and measure.id >= observer.diverged_at:
-            measure.thread_changed = True
-            measure.thread_deviation = math.inf
-            continue
-        changed = not observer.exact.get(measure.id, True)
-        measure.thread_changed = changed
-        measure.thread_deviation = observer.deviation.get(measure.id, 0.0) if changed else 0.0
+    apply_threads(profile, thread_run(ctx, profile))
