@@ -9,6 +9,7 @@ turns any exception into an ``error`` result, so a failing check never stops the
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +29,20 @@ from attest.spec import LoadedSpec, TargetSpec
 
 T = TypeVar("T")
 
+
+@contextmanager
+def spec_threads(count: int | None) -> Iterator[None]:
+    """The spec's intra-op thread count for the duration (restored after); None keeps the
+    current one."""
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(max(1, int(count)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 __all__ = [
     "CheckSettings",
     "CollectContext",
@@ -36,6 +51,7 @@ __all__ = [
     "TargetSpec",
     "cast_model",
     "precision_dtype",
+    "spec_threads",
     "target_scalar",
 ]
 

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from attest.collection.capture.run import mixed_precision_hint
-from attest.collection.context import CollectContext
+from attest.collection.context import CollectContext, spec_threads
 from attest.collection.gradients import accumulation, custom_ops, kinks, second_order
 from attest.collection.gradients import flow as gradient_flow
 from attest.collection.gradients import gradcheck as gradcheck_ops
@@ -162,7 +162,7 @@ def pieces(ctx: CollectContext) -> list[Piece]:
 
 def run_piece(ctx: CollectContext, key: str) -> Any:
     """One piece's output: a group's items (or why it raised), or finished results."""
-    with _threads(ctx.spec.threads):
+    with spec_threads(ctx.spec.threads):
         if key.startswith("gradcheck/"):
             if ctx.progress is not None:
                 ctx.progress(f"checks: {key}")
@@ -194,17 +194,6 @@ def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
         gradcheck.duration_s = round(sum(g["duration_s"] for g in groups), 6)
     results = {"gradcheck": gradcheck, **outputs["kinks"], **outputs["rest"]}
     return [results[check_id] for check_id, _ in CHECKS]
-
-
-@contextlib.contextmanager
-def _threads(count: int | None) -> Iterator[None]:
-    previous = torch.get_num_threads()
-    if count:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _release_memory() -> None:

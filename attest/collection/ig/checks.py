@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from attest.collection.capture.run import model_output_tensor
-from attest.collection.context import CheckSettings, CollectContext
+from attest.collection.context import CheckSettings, CollectContext, spec_threads
 from attest.collection.ig.analysis import (
     baseline_neutrality,
 )
@@ -53,7 +53,6 @@ from attest.collection.ig.split import (
     pieces,
     prepare,
     run_piece,
-    threads,
 )
 from attest.collection.ig.stall import json_safe, stall_text
 from attest.collection.pieces import Split, run_split
@@ -118,7 +117,7 @@ def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
         _convergence(main, settings, base_params, duration),
     ]
     stages = [v for k, v in outputs.items() if k.startswith("randomization/")]
-    with threads(spec.threads):
+    with spec_threads(spec.threads):
         say("integrated gradients: ig_baseline")
         model = ctx.fresh_model()
         results.append(

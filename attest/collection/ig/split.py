@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +30,7 @@ import torch
 from torch import nn
 
 from attest.collection.capture.run import model_output_tensor
-from attest.collection.context import CheckSettings, CollectContext, precision_dtype
+from attest.collection.context import CheckSettings, CollectContext, precision_dtype, spec_threads
 from attest.collection.ig.analysis import cascade_layers, randomize_layer
 from attest.collection.ig.attribution import (
     IGResult,
@@ -54,7 +52,6 @@ __all__ = [
     "prepare",
     "run_piece",
     "target_classes",
-    "threads",
 ]
 
 # At most this many input groups: each is one IG computation of a few inputs.
@@ -68,17 +65,6 @@ PRECISION_FLOOR_EPS = 2.0
 def effective_tolerance(tolerance: float, precision: str) -> float:
     """The completeness tolerance the checks apply: the setting, floored at the precision."""
     return max(tolerance, PRECISION_FLOOR_EPS * float(torch.finfo(precision_dtype(precision)).eps))
-
-
-@contextmanager
-def threads(count: int) -> Iterator[None]:
-    """The spec's intra-op thread count for the duration (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(count)))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass
@@ -167,7 +153,7 @@ def pieces(ctx: CollectContext) -> list[Piece]:
 def run_piece(ctx: CollectContext, key: str) -> Any:
     """One piece's output (plain data); an exception is returned as its text."""
     say = ctx.progress if ctx.progress is not None else (lambda _text: None)
-    with threads(ctx.spec.threads):
+    with spec_threads(ctx.spec.threads):
         try:
             prepared = prepare(ctx)
             if isinstance(prepared, str):

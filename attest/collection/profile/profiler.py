@@ -198,7 +198,7 @@ def capture_reference(ctx: CollectContext) -> Profile:
         failure=outcome.failure,
         spills=[spill],
     )
-    attach_backward_times(profile.ops, outcome)
+    attach_backward_times(profile.ops, outcome.backward_ns)
     for op_id, count in outcome.engine_detaches.items():
         if op_id < len(profile.ops):
             profile.ops[op_id].engine_detaches = count

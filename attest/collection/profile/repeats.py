@@ -58,9 +58,9 @@ def parameter_storages(model: torch.nn.Module) -> set[int]:
     return storage_ptrs([*model.parameters(), *model.buffers()])
 
 
-def attach_backward_times(ops: list[OpMeasure], outcome: RunOutcome) -> None:
+def attach_backward_times(ops: list[OpMeasure], backward_ns: dict[int, int]) -> None:
     """Append one run's backward time per operator to the operators' timings."""
-    for op_id, ns in outcome.backward_ns.items():
+    for op_id, ns in backward_ns.items():
         if op_id < len(ops):
             ops[op_id].backward_ns.append(ns)
 
@@ -227,9 +227,7 @@ def apply_repeat(profile: Profile, run: ComparedRun) -> None:
             measure.forward_ns.append(run.forward_ns[measure.id])
     if run.failure is None:
         _apply_memory(profile, run.memory)
-    for op_id, ns in run.backward_ns.items():
-        if op_id < len(profile.ops):
-            profile.ops[op_id].backward_ns.append(ns)
+    attach_backward_times(profile.ops, run.backward_ns)
     profile.model_forward_ns.append(sum(run.forward_ns))
     profile.model_backward_ns.append(sum(run.backward_ns.values()))
 
