@@ -29,7 +29,7 @@ from pathlib import Path
 
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner
-from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
 from attest.collection.runners import (
     CHECK_RUNNERS,
     RUNNER_CHECKS,
@@ -104,7 +104,7 @@ def collect(
     started = time.perf_counter()
     if progress is not None:
         progress(f"loaded {loaded.name} {loaded.version}")
-    with environment.runtime(loaded, settings) as envelope:
+    with environment.runtime(loaded, settings) as envelope, frozen_heap():
         ctx = CollectContext(
             spec=loaded,
             settings=settings,

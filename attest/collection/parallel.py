@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from attest.collection.budget import KNOBS, PHASE_COST
-from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
 from attest.errors import CollectError, InputError
 from attest.evidence.model import CheckResult, ExportRecord, PhaseRecord
 
@@ -177,9 +177,10 @@ def run_part(
     whole = [_TOPOLOGY] + [r for r, k in units if k is None]
     pieces = [(r, k) for r, k in units if k is not None]
     try:
-        ctx, results, phases, outputs = capture_and_run(
-            loaded, settings, whole, folder, pieces, part=index
-        )
+        with frozen_heap():
+            ctx, results, phases, outputs = capture_and_run(
+                loaded, settings, whole, folder, pieces, part=index
+            )
         if pieces and operators_digest(ctx) != digest:
             raise CollectError(
                 f"worker {index} captured other operators than this process (the model's "

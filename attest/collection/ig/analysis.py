@@ -28,9 +28,10 @@ def _average_ranks(values: np.ndarray) -> np.ndarray:
     boundaries = np.flatnonzero(np.diff(ordered) != 0) + 1
     starts = np.concatenate(([0], boundaries))
     ends = np.concatenate((boundaries, [len(values)]))
+    # One average per run of equal values, spread over the run with np.repeat: a Python loop
+    # over the runs cost 0.35 s per map of 150,528 distinct values (a 3x224x224 input).
     ranks = np.empty(len(values), dtype=np.float64)
-    for start, end in zip(starts, ends, strict=True):
-        ranks[order[start:end]] = 0.5 * (start + end - 1) + 1.0
+    ranks[order] = np.repeat(0.5 * (starts + ends - 1) + 1.0, ends - starts)
     return ranks
 
 
