@@ -35,11 +35,13 @@ from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import LoadedSpec
 from attest.collection.gradients.finite_differences import finite_or_none
 from attest.collection.gradients.flow import probe_objective
+from attest.collection.pieces import piece_seed
 
 __all__ = [
     "FORWARD_MAX_EPS",
     "HVP_EPS",
     "HVP_EPS_SWEEP",
+    "Directions",
     "Graph",
     "Unrepresentative",
     "hessian_vector_check",
@@ -80,17 +82,24 @@ def _norm(ts: Sequence[torch.Tensor]) -> float:
 
 
 def _rms_scaled_gaussians(
-    tensors: list[torch.Tensor], live: list[bool], generator: torch.Generator, scale: float = 1.0
+    tensors: list[torch.Tensor],
+    live: list[bool],
+    generator: torch.Generator,
+    scale: float = 1.0,
+    norms: list[float] | None = None,
 ) -> list[torch.Tensor]:
     """A Gaussian direction for each live tensor, scaled by its RMS modulus (at least 1e-3)
     times ``scale``; zeros for the others. A complex tensor (an FNO's spectral weights) gets
     a complex direction (randn's complex draw has E|z|^2 = 1). The real ones share one draw
     and every RMS comes from one foreach norm (a few kernels per tensor dominated small
-    models)."""
-    norms = torch.stack(torch._foreach_norm(tensors)).tolist() if tensors else []
+    models). The draw is in single precision, cast: torch's float64 ``randn`` on the CPU
+    takes 3.5 times as long (0.68 against 0.19 s for 22 million values), and a direction
+    needs a generic Gaussian vector, not 53 bits of one."""
+    if norms is None:
+        norms = _norms_of(tensors)
     real = [i for i, t in enumerate(tensors) if live[i] and not t.is_complex()]
     draw = torch.randn(
-        sum(tensors[i].numel() for i in real), generator=generator, dtype=torch.float64
+        sum(tensors[i].numel() for i in real), generator=generator, dtype=torch.float32
     )
     pieces = iter(torch.split(draw, [tensors[i].numel() for i in real]))
     out: list[torch.Tensor] = []
@@ -99,12 +108,40 @@ def _rms_scaled_gaussians(
             out.append(torch.zeros_like(t))
             continue
         if t.is_complex():
-            noise = torch.randn(t.shape, generator=generator, dtype=torch.complex128)
+            noise = torch.randn(t.shape, generator=generator, dtype=torch.complex64)
         else:
             noise = next(pieces).view(t.shape)
         rms = norms[i] / math.sqrt(t.numel()) if t.numel() else 0.0
-        out.append(noise.to(t.device) * (max(rms, 1e-3) * scale))
+        out.append(noise.to(t.device, t.dtype) * (max(rms, 1e-3) * scale))
     return out
+
+
+def _norms_of(tensors: list[torch.Tensor]) -> list[float]:
+    return torch.stack(torch._foreach_norm(tensors)).tolist() if tensors else []
+
+
+class Directions:
+    """The check's seeded directions, drawn again each time one is needed instead of held.
+
+    Each direction spans every parameter and the input: one copy of the float64 weights. Held
+    together, the directions were three of the 13.6 weight-sized tensors of this check's peak
+    (1.1 GiB over the model on the MONAI ViT); drawn on demand, one is alive at a time, for
+    two or three draws per direction (0.14 s each on the ViT). Direction ``k`` has its own
+    generator, seeded from ``seed`` and ``k``, so it is the same vector every time it is
+    drawn and does not depend on which were drawn before it."""
+
+    def __init__(self, point: list[torch.Tensor], live: list[bool], seed: int) -> None:
+        # the RMS of each tensor at the probe point, read now: ``point`` may be the
+        # parameters themselves, which the finite differences later move in place (only
+        # their shapes, dtypes and devices are read after this)
+        self._norms = _norms_of(point)
+        self._point = point
+        self._live = live
+        self._seed = seed
+
+    def __call__(self, k: int, scale: float = 1.0) -> list[torch.Tensor]:
+        generator = torch.Generator().manual_seed(piece_seed(self._seed, f"hvp-direction-{k}"))
+        return _rms_scaled_gaussians(self._point, self._live, generator, scale, self._norms)
 
 
 class _Objective:
@@ -119,9 +156,43 @@ class _Objective:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.with_x = x.is_floating_point()
         self.x = x.detach().clone()
+        self.saved: list[torch.Tensor] | None = None
 
-    def point(self) -> list[torch.Tensor]:
-        return [p.detach().clone() for p in self.params] + ([self.x] if self.with_x else [])
+    def current(self) -> list[torch.Tensor]:
+        """The parameters' and the input's values now, as detached views (no copy)."""
+        return [p.detach() for p in self.params] + ([self.x] if self.with_x else [])
+
+    def saved_point(self) -> list[torch.Tensor]:
+        """A copy of the probe point (the parameters as they were, and the input), made on
+        first use, which must come before the parameters are first moved: :func:`_compare`
+        makes it once the double backwards are done and their graph is freed, so that the
+        copy (one float64 copy of the weights) is not held beside that graph at the check's
+        peak. :meth:`restore` puts it back."""
+        if self.saved is None:
+            self.saved = [p.detach().clone() for p in self.params] + (
+                [self.x] if self.with_x else []
+            )
+        return self.saved
+
+    def restore(self) -> None:
+        """The parameters back at the probe point (if they were ever moved from it)."""
+        if self.saved is not None:
+            self.load(self.saved)
+
+    def load_shifted(
+        self, values: list[torch.Tensor], direction: list[torch.Tensor], step: float
+    ) -> torch.Tensor:
+        """:meth:`load` of ``values + step * direction``, formed in the parameters themselves
+        (no weight-sized temporary); the shifted input is returned."""
+        count = len(self.params)
+        if self.params:
+            with torch.no_grad():
+                params = list[torch.Tensor](self.params)
+                torch._foreach_copy_(params, values[:count])
+                torch._foreach_add_(params, direction[:count], alpha=step)
+        if not self.with_x:
+            return self.x
+        return (values[-1] + step * direction[-1]).detach().requires_grad_(True)
 
     def load(self, values: list[torch.Tensor]) -> torch.Tensor:
         if self.params:
@@ -130,9 +201,19 @@ class _Objective:
         return values[-1].detach().clone().requires_grad_(True) if self.with_x else self.x
 
     def gradient(
-        self, values: list[torch.Tensor], create_graph: bool
+        self,
+        values: list[torch.Tensor] | None,
+        create_graph: bool,
+        shift: tuple[list[torch.Tensor], float] | None = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
-        x = self.load(values)
+        """The gradient at ``values`` (moved by ``step * direction`` when ``shift`` is given;
+        at the parameters' current values when ``values`` is None)."""
+        if values is None:
+            x = self.x.detach().clone().requires_grad_(True) if self.with_x else self.x
+        elif shift is None:
+            x = self.load(values)
+        else:
+            x = self.load_shifted(values, *shift)
         wrt: list[torch.Tensor] = [*self.params, x] if self.with_x else list(self.params)
         with torch.enable_grad():
             objective = probe_objective(self.spec, model_output_tensor(self.model(x)), self.labels)
@@ -148,25 +229,36 @@ def _zeros_for_none(
     return [torch.zeros_like(w) if g is None else g for g, w in zip(grads, like, strict=True)]
 
 
-def _shifted(
-    values: list[torch.Tensor], direction: list[torch.Tensor], step: float
-) -> list[torch.Tensor]:
-    return list(torch._foreach_add(values, direction, alpha=step))
+def _owned(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``tensors``, each one safe to write in place: autograd may hand back one tensor as the
+    gradient of two inputs (an addition's backward), slices of one buffer, or an expanded
+    view; such a tensor is copied (rare: parameter gradients are their own tensors)."""
+    seen: set[int] = set()
+    out = []
+    for t in tensors:
+        storage = t.untyped_storage().data_ptr()
+        out.append(t.clone() if storage in seen or not t.is_contiguous() else t)
+        seen.add(storage)
+    return out
 
 
 def _hessian_vector_products(
-    wrt: list[torch.Tensor], raw: list[torch.Tensor | None], directions: list[list[torch.Tensor]]
+    wrt: list[torch.Tensor],
+    raw: list[torch.Tensor | None],
+    directions: Directions,
+    chosen: Sequence[int],
 ) -> list[list[torch.Tensor]]:
-    """``H v`` for every direction by double backward through the gradient's graph.
+    """``H v`` for every chosen direction by double backward through the gradient's graph.
 
     One backward per direction: batching them (``is_grads_batched``) was measured slower on
     CPU convolutions (vmap over the double backward), so it is not used."""
     tracked = [i for i, g in enumerate(raw) if g is not None and g.requires_grad]
     if not tracked:
-        return [[torch.zeros_like(w) for w in wrt] for _ in directions]
+        return [[torch.zeros_like(w) for w in wrt] for _ in chosen]
     outputs = [g for g in raw if g is not None and g.requires_grad]
     products = []
-    for direction in directions:
+    for k in chosen:
+        direction = directions(k)
         hv = torch.autograd.grad(
             outputs,
             wrt,
@@ -174,24 +266,55 @@ def _hessian_vector_products(
             retain_graph=True,
             allow_unused=True,
         )
+        del direction
         products.append(
-            [torch.zeros_like(w) if h is None else h.detach() for w, h in zip(wrt, hv, strict=True)]
+            [
+                torch.zeros_like(w) if h is None else _held(h.detach())
+                for w, h in zip(wrt, hv, strict=True)
+            ]
         )
     return products
 
 
+# float32 keeps a product's elements to 6e-8 of each: four orders of magnitude below the
+# check's rtol (1e-3) and below the float64 differences' own error (about 4e-7 on the models
+# measured). Elements outside float32's normal range would lose more, so such a tensor is kept
+# in float64.
+_HELD_RANGE = (2.0**-120, 2.0**120)
+
+
+def _held(product: torch.Tensor) -> torch.Tensor:
+    """A Hessian-vector product as held until its finite differences are compared with it:
+    in float32 when its elements lie in float32's normal range (or are 0), else as it is.
+    The products of every direction are held together while the gradient's graph or the
+    differences are alive; in float64 they were three of the ten weight-sized tensors of the
+    check's peak (on the MONAI ViT, 84 MiB each)."""
+    if product.dtype != torch.float64 or product.numel() == 0:
+        return product
+    magnitude = product.abs()
+    nonzero = magnitude[magnitude != 0]
+    if not bool(torch.isfinite(magnitude).all()) or (
+        nonzero.numel()
+        and (float(nonzero.min()) < _HELD_RANGE[0] or float(nonzero.max()) > _HELD_RANGE[1])
+    ):
+        return product
+    return product.to(torch.float32)
+
+
 def _compare(
     objective: _Objective,
-    point: list[torch.Tensor],
-    directions: list[list[torch.Tensor]],
+    point: list[torch.Tensor] | None,
+    directions: Directions,
+    chosen: Sequence[int],
     rtol: float,
     atol: float,
     graph: list[Graph] | None = None,
 ) -> list[dict[str, Any]]:
-    """Double-backward Hv at ``point`` for each direction, against finite differences.
+    """Double-backward Hv at ``point`` for each chosen direction, against finite differences.
 
     ``graph`` holds the gradient at ``point`` already built with ``create_graph`` (reused):
-    popped, so that no caller's reference keeps it alive while the differences run."""
+    popped, so that no caller's reference keeps it alive while the differences run. ``point``
+    None: the probe point, where the parameters are (copied once the graph is freed)."""
     wrt, raw = graph.pop() if graph else objective.gradient(point, create_graph=True)
     # The gradient at the point, detached: the one-sided differences' base (the graph it
     # hangs on is freed with ``raw`` once the double backwards are done).
@@ -199,11 +322,16 @@ def _compare(
     g_norm = _norm(here)
     # Every double backward first: the finite differences below load shifted values into the
     # parameters in place, which would invalidate the tensors this graph saved.
-    products = _hessian_vector_products(wrt, raw, directions)
+    products = _hessian_vector_products(wrt, raw, directions, chosen)
     del raw
+    if point is None:
+        point = objective.saved_point()
     outcomes: list[dict[str, Any]] = []
-    for direction, hv in zip(directions, products, strict=True):
+    for k in chosen:
+        # this direction's product in the differences' dtype; dropped with its comparison
+        hv = [h.to(w.dtype) for h, w in zip(products.pop(0), wrt, strict=True)]
         hv_norm = _norm(hv)
+        direction = directions(k)
 
         def error_at(
             eps: float,
@@ -211,17 +339,25 @@ def _compare(
             hv: list[torch.Tensor] = hv,
             hv_norm: float = hv_norm,
         ) -> float:
-            _, plus = objective.gradient(_shifted(point, direction, eps), create_graph=False)
+            # The difference is formed in the gradient's own tensors (fresh from autograd),
+            # then hv is taken from it in place: no weight-sized temporaries beyond them.
+            _, plus = objective.gradient(point, create_graph=False, shift=(direction, eps))
+            fd = _owned(_zeros_for_none(plus, wrt))
+            del plus
             if eps <= FORWARD_MAX_EPS:  # one-sided (see the module docstring)
-                fd = torch._foreach_sub(_zeros_for_none(plus, wrt), here)
+                torch._foreach_sub_(fd, here)
                 torch._foreach_div_(fd, eps)
             else:
-                _, minus = objective.gradient(_shifted(point, direction, -eps), create_graph=False)
+                _, minus = objective.gradient(point, create_graph=False, shift=(direction, -eps))
                 # foreach kernels: one per step of the arithmetic, not one per tensor
-                fd = torch._foreach_sub(_zeros_for_none(plus, wrt), _zeros_for_none(minus, wrt))
+                torch._foreach_sub_(fd, _zeros_for_none(minus, wrt))
+                del minus
                 torch._foreach_div_(fd, 2 * eps)
-            norms = [_norm(list(torch._foreach_sub(hv, fd))), _norm(fd)] if fd else [0.0, 0.0]
-            diff, fd_norm = norms
+            fd_norm = _norm(fd)
+            if fd:
+                torch._foreach_sub_(fd, hv)
+            diff = _norm(fd)
+            del fd
             if not math.isfinite(diff):
                 return math.inf
             scale = max(hv_norm, fd_norm, atol * g_norm)
@@ -252,7 +388,7 @@ def _compare(
     return outcomes
 
 
-def _first_graph(objective: _Objective, point: list[torch.Tensor], sub_batch: bool) -> Graph:
+def _first_graph(objective: _Objective, point: list[torch.Tensor] | None, sub_batch: bool) -> Graph:
     """The gradient at ``point`` with its double-backward graph. On a sub-batch, a forward
     that raises or a gradient with no signal (zero, or not finite) is :class:`Unrepresentative`:
     the caller falls back to the full batch, where the same failure is the model's."""
@@ -298,20 +434,22 @@ def hessian_vector_check(
     gradients, as :func:`~attest.collection.gradients.flow.parameter_gradients` returns it); it
     is used instead of building the same graph again, and popped (freed when used)."""
     objective = _Objective(model, spec, x, labels)
-    point = objective.point()
     try:
         # Held in a list that _compare empties: the graph (the largest thing this check
         # allocates) is freed as soon as the double backwards are done.
-        held = [graph.pop() if graph else _first_graph(objective, point, sub_batch)]
+        held = [graph.pop() if graph else _first_graph(objective, None, sub_batch)]
         live = [g is not None for g in held[0][1]]
-        generator = torch.Generator().manual_seed(seed)
-        chosen = [_rms_scaled_gaussians(point, live, generator) for _ in range(directions)]
-        outcomes = _compare(objective, point, chosen, rtol, atol, held)
+        drawn = Directions(objective.current(), live, seed)
+        outcomes = _compare(objective, None, drawn, range(directions), rtol, atol, held)
         failing = [k for k, outcome in enumerate(outcomes) if not outcome["passed"]]
         if failing:
-            moves = _rms_scaled_gaussians(point, live, generator, NEARBY)
+            moves = drawn(directions, NEARBY)  # a draw of its own (key: the count)
+            point = objective.saved_point()
             nearby = [t + m if ok else t for t, m, ok in zip(point, moves, live, strict=True)]
-            retried = _compare(objective, nearby, [chosen[k] for k in failing], rtol, atol)
+            del moves
+            # the directions at the nearby point are those at the probe point (scaled by the
+            # probe point's RMS), so that a kink, not another direction, explains a pass
+            retried = _compare(objective, nearby, drawn, failing, rtol, atol)
             for k, second in zip(failing, retried, strict=True):
                 outcomes[k]["nearby"] = {
                     key: second[key] for key in ("max_rel_error", "eps", "passed")
@@ -323,4 +461,4 @@ def hessian_vector_check(
             outcome["direction"] = k
         return outcomes
     finally:
-        objective.load(point)
+        objective.restore()

@@ -112,7 +112,9 @@ def run_numerics(ctx: CollectContext, profile: Profile) -> CheckResult:
         return CheckResult(check="numerics", status="error", reason=profile.failure.describe())
     forward_hits: list[tuple[OpMeasure, str, NonFinite]] = []
     grad_hits: list[tuple[OpMeasure, str, NonFinite]] = []
-    for measure in profile.ops:
+    # every output and gradient of run 0 is read once: the spill file's pages are given back
+    # as the scan goes (on the ViT the whole file, 0.57 GiB, was otherwise resident at once)
+    for measure in ctx.paged(profile.ops):
         found = find_nonfinite([b.value for b in measure.outputs])
         if found is not None:
             forward_hits.append((measure, "output", found))
