@@ -44,6 +44,9 @@ class FiniteDifferenceSettings:
     # most ``full_jacobian_max_out_numel`` elements always get one cotangent per direction:
     # with few outputs one cotangent's draw decides too much, and their backwards are cheap.
     cotangents: int = 1
+    # Random directions: forward differences at the default step first, central ones and the
+    # step sweep only where they fail (gradcheck's operators; see random_directions.py).
+    one_sided: bool = False
 
 
 @dataclass
@@ -68,16 +71,21 @@ class BackwardCheck:
     nonfinite_left_out: int = 0  # output elements NaN/inf at the inputs, held at 0 (no derivative)
     # "relative": steps scaled by each input's RMS; "absolute": steps of eps itself
     step_scale: Literal["relative", "absolute"] = "relative"
+    # "forward": the verdict came from forward differences at the default step; "central":
+    # from central ones (after forward ones failed, with ``forward_eps_error`` their error)
+    difference: Literal["forward", "central"] = "central"
+    forward_eps_error: float | None = None
 
     def metrics(self) -> dict[str, float | int | bool | str | None]:
         """The figures a policy can threshold, with names that say what they are."""
-        return {
+        out: dict[str, float | int | bool | str | None] = {
             "mode": self.mode,
             "max_rel_error": finite_or_none(self.max_rel_error),
             "eps": self.eps,
             "default_eps_error": finite_or_none(self.default_eps_error),
             "eps_swept": bool(self.error_curve),
             "step_scale": self.step_scale,
+            "difference": self.difference,
             "directions": self.directions,
             "cotangents": self.cotangents,
             "seed": self.seed,
@@ -86,6 +94,9 @@ class BackwardCheck:
             "input_numel": self.input_numel,
             "output_numel": self.output_numel,
         }
+        if self.forward_eps_error is not None:
+            out["forward_eps_error"] = finite_or_none(self.forward_eps_error)
+        return out
 
 
 def finite_or_none(value: float) -> float | None:

@@ -53,6 +53,7 @@ from attest.collection.gradients.gradcheck_items import (
     operator_item,
     skipped_item,
 )
+from attest.errors import AttestError
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
 __all__ = [
@@ -80,7 +81,17 @@ def fd_settings(ctx: CollectContext) -> FiniteDifferenceSettings:
         rtol=float(extra.get("gradcheck_rtol", 1e-3)),
         full_jacobian_max_numel=ctx.settings.gradcheck_full_jacobian_max_numel,
         cotangents=int(extra.get("gradcheck_cotangents", 1)),
+        one_sided=_difference(extra.get("gradcheck_difference", "forward")) == "forward",
     )
+
+
+def _difference(value: object) -> str:
+    if value not in ("forward", "central"):
+        raise AttestError(
+            f"gradcheck_difference is {value!r}: it must be 'forward' (forward differences "
+            "first, central ones where they fail; the default) or 'central'"
+        )
+    return str(value)
 
 
 def _check_dropping_underivable(
@@ -245,6 +256,7 @@ def parameters_of(settings: FiniteDifferenceSettings) -> dict[str, Any]:
         "seed": settings.seed,
         "eps": settings.eps,
         "eps_sweep": list(settings.eps_sweep),
+        "difference": "forward, central where it fails" if settings.one_sided else "central",
         "atol": settings.atol,
         "rtol": settings.rtol,
         "full_jacobian_max_numel": settings.full_jacobian_max_numel,

@@ -174,3 +174,61 @@ def test_batched_numeric_jacobian_equals_the_element_loop() -> None:
             )
         assert torch.allclose(batched, loop, rtol=0, atol=1e-8)
         assert torch.equal(numeric(1e-6), batched)
+
+
+FORWARD = FiniteDifferenceSettings(one_sided=True)
+
+
+@pytest.mark.parametrize("numel", [500, 200_000])  # all directions batched; one by one
+def test_forward_differences_take_k_plus_one_evaluations(numel: int) -> None:
+    calls: list[int] = []
+
+    def fn(x: torch.Tensor) -> list[torch.Tensor]:
+        if not torch.is_grad_enabled():
+            calls.append(x.numel())
+        return [torch.sin(x)]
+
+    check = check_backward(fn, [_x(numel)], FORWARD)
+    assert check.passed and check.mode == "random_directions", describe(check)
+    assert check.difference == "forward" and check.metrics()["difference"] == "forward"
+    assert "forward_eps_error" not in check.metrics()
+    assert len(calls) == FORWARD.directions + 1  # K perturbed points and the point itself
+    assert check.max_rel_error < 1e-5
+    calls.clear()
+    central = check_backward(fn, [_x(numel)], SETTINGS)
+    assert central.passed and central.difference == "central"
+    assert len(calls) == 2 * SETTINGS.directions
+
+
+@pytest.mark.parametrize("numel", [500, 200_000])
+def test_forward_differences_still_fail_a_two_percent_wrong_backward(numel: int) -> None:
+    check = check_backward(lambda x: [OffBy.apply(x, 1.02)], [_x(numel)], FORWARD)
+    assert not check.passed and check.difference == "central"
+    assert check.forward_eps_error == pytest.approx(0.02, rel=0.1)
+    assert check.max_rel_error == pytest.approx(0.02, rel=0.1)
+    assert check.error_curve, "a failing case is swept with central differences"
+
+
+def test_a_case_forward_differences_miss_by_truncation_is_decided_by_central_ones() -> None:
+    # 1 / x with one element at 1e-4 of the RMS: a forward step's truncation error is about
+    # step / x = 1e-2 of the derivative there, the central one's (step / x)^2 = 1e-4.
+    x = _x(2000)
+    x[0] = 1e-4
+    check = check_backward(lambda t: [torch.reciprocal(t)], [x], FORWARD)
+    assert check.passed and check.difference == "central", describe(check)
+    assert check.forward_eps_error is not None and check.forward_eps_error > FORWARD.rtol
+    assert check.metrics()["forward_eps_error"] == check.forward_eps_error
+    assert check.eps == FORWARD.eps and not check.error_curve
+
+
+@pytest.mark.parametrize("numel", [500, 200_000])
+def test_forward_differences_leave_an_in_place_operators_inputs_alone(numel: int) -> None:
+    def fn(t: torch.Tensor) -> list[torch.Tensor]:
+        # the evaluations outside autograd write their result into their argument
+        return [torch.sin(t) if torch.is_grad_enabled() else torch.sin_(t)]
+
+    x = _x(numel)
+    before = x.clone()
+    check = check_backward(fn, [x], FORWARD)
+    assert check.passed and check.difference == "forward"
+    assert torch.equal(x, before)

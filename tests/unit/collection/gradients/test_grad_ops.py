@@ -13,6 +13,7 @@ from torch import nn
 from attest.collection.context import OpRecord
 from attest.collection.gradients import gradcheck as gradcheck_ops
 from attest.collection.gradients.finite_differences import FiniteDifferenceSettings
+from attest.errors import AttestError
 
 SETTINGS = FiniteDifferenceSettings()
 
@@ -248,6 +249,23 @@ def test_every_builtin_operator_of_a_conv_net_passes() -> None:
     ):
         assert expected in checked_ops, sorted(checked_ops)
     assert result.summary["failed"] == 0 and result.parameters["directions"] == 4
+    assert result.parameters["difference"] == "forward, central where it fails"
+    decided = {
+        c["difference"]
+        for i in result.items
+        for c in i.details.get("checks", [])
+        if c.get("mode") == "random_directions"
+    }
+    assert "forward" in decided, decided
+
+
+def test_gradcheck_difference_is_a_setting_and_a_bad_value_says_what_is_allowed() -> None:
+    ctx = make_context(BuiltinZoo, _x(1, 2, 8, 8))
+    ctx.settings.extra["gradcheck_difference"] = "central"
+    assert not gradcheck_ops.fd_settings(ctx).one_sided
+    ctx.settings.extra["gradcheck_difference"] = "backward"
+    with pytest.raises(AttestError, match=r"gradcheck_difference .* 'forward'"):
+        gradcheck_ops.fd_settings(ctx)
 
 
 def test_without_the_capture_the_check_says_not_computed() -> None:
