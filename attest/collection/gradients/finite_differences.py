@@ -23,7 +23,9 @@ modes:
     ``rel_error = |a - n| / max(|a|, |n|, (atol / rtol) * sigma)`` where ``sigma`` is the
     standard deviation of ``a`` over the draw of ``v`` (the RMS-weighted norm of ``J^T u``);
     the floor guards against the rare direction where ``a`` is near zero by cancellation.
-    The case passes when every direction's ``rel_error <= rtol``.
+    The case passes when every direction's ``rel_error <= rtol``. With
+    ``settings.one_sided`` (gradcheck's default) forward differences are tried first at the
+    default step and decide the case when they pass (``difference`` says which did).
 
     This is hand-written rather than ``gradcheck(fast_mode=True)`` because fast mode draws
     exactly one (u, v) pair per input/output from an internal generator with a fixed seed:
@@ -95,7 +97,8 @@ def check_backward(
     hold_unused: bool = False,
     pool: GaussianPool | None = None,
 ) -> BackwardCheck:
-    """Check ``fn``'s backward against central differences at ``inputs`` (float64 tensors).
+    """Check ``fn``'s backward against finite differences at ``inputs`` (float64 tensors):
+    central ones, or forward ones first with ``settings.one_sided`` (random directions only).
 
     ``fn`` takes the tensors of ``inputs`` positionally and returns a sequence of tensors;
     only its floating outputs that autograd tracks are compared. Raises
@@ -301,6 +304,6 @@ def describe(check: BackwardCheck) -> str:
         )
     verdict = "agrees with" if check.passed else "DISAGREES with"
     return (
-        f"backward {verdict} central differences in float64 over {how}: "
+        f"backward {verdict} {check.difference} differences in float64 over {how}: "
         f"max relative error {check.max_rel_error:.2e} (rtol {check.rtol:.0e}){swept}"
     )

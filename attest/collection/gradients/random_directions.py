@@ -4,8 +4,11 @@
 or by 1 with absolute steps) and ``C`` seeded output cotangents ``u`` (direction ``k`` uses
 ``u_(k mod C)``). One backward per cotangent gives ``J^T u``, hence the analytic side
 ``a_k = <J^T u, v_k>`` for every direction; central differences give the numeric side
-``n_k = <u, f(x + eps v_k) - f(x - eps v_k)> / (2 eps)``. See the ``finite_differences``
-module docstring for the error measure and the step sweep.
+``n_k = <u, f(x + eps v_k) - f(x - eps v_k)> / (2 eps)``. With ``one_sided`` settings
+(gradcheck) forward differences ``<u, f(x + eps v_k) - f(x)> / eps`` are tried first at the
+default step (K + 1 evaluations instead of 2K), and a case they fail is decided by the
+central ones. See the ``finite_differences`` module docstring for the error measure and the
+step sweep.
 
 On small operators the cost of a case is the number of kernel calls, not their work (a
 float64 ReLU over 4,096 elements takes about 2 us; dispatching any call takes 5-10 us), so
