@@ -152,11 +152,15 @@ def _with(result: CheckResult, params: dict[str, Any]) -> CheckResult:
 
 
 def _from_pieces(check: str, outputs: list[Any], compute: Callable[[], CheckResult]) -> CheckResult:
-    """A check read off pieces' outputs: ``error`` naming the first piece that raised."""
+    """A check read off pieces' outputs: ``error`` naming the first piece that raised. Its
+    ``duration_s`` is the pieces' time (wherever they ran) plus the time to read them."""
     failed = next((o["error"] for o in outputs if isinstance(o, dict) and "error" in o), None)
     if failed is not None:
         return CheckResult(check=check, status="error", reason=failed)  # type: ignore[arg-type]
-    return _guarded(check, compute)
+    result = _guarded(check, compute)
+    pieces = sum(float(o.get("duration_s", 0.0)) for o in outputs if isinstance(o, dict))
+    result.duration_s = (result.duration_s or 0.0) + pieces
+    return result
 
 
 def _guarded(check: str, compute: Callable[[], CheckResult]) -> CheckResult:

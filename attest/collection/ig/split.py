@@ -168,15 +168,20 @@ def run_piece(ctx: CollectContext, key: str) -> Any:
                 started = time.perf_counter()
                 result = _group(ctx, prepared, index)
                 return {"result": result, "duration_s": time.perf_counter() - started}
+            started = time.perf_counter()  # the piece's time counts in its check's duration_s
             if key.startswith("randomization/"):
                 stage = int(key.partition("/")[2])
                 if stage == 0:
                     say("integrated gradients: ig_randomization")
-                return _stage(ctx, prepared, stage)
+                maps = _stage(ctx, prepared, stage)
+                if maps is not None:
+                    maps["duration_s"] = time.perf_counter() - started
+                return maps
             say("integrated gradients: ig_determinism")
             model = _model(ctx)
-            return {"result": determinism(ctx, model, prepared.inputs, prepared.baseline,
-                                          prepared.classes.numpy(), {})}  # fmt: skip
+            checked = determinism(ctx, model, prepared.inputs, prepared.baseline,
+                                  prepared.classes.numpy(), {})  # fmt: skip
+            return {"result": checked, "duration_s": time.perf_counter() - started}
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
 

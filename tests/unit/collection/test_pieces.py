@@ -74,3 +74,22 @@ def test_piece_seeds_depend_on_the_seed_and_the_key_only() -> None:
     assert piece_seed(0, "gradcheck/001") == piece_seed(0, "gradcheck/001")
     seeds = {piece_seed(s, k) for s in (0, 1) for k in ("gradcheck/000", "gradcheck/001")}
     assert len(seeds) == 4 and all(0 <= s < 2**53 for s in seeds)  # JSON-safe
+
+
+def test_ig_checks_read_off_pieces_count_the_pieces_time(tmp_path: Path) -> None:
+    spec = make_spec(tmp_path / "m", spec_extra="repeats: 4\nthreads: 1\n")
+    runner = RUNNERS[2]
+    split = split_of(runner)
+    assert split is not None
+    ctx = _captured(spec)
+    outputs = {p.key: split.run_piece(ctx, p.key) for p in split.pieces(ctx)}
+    stages = [o for k, o in outputs.items() if k.startswith("randomization/") and o is not None]
+    spent = {
+        "ig_randomization": sum(o["duration_s"] for o in stages),
+        "ig_determinism": outputs["repeats"]["duration_s"],
+    }
+    assert all(s > 0 for s in spent.values())
+    results = {r.check: r for r in join_split(ctx, split, outputs)}
+    for check, pieces in spent.items():
+        duration = results[check].duration_s
+        assert duration is not None and pieces <= duration < pieces + 5.0, (check, duration)
