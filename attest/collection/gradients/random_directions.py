@@ -6,7 +6,8 @@ or by 1 with absolute steps) and ``C`` seeded output cotangents ``u`` (direction
 ``a_k = <J^T u, v_k>`` for every direction; central differences give the numeric side
 ``n_k = <u, f(x + eps v_k) - f(x - eps v_k)> / (2 eps)``. With ``one_sided`` settings
 (gradcheck) forward differences ``<u, f(x + eps v_k) - f(x)> / eps`` are tried first at the
-default step (K + 1 evaluations instead of 2K), and a case they fail is decided by the
+default step (K evaluations instead of 2K: F at ``x`` is the output the backward
+differentiated), and a case they fail is decided by the
 central ones. See the ``finite_differences`` module docstring for the error measure and the
 step sweep.
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
@@ -89,8 +90,14 @@ def random_direction_check(
     n_in = sum(x.numel() for x in inputs)
     held = 2 * settings.directions * (n_in + n_out)
     sides = _batched if held <= BATCH_NUMEL else _one_by_one
+    # <u^c, f(x)> for each cotangent, from the outputs the backward differentiated: forward
+    # differences need F at the unperturbed inputs, and evaluating it again would cost one
+    # more operator call (the autograd forward runs the same kernels; a rounding difference
+    # between the two would weigh 1e-16 / eps = 1e-10 of the derivative).
+    values = [o.detach() for o in outputs]
+    base = [_dot(u, values) for u in us]
     analytic, spread, numeric_at = sides(
-        fn, inputs, keep, settings.directions, scales, us, gs, pool
+        fn, inputs, keep, settings.directions, scales, us, gs, pool, base
     )
     floor_factor = settings.atol / settings.rtol
 
@@ -104,7 +111,7 @@ def random_direction_check(
             worst = max(worst, abs(a - n) / scale if scale > 0 else 0.0)
         return worst
 
-    # Forward differences first, where the settings ask for them: K + 1 evaluations of the
+    # Forward differences first, where the settings ask for them: K evaluations of the
     # operator instead of 2K (for gradcheck's float64 convolutions of a 64^3 volume, most of
     # a collect's gradient phase). Their truncation error at the default step is O(eps) =
     # 1e-6 of the derivative's scale, three orders under rtol, and they cross half as many
@@ -151,8 +158,9 @@ def _batched(
     us: list[list[torch.Tensor]],
     gs: list[list[torch.Tensor]],
     pool: GaussianPool,
+    base: list[float],
 ) -> _Sides:
-    """Every direction of the case at once (the module docstring)."""
+    """Every direction of the case at once (the module docstring); ``base``: <u^c, f(x)>."""
     c = len(us)
     # z_i: input i's K standard Gaussian directions, one (K, ...) view of the pool.
     zs = [pool.stacked(x, k) for x in inputs]
@@ -189,24 +197,7 @@ def _batched(
         for j in range(len(keep))
     ]
 
-    def dots_of(outs: list[Any], n: int) -> list[float]:
-        """<u, f> of the first ``n`` rows' outputs (row d paired with u^(d mod C))."""
-        dots = []
-        for j, u in zip(keep, cotangents, strict=True):
-            both = torch.stack([o[j] for o in outs]).reshape(n, -1 if u.numel() else 0)
-            dots.append(torch.mv(both, u) if c == 1 else (both * u[:n]).sum(1))
-        values: list[float] = (torch.stack(dots).sum(0) if len(dots) > 1 else dots[0]).tolist()
-        return values
-
-    base: list[float] = []
-
     def numeric_at(eps: float, central: bool = True) -> list[float]:
-        if not central and not base:  # F at the inputs, evaluated as the perturbed rows are
-            for x, (p, _) in zip(inputs, halves, strict=True):
-                p[0].copy_(x)
-            with torch.no_grad():
-                outs = [fn(*[b[0] for b in buffers])] * min(k, c)
-            base.extend(dots_of(outs, min(k, c)))  # <u^c, f(x)> for each cotangent c
         n = 2 * k if central else k
         for x, z, s, (p, m) in zip(inputs, zs, scales, halves, strict=True):
             torch.add(x, z, alpha=eps * s, out=p)
@@ -215,7 +206,11 @@ def _batched(
         rows = [b.unbind(0) for b in buffers]
         with torch.no_grad():
             outs = [fn(*[r[d] for r in rows]) for d in range(n)]
-        values = dots_of(outs, n)  # <u, f(x + eps v_k)> (then <u, f(x - eps v_k)>)
+        dots = []  # <u, f(x + eps v_k)> (then <u, f(x - eps v_k)>), per output
+        for j, u in zip(keep, cotangents, strict=True):
+            both = torch.stack([o[j] for o in outs]).reshape(n, -1 if u.numel() else 0)
+            dots.append(torch.mv(both, u) if c == 1 else (both * u[:n]).sum(1))
+        values = (torch.stack(dots).sum(0) if len(dots) > 1 else dots[0]).tolist()
         if central:
             return [(values[d] - values[k + d]) / (2 * eps) for d in range(k)]
         return [(values[d] - base[d % c]) / eps for d in range(k)]
@@ -245,8 +240,10 @@ def _one_by_one(
     us: list[list[torch.Tensor]],
     gs: list[list[torch.Tensor]],
     pool: GaussianPool,
+    base: list[float],
 ) -> _Sides:
-    """Direction by direction, through one reused buffer per input (large cases)."""
+    """Direction by direction, through one reused buffer per input (large cases); ``base``:
+    <u^c, f(x)>."""
     c = len(us)
     zs = [[pool.like(x) for x in inputs] for _ in range(k)]
     analytic = [
@@ -267,16 +264,9 @@ def _one_by_one(
             torch.add(x, z, alpha=step * s, out=buffer)
         return _dot(us[d % c], _evaluate(fn, buffers, keep))
 
-    base: list[float] = []
-
     def numeric_at(eps: float, central: bool = True) -> list[float]:
         if central:
             return [(perturbed_dot(d, eps) - perturbed_dot(d, -eps)) / (2 * eps) for d in range(k)]
-        if not base:  # F at the inputs, evaluated as the perturbed points are (on a copy)
-            for buffer, x in zip(buffers, inputs, strict=True):
-                buffer.copy_(x)
-            outs = _evaluate(fn, buffers, keep)
-            base.extend(_dot(us[j], outs) for j in range(c))
         return [(perturbed_dot(d, eps) - base[d % c]) / eps for d in range(k)]
 
     return analytic, spread, numeric_at
