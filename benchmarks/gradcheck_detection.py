@@ -54,8 +54,9 @@ def scale(factor: float, which: tuple[int, ...] = (0, 1)) -> Defect:
     return lambda gs, xs: [g * factor if i in which else g for i, g in enumerate(gs)]
 
 
-def channel0_of_conv(factor: float) -> Defect:
-    """The weight gradient of output channel 0 off by ``factor``."""
+def row0_of_weight(factor: float) -> Defect:
+    """The weight gradient of output 0 (a convolution's channel, a linear map's output) off
+    by ``factor``."""
 
     def defect(gs: list[torch.Tensor], xs: list[torch.Tensor]) -> list[torch.Tensor]:
         w = gs[1].clone()
@@ -74,15 +75,6 @@ def one_element(factor: float) -> Defect:
         g = gs[0].clone()
         g.view(-1)[7] *= factor
         return [g]
-
-    return defect
-
-
-def output0_of_linear(factor: float) -> Defect:
-    def defect(gs: list[torch.Tensor], xs: list[torch.Tensor]) -> list[torch.Tensor]:
-        w = gs[1].clone()
-        w[0] *= factor
-        return [gs[0], w]
 
     return defect
 
@@ -119,12 +111,12 @@ CASES: list[Case] = [
     ("conv: all gradients x1.02", _conv, scale(1.02), CONV),
     ("conv: weight gradient only x1.02", _conv, scale(1.02, (1,)), CONV),
     ("conv: input gradient only x1.02", _conv, scale(1.02, (0,)), CONV),
-    ("conv: output channel 0 of 8 x1.02", _conv, channel0_of_conv(1.02), CONV),
+    ("conv: output channel 0 of 8 x1.02", _conv, row0_of_weight(1.02), CONV),
     ("tanh, 1024: x1.02 where x > 0", torch.tanh, where_positive(1.02),
      lambda g: [_make(g, 1024)]),
-    ("linear, 4 outputs: output 0 x1.02", F.linear, output0_of_linear(1.02),
+    ("linear, 4 outputs: output 0 x1.02", F.linear, row0_of_weight(1.02),
      lambda g: [_make(g, 16, 32), _make(g, 4, 32)]),
-    ("conv: output channel 0 of 8 x1.002 (edge)", _conv, channel0_of_conv(1.002), CONV),
+    ("conv: output channel 0 of 8 x1.002 (edge)", _conv, row0_of_weight(1.002), CONV),
     ("tanh, 1100: one element x1.5 (edge)", torch.tanh, one_element(1.5),
      lambda g: [_make(g, 1100)]),
 ]  # fmt: skip

@@ -60,6 +60,18 @@ class MLP(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+class TanhNet(nn.Module):
+    """Linear-tanh-Linear: smooth, so every second derivative exists."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
 class SmallCNN(nn.Module):
     """Conv-BatchNorm-ReLU-MaxPool-Linear: ReLU zeros tie inside max-pool windows."""
 

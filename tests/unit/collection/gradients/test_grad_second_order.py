@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from _grad_models import class_labels, continuous, cross_entropy, make_context
+from _grad_models import TanhNet, class_labels, continuous, cross_entropy, make_context
 from torch import nn
 from torch.autograd.function import once_differentiable
 
@@ -11,16 +11,6 @@ from attest.collection.gradients import custom_ops, second_order
 from attest.collection.gradients import flow as gradient_flow
 from attest.collection.gradients import runner as gradchecks
 from attest.collection.gradients.finite_differences import FiniteDifferenceSettings
-
-
-class TanhNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(6, 8)
-        self.fc2 = nn.Linear(8, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(torch.tanh(self.fc1(x)))
 
 
 class OnceSoftplus(torch.autograd.Function):

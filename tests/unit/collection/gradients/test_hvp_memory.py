@@ -7,21 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _grad_models import class_labels, continuous, cross_entropy, make_context
-from torch import nn
+from _grad_models import TanhNet, class_labels, continuous, cross_entropy, make_context
 
 from attest.collection.gradients import hessian_vector as hvp
 from attest.collection.gradients import runner as gradchecks
-
-
-class TanhNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(6, 8)
-        self.fc2 = nn.Linear(8, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(torch.tanh(self.fc1(x)))
 
 
 def _point() -> list[torch.Tensor]:
