@@ -52,11 +52,15 @@ def _generators_kept(seed: int | None = None) -> Iterator[None]:
 
 
 def _tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """Every parameter, buffer and tensor-valued plain attribute, by qualified name."""
+    """Every parameter, buffer and tensor-valued plain attribute, by qualified name, and the
+    state of every random generator a module keeps as an attribute (one seeded from the
+    global generator at build time makes builds differ as much as a random buffer does)."""
     for prefix, module in model.named_modules():
         for name, value in vars(module).items():
             if isinstance(value, torch.Tensor):
                 yield f"{prefix}.{name}", value
+            elif isinstance(value, torch.Generator):
+                yield f"{prefix}.{name}#state", value.get_state()
         for group in (module._parameters, module._buffers):
             for name, tensor in group.items():
                 if tensor is not None:

@@ -59,13 +59,18 @@ def test_reproducible_builds_are_handed_out_as_copies() -> None:
         lambda: torch.rand(2),
         lambda: torch.tensor(np.random.rand(2)),
         lambda: torch.tensor([random.random(), random.random()]),
+        lambda: torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()))),
     ],
-    ids=["torch", "numpy", "python"],
+    ids=["torch", "numpy", "python", "generator"],
 )
 def test_a_factory_whose_builds_differ_is_built_each_time(draw: object) -> None:
     def build() -> nn.Module:
         net = trained_build()
-        net.scale = draw()  # type: ignore[operator]  # a random buffer the weights do not set
+        value = draw()  # type: ignore[operator]
+        if isinstance(value, torch.Generator):
+            net.generator = value  # a generator of its own, seeded from the global one
+        else:
+            net.scale = value  # a random buffer the weights do not set
         return net
 
     template = ModelTemplate(build)
