@@ -14,7 +14,7 @@ the point here, and are printed only as a count):
 
 All with ``baseline: mean``, ``threads: 2``, ``repeats: 20`` (the defaults) and no export.
 
-For each model two child processes run, one after the other, each measured by the parent
+For each model three child processes run, one after the other, each measured by the parent
 with ``os.wait4`` (wall time, user+system CPU time, peak RSS, the same way for both):
 
 1. bare: imports torch and MONAI, builds the model, loads the weights and the probe, and runs
@@ -23,7 +23,7 @@ with ``os.wait4`` (wall time, user+system CPU time, peak RSS, the same way for b
 2. ``attest collect SPEC -o evidence.json --quiet`` (``--certify``: ``attest certify`` with
    clinical-strict and a throwaway key);
 3. bare again. F is the median of the fourteen timed passes of 1 and 3: on this shared machine
-   the speed drifts by up to 25 % within minutes (SegResNet's F 1.23-1.54 s, the ViT's
+   the speed drifts by up to 30 % within minutes (SegResNet's F 1.23-1.54 s, the ViT's
    0.22-0.29 s between runs), and bracketing the collect measures F at the speed the collect
    ran at. The bare peak RSS is the lower of the two children's.
 

@@ -95,7 +95,7 @@ def random_direction_check(
     # more operator call (the autograd forward runs the same kernels; a rounding difference
     # between the two would weigh 1e-16 / eps = 1e-10 of the derivative).
     values = [o.detach() for o in outputs]
-    base = [_dot(u, values) for u in us]
+    base = [_dot(u, values) for u in us] if settings.one_sided else []
     analytic, spread, numeric_at = sides(
         fn, inputs, keep, settings.directions, scales, us, gs, pool, base
     )
@@ -117,17 +117,14 @@ def random_direction_check(
     # 1e-6 of the derivative's scale, three orders under rtol, and they cross half as many
     # kinks; a case they fail gets the central differences and the step sweep as before, so
     # every case that passed with central differences still passes.
-    forward_error: float | None = None
-    difference: Literal["forward", "central"] = "central"
-    if settings.one_sided:
-        forward_error = error_at(settings.eps, False)
-        if forward_error <= settings.rtol:
-            difference = "forward"
-    if difference == "forward":
-        assert forward_error is not None
+    forward_error = error_at(settings.eps, False) if settings.one_sided else None
+    difference: Literal["forward", "central"]
+    curve: dict[str, float | None]
+    if forward_error is not None and forward_error <= settings.rtol:
+        difference, curve = "forward", {}
         eps, error, default_error = settings.eps, forward_error, forward_error
-        curve: dict[str, float | None] = {}
     else:
+        difference = "central"
         eps, error, default_error, curve = _pick_eps(error_at, settings)
     return BackwardCheck(
         mode="random_directions",
