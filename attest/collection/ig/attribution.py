@@ -199,6 +199,7 @@ def integrated_gradients(
     panel_nodes: int = DEFAULT_PANEL_NODES,
     stall_halvings: int = 0,
     stop_on_steep: bool = True,
+    probe_batch: int | None = None,
 ) -> IGResult:
     """Integrated gradients of ``F(x) = model(x)[:, target]`` (summed over further dims).
 
@@ -213,6 +214,8 @@ def integrated_gradients(
     through that many halvings in a row (a jump, or a stretch far narrower than the panel);
     ``IGResult.stalls`` then says where along the path and why (:mod:`attest.collection.ig.stall`);
     with ``stop_on_steep`` False only a jump stops it (a steep smooth stretch is refined on).
+    ``probe_batch``: the batch the model is run in for training (default: ``inputs``'), which
+    sizes the path chunks on CPU (:func:`~attest.collection.ig.evaluator.samples_per_chunk`).
     """
     method = canonical_method(method or (ADAPTIVE if tolerance is not None else "trapezoid"))
     _check_arguments(method, steps, panel_nodes, inputs, memory_budget_bytes)
@@ -231,7 +234,9 @@ def integrated_gradients(
         evaluator, per_sample = path_evaluator(
             model, x64, dtype, classes, target_fn, find_classes, model_info
         )
-        chunk = samples_per_chunk(per_sample, memory_budget_bytes, x64.device)
+        chunk = samples_per_chunk(
+            per_sample, memory_budget_bytes, x64.device, probe_batch or n
+        )
         model_eps = float(torch.finfo(dtype).eps)
         if method == ADAPTIVE:
             f_x, f_b = evaluator.endpoints(x64, b64, max(1, chunk // 2), find_classes=find_classes)

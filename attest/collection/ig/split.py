@@ -212,6 +212,7 @@ def _group(ctx: CollectContext, prepared: Prepared, index: int) -> IGResult:
         memory_budget_bytes=settings.ig_memory_budget_bytes,
         stall_halvings=settings.ig_stall_halvings,
         stop_on_steep=settings.ig_stop_on_steep,
+        probe_batch=int(prepared.inputs.shape[0]),
     )
     ctx.extras.setdefault("ig_measured_model", model)
     return result

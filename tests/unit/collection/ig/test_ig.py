@@ -16,6 +16,7 @@ from attest.collection.ig.attribution import (
     make_baseline,
     quadrature,
 )
+from attest.collection.ig.evaluator import CPU_WORKING_SET_BYTES, samples_per_chunk
 from attest.errors import InputError
 
 torch.set_num_threads(1)
@@ -134,6 +135,26 @@ def test_captum_trapezoid_is_short_by_one_over_n_ours_is_exact(n: int) -> None:
 
 
 # ----------------------------------------------------------------------------- batching and memory
+
+
+@pytest.mark.parametrize(
+    ("per_sample", "budget", "batch", "expected"),
+    [
+        (1 << 20, 1 << 30, 1, 64),  # a small sample: the 64 MiB working set decides
+        (1 << 20, 1 << 30, 4, 64),
+        (100 << 20, 1 << 30, 1, 1),  # one sample past the working set, a probe of one
+        (100 << 20, 1 << 30, 2, 2),  # ... a probe of two: a pair
+        (100 << 20, 1 << 30, 8, 2),  # ... never more than a pair
+        (100 << 20, 150 << 20, 2, 1),  # ... and never past the budget
+    ],
+)
+def test_cpu_chunks_hold_a_pair_of_a_real_size_probe(
+    per_sample: int, budget: int, batch: int, expected: int
+) -> None:
+    assert CPU_WORKING_SET_BYTES == 64 << 20
+    cpu = torch.device("cpu")
+    assert samples_per_chunk(per_sample, budget, cpu, batch) == expected
+    assert samples_per_chunk(per_sample, budget, torch.device("meta"), batch) == budget // per_sample
 
 
 def test_chunks_are_bounded_by_the_memory_budget_and_do_not_change_bits() -> None:
