@@ -16,7 +16,9 @@ failed. Captured values sitting exactly on a kink (a ReLU input at 0, a max-pool
 are nudged off it first (the ``kinks`` check reports them); the item records how many.
 
 A pass is a verdict on the captured case only: the seed, step, tolerances and direction count
-are recorded per item.
+are recorded per item. An ATen call identical to an earlier one in everything but the values
+(operator, dtypes, shapes, strides, non-tensor arguments: a repeated block) is not re-run; it
+takes the earlier call's verdict and says so (:func:`~attest.collection.gradients.gradcheck_groups.identical_cases`).
 """
 
 from __future__ import annotations
@@ -47,8 +49,16 @@ from attest.collection.gradients.gradcheck_cases import (
     signature,
     slice_pointwise,
 )
-from attest.collection.gradients.gradcheck_groups import GROUPS, group_seed, operator_groups
+from attest.collection.gradients.gradcheck_groups import (
+    GROUPS,
+    group_seed,
+    identical_cases,
+    operator_groups,
+)
 from attest.collection.gradients.gradcheck_items import (
+    IDENTICAL_TO,
+    identical_item,
+    inherit_identical,
     not_rerunnable_item,
     operator_item,
     skipped_item,
@@ -264,6 +274,9 @@ def parameters_of(settings: FiniteDifferenceSettings) -> dict[str, Any]:
         # each group of operators draws its directions from its own seed
         "operator_groups": GROUPS,
         "group_seed": "53 bits of sha256 of (seed, 'gradcheck/NNN'), the group's key",
+        "identical_calls": "an ATen call with the operator, argument structure, dtypes, "
+        "shapes, strides and non-tensor arguments of an earlier call takes that call's "
+        "verdict (one derivative formula, one kernel); it is not checked again",
     }
 
 
@@ -280,10 +293,12 @@ def check_group(
     pool = GaussianPool(group_seed(settings.seed, index))
     underivable: dict[str, set[str]] = {}
     found: dict[str, tuple[OpRecord, list[int]]] = {} if cases is None else cases
-    return [
-        check_operator(record, settings, sliced_done, pool, found, underivable)
-        for record in ctx.paged(operator_groups(ctx)[index])
-    ]
+    same = identical_cases(ctx)
+    group = operator_groups(ctx)[index]
+    items = {r.id: identical_item(r, same[r.id]) for r in group if r.id in same}
+    for record in ctx.paged([r for r in group if r.id not in same]):
+        items[record.id] = check_operator(record, settings, sliced_done, pool, found, underivable)
+    return [items[r.id] for r in group]
 
 
 def result_of(ctx: CollectContext, items: list[CheckItem]) -> CheckResult:
@@ -296,7 +311,9 @@ def result_of(ctx: CollectContext, items: list[CheckItem]) -> CheckResult:
             parameters=parameters,
             reason="the operator capture did not run, so there are no operators to check",
         )
-    checked = [i for i in items if i.status in ("pass", "fail")]
+    items = inherit_identical(items)
+    own = [i for i in items if IDENTICAL_TO not in i.metrics]
+    checked = [i for i in own if i.status in ("pass", "fail")]
     errors = [i.metrics.get("max_rel_error") for i in checked]
     finite = [e for e in errors if isinstance(e, float) and math.isfinite(e)]
     summary: dict[str, Any] = {
@@ -308,6 +325,7 @@ def result_of(ctx: CollectContext, items: list[CheckItem]) -> CheckResult:
         ),
         "failed": sum(1 for i in items if i.status == "fail"),
         "max_rel_error": max(finite) if finite else None,
+        "identical_calls": len(items) - len(own),
     }
     return CheckResult(
         check="gradcheck", status="computed", parameters=parameters, summary=summary, items=items

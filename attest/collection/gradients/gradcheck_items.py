@@ -1,17 +1,30 @@
 """The items of ``gradcheck``: an operator's checks summed up (:func:`operator_item`), an
-operator with nothing to differentiate (:func:`skipped_item`) and one that cannot be re-run
-alone (:func:`not_rerunnable_item`)."""
+operator with nothing to differentiate (:func:`skipped_item`), one that cannot be re-run
+alone (:func:`not_rerunnable_item`) and a call identical to an earlier one, which takes its
+verdict (:func:`identical_item`, :func:`inherit_identical`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from attest.collection.capture.aten_args import op_short_name
+from attest.collection.capture.records import OpRecord
 from attest.collection.gradients.finite_differences import BackwardCheck, describe, finite_or_none
 from attest.collection.gradients.kink_detectors import POLES, SEAMS
 from attest.evidence.model import CheckItem, Subject
 
-__all__ = ["not_rerunnable_item", "operator_item", "skipped_item"]
+__all__ = [
+    "IDENTICAL_TO",
+    "identical_item",
+    "inherit_identical",
+    "not_rerunnable_item",
+    "operator_item",
+    "skipped_item",
+]
+
+# The metric naming the earlier call whose check an identical call takes
+# (:func:`attest.collection.gradients.gradcheck_groups.identical_cases`).
+IDENTICAL_TO = "identical_to_operator"
 
 
 def not_rerunnable_item(subject: Subject, why: str) -> CheckItem:
@@ -88,3 +101,42 @@ def operator_item(
         message=message,
         details=details,
     )
+
+
+def identical_item(record: OpRecord, first: int) -> CheckItem:
+    """The placeholder of a call identical to operator ``first``: it takes that operator's
+    verdict once every group is in (:func:`inherit_identical`; the two may be checked in
+    different processes)."""
+    return CheckItem(
+        subject=Subject(kind="operator", operator_id=record.id, op=record.op, module=record.module),
+        status="not_computed",
+        metrics={IDENTICAL_TO: first},
+        message=f"identical to operator #{first}, whose item was not found",
+    )
+
+
+def inherit_identical(items: list[CheckItem]) -> list[CheckItem]:
+    """``items`` with every placeholder of :func:`identical_item` given the verdict, metrics
+    and message of the operator it is identical to."""
+    by_id = {i.subject.operator_id: i for i in items if IDENTICAL_TO not in i.metrics}
+    out = []
+    for item in items:
+        first = item.metrics.get(IDENTICAL_TO)
+        checked = by_id.get(first) if isinstance(first, int) else None
+        if checked is None:
+            out.append(item)
+            continue
+        where = checked.subject.module or "<root>"
+        out.append(
+            CheckItem(
+                subject=item.subject,
+                status=checked.status,
+                metrics={**checked.metrics, IDENTICAL_TO: first},
+                message=(
+                    f"identical to operator #{first} ({where}: the same operator, dtypes, "
+                    "shapes, strides and arguments, so the same derivative formula and "
+                    f"kernel), whose check it takes: {checked.message}"
+                ),
+            )
+        )
+    return out

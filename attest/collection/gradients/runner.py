@@ -40,7 +40,12 @@ from attest.collection.context import CollectContext, spec_threads
 from attest.collection.gradients import accumulation, custom_ops, kinks, second_order
 from attest.collection.gradients import flow as gradient_flow
 from attest.collection.gradients import gradcheck as gradcheck_ops
-from attest.collection.gradients.gradcheck_groups import group_key, operator_groups, operator_work
+from attest.collection.gradients.gradcheck_groups import (
+    group_key,
+    identical_cases,
+    operator_groups,
+    operator_work,
+)
 from attest.collection.pieces import Piece, Split, run_split
 from attest.errors import AttestError
 from attest.evidence.model import CheckResult
@@ -169,7 +174,8 @@ _GRADCHECK_PER_DIRECTION, _KINKS, _FLOW_ACCUMULATION, _SECOND_ORDER_PER_DIRECTIO
 def pieces(ctx: CollectContext) -> list[Piece]:
     """gradcheck's operator groups, kinks, and the checks that hand each other data."""
     groups = operator_groups(ctx)
-    work = [sum(operator_work(r) for r in group) for group in groups]
+    same = identical_cases(ctx)
+    work = [sum(operator_work(r) for r in group if r.id not in same) for group in groups]
     total = sum(work) or 1.0
     gradcheck = _GRADCHECK_PER_DIRECTION * ctx.settings.gradcheck_directions
     rest = _FLOW_ACCUMULATION + _SECOND_ORDER_PER_DIRECTION * ctx.settings.second_order_directions

@@ -234,9 +234,7 @@ def integrated_gradients(
         evaluator, per_sample = path_evaluator(
             model, x64, dtype, classes, target_fn, find_classes, model_info
         )
-        chunk = samples_per_chunk(
-            per_sample, memory_budget_bytes, x64.device, probe_batch or n
-        )
+        chunk = samples_per_chunk(per_sample, memory_budget_bytes, x64.device, probe_batch or n)
         model_eps = float(torch.finfo(dtype).eps)
         if method == ADAPTIVE:
             f_x, f_b = evaluator.endpoints(x64, b64, max(1, chunk // 2), find_classes=find_classes)

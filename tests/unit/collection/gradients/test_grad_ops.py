@@ -320,3 +320,70 @@ def test_flat_calls_are_bound_without_a_pytree_walk_and_rebuilt_exactly() -> Non
 
     opaque = Opaque((a,))
     assert to_float64([opaque])[0] is opaque
+
+
+class _TwinBlocks(nn.Module):
+    """Two blocks of the same shapes (their ATen calls identical but for the values), then
+    the registered two-percent-off tanh twice on tensors of one shape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(6, 6)
+        self.b = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.b(torch.tanh(self.a(x))))
+        return two_percent_tanh(two_percent_tanh(h))
+
+
+def test_an_aten_call_identical_to_an_earlier_one_takes_its_verdict() -> None:
+    ctx = make_context(_TwinBlocks, _x(3, 6, seed=2))
+    result = gradcheck_ops.run(ctx)
+    first = {i.subject.operator_id: i for i in result.items}
+    inherited = [i for i in result.items if "identical_to_operator" in i.metrics]
+    # b's weight transpose, addmm and the tanh after it repeat a's: the same dtypes, shapes,
+    # strides and arguments, other values
+    assert [(i.subject.module, i.subject.op) for i in inherited] == [
+        ("b", "aten.t.default"),
+        ("b", "aten.addmm.default"),
+        ("", "aten.tanh.default"),
+    ]
+    for item in inherited:
+        earlier = first[item.metrics["identical_to_operator"]]
+        assert earlier.subject.operator_id < item.subject.operator_id
+        assert earlier.subject.op == item.subject.op
+        assert "identical_to_operator" not in earlier.metrics
+        assert item.status == earlier.status == "pass"
+        assert item.message.startswith(f"identical to operator #{earlier.subject.operator_id}")
+    # a registered operator's backward is the user's code: each call is checked on its own
+    custom = [i for i in result.items if i.subject.op == "attest_test.two_percent_tanh.default"]
+    assert len(custom) == 2
+    assert all(i.status == "fail" and "identical_to_operator" not in i.metrics for i in custom)
+    summary = result.summary
+    assert summary["identical_calls"] == len(inherited) >= 2
+    assert summary["checked"] == len(result.items) - len(inherited) - summary["skipped"]
+    assert "identical_calls" in result.parameters
+
+
+def test_a_failing_verdict_is_taken_by_the_identical_calls_too() -> None:
+    from attest.collection.gradients.gradcheck_items import identical_item, inherit_identical
+    from attest.evidence.model import CheckItem, Subject
+
+    record = _record(torch.ops.aten.tanh.default, _x(2, 3))
+    later = OpRecord(**{**record.__dict__, "id": 7, "module": "later"})
+    checked = CheckItem(
+        subject=Subject(kind="operator", operator_id=0, op=record.op, module="m"),
+        status="fail",
+        metrics={"max_rel_error": 0.02},
+        message="captured input: relative error 0.02",
+    )
+    placeholder = identical_item(later, 0)
+    assert placeholder.status == "not_computed"  # until the groups are joined
+    joined = inherit_identical([checked, placeholder])
+    assert joined[0] is checked
+    assert joined[1].status == "fail" and joined[1].subject.module == "later"
+    assert joined[1].metrics == {"max_rel_error": 0.02, "identical_to_operator": 0}
+    assert "relative error 0.02" in joined[1].message
+    # a placeholder whose first call has no item stays not computed, and says so
+    (alone,) = inherit_identical([placeholder])
+    assert alone.status == "not_computed" and "was not found" in alone.message

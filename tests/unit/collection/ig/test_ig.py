@@ -154,7 +154,9 @@ def test_cpu_chunks_hold_a_pair_of_a_real_size_probe(
     assert CPU_WORKING_SET_BYTES == 64 << 20
     cpu = torch.device("cpu")
     assert samples_per_chunk(per_sample, budget, cpu, batch) == expected
-    assert samples_per_chunk(per_sample, budget, torch.device("meta"), batch) == budget // per_sample
+    assert (
+        samples_per_chunk(per_sample, budget, torch.device("meta"), batch) == budget // per_sample
+    )
 
 
 def test_chunks_are_bounded_by_the_memory_budget_and_do_not_change_bits() -> None:
