@@ -27,7 +27,9 @@ with ``os.wait4`` (wall time, user+system CPU time, peak RSS, the same way for b
    0.22-0.29 s between runs), and bracketing the collect measures F at the speed the collect
    ran at. The bare peak RSS is the lower of the two children's.
 
-Printed per model: collect wall / F (target <= 150), CPU time / F, CPU utilization (CPU time /
+Printed per model: collect wall / F (target <= 150; also at each bare child's own F, and the
+verdict: ``met`` only when both targets hold at either child's F, ``met only at some F`` when
+F's drift between the children straddles the target), CPU time / F, CPU utilization (CPU time /
 wall / cores used), peak RSS of collect / peak RSS of bare (target <= 3; the collect's peak is
 the highest of its phases' peaks, since it resets the kernel's counter per phase), and the split per
 phase and per check from the evidence (``phases``: duration, CPU, peak RSS of each phase).
@@ -241,6 +243,11 @@ def bench_model(kind: str, work: Path, args: argparse.Namespace) -> dict[str, An
         "bare": {k: v for k, v in bare.items() if k != "stdout"},
         "collect": {k: v for k, v in run.items() if k != "stdout"},
         "wall_over_f": run["wall_s"] / f_s,
+        # the same ratio at either child's F: how far F's drift alone moves the verdict
+        "wall_over_f_range": [
+            run["wall_s"] / max(statistics.median(before_s), statistics.median(after_s)),
+            run["wall_s"] / min(statistics.median(before_s), statistics.median(after_s)),
+        ],
         "cpu_over_f": run["cpu_s"] / f_s,
         "cpu_utilization": run["cpu_s"] / run["wall_s"] / 2,
         "rss_ratio": run["peak_rss_bytes"] / bare["peak_rss_bytes"],
@@ -248,6 +255,16 @@ def bench_model(kind: str, work: Path, args: argparse.Namespace) -> dict[str, An
         "checks": checks,
         "budget": evidence.get("budget"),
     }
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """``met`` when both targets hold at either bare child's F; ``not met`` when one fails at
+    both; else ``met only at some F``: the collect sits within the drift of F between the
+    children, so the run cannot tell (the median F decides ``wall_over_f`` alone)."""
+    low, high = result["wall_over_f_range"]
+    if result["rss_ratio"] > 3 or low > 150:
+        return "not met"
+    return "met" if high <= 150 else "met only at some F"
 
 
 def _gib(n: float | None) -> str:
@@ -259,10 +276,13 @@ def report(result: dict[str, Any]) -> list[str]:
     lines = [
         f"## {result['model']}: F = {f:.2f} s (median before / after the collect "
         f"{result['f_before_s']:.2f} / {result['f_after_s']:.2f} s); collect {result['collect']['wall_s']:.0f} s = "
-        f"{result['wall_over_f']:.0f} F wall (target <= 150), CPU {result['cpu_over_f']:.0f} F, "
+        f"{result['wall_over_f']:.0f} F wall ({result['wall_over_f_range'][0]:.0f}-"
+        f"{result['wall_over_f_range'][1]:.0f} F at either bare child's F; target <= 150), "
+        f"CPU {result['cpu_over_f']:.0f} F, "
         f"CPU utilization {result['cpu_utilization']:.0%} of 2 cores; peak RSS "
         f"{_gib(result['collect']['peak_rss_bytes'])} GiB vs bare "
-        f"{_gib(result['bare']['peak_rss_bytes'])} GiB = {result['rss_ratio']:.2f}x (target <= 3)",
+        f"{_gib(result['bare']['peak_rss_bytes'])} GiB = {result['rss_ratio']:.2f}x (target <= 3): "
+        f"{verdict(result)}",
         "",
         "| phase | checks | wall / F | CPU / F | peak RSS GiB |",
         "| --- | --- | ---: | ---: | ---: |",
@@ -315,8 +335,11 @@ def main() -> int:
         )
         with args.append.open("a") as handle:
             handle.write(header + "\n\n".join("\n".join(report(r)) for r in results) + "\n")
-    met = all(r["wall_over_f"] <= 150 and r["rss_ratio"] <= 3 for r in results)
-    print("targets met" if met else "targets NOT met", flush=True)
+    verdicts = {r["model"]: verdict(r) for r in results}
+    if all(v == "met" for v in verdicts.values()):
+        print("targets met (at either bare child's F)", flush=True)
+    else:
+        print(f"targets NOT met: {verdicts}", flush=True)
     return 0
 
 
