@@ -214,8 +214,8 @@ def integrated_gradients(
     through that many halvings in a row (a jump, or a stretch far narrower than the panel);
     ``IGResult.stalls`` then says where along the path and why (:mod:`attest.collection.ig.stall`);
     with ``stop_on_steep`` False only a jump stops it (a steep smooth stretch is refined on).
-    ``probe_batch``: the batch the model is run in for training (default: ``inputs``'), which
-    sizes the path chunks on CPU (:func:`~attest.collection.ig.evaluator.samples_per_chunk`).
+    ``probe_batch``: how many examples the spec's probe batch has (default: ``inputs``'), a
+    bound of the CPU path chunks (:func:`~attest.collection.ig.evaluator.samples_per_chunk`).
     """
     method = canonical_method(method or (ADAPTIVE if tolerance is not None else "trapezoid"))
     _check_arguments(method, steps, panel_nodes, inputs, memory_budget_bytes)

@@ -281,11 +281,11 @@ def samples_per_chunk(
     working set (measured: one huge batch is slower on CPU than chunks of ~32 MiB).
 
     On CPU a chunk may still hold as many samples as the probe ``batch``, up to
-    :data:`CPU_PROBE_SAMPLES`, past the working set (not past the budget): the working-set rule was measured on small models,
-    while a real-size one whose single sample is past it ran a forward+backward 13-18 % faster
-    per sample in pairs than alone, hardly faster in fours and slower in eights (a ViT-S/16
-    and a ResNet-18 at 224x224, docs/ig.md "Chunks and memory"); and the probe batch's
-    activations are what one training step of the model holds anyway."""
+    :data:`CPU_PROBE_SAMPLES`, past the working set (never past the budget). The working-set
+    rule was measured on small models; a real-size one whose single sample is past it ran a
+    forward+backward 13-18 % faster per sample in pairs than alone, hardly faster in fours
+    and slower in eights (a ViT-S/16 and a ResNet-18 at 224x224, docs/ig.md "Chunks and
+    memory"), and the probe batch's activations are what one training step holds anyway."""
     if device.type != "cpu":
         limit = budget
     else:
