@@ -169,14 +169,8 @@ def check_manifest_signature(
     archivists = _archivists(trust)
     archivist_ids = {k.keyid for k in archivists.keys}
     at: datetime = parse_timestamp(statement.predicate.archived_at)
-    if not archivists.keys:
-        raise ManifestProblem(
-            "ARCHIVE_UNTRUSTED",
-            f"{trust.source} gives no key the {ARCHIVIST_ROLE} role, so no archive signature "
-            f"can count (attest trust add ARCHIVIST.pub --role {ARCHIVIST_ROLE})",
-        )
-    check = check_signatures(envelope, archivists, at, timedelta(0))
-    if not check.problems:
+    check = check_signatures(envelope, archivists, at, timedelta(0)) if archivists.keys else None
+    if check is not None and not check.problems:
         return [f"archive signed by {k.label()} ({ARCHIVIST_ROLE})" for k in check.counted]
     message = pae(envelope.payload_type, envelope.payload)
     others = [
@@ -190,6 +184,12 @@ def check_manifest_signature(
             "ARCHIVE_UNTRUSTED",
             f"the archive is signed by {', '.join(others)}, which {trust.source} does not give "
             f"the {ARCHIVIST_ROLE} role",
+        )
+    if check is None:
+        raise ManifestProblem(
+            "ARCHIVE_UNTRUSTED",
+            f"{trust.source} gives no key the {ARCHIVIST_ROLE} role, so no archive signature "
+            f"can count (attest trust add ARCHIVIST.pub --role {ARCHIVIST_ROLE})",
         )
     reasons = "; ".join(f"{code}: {text}" for code, text in check.problems)
     raise ManifestProblem("ARCHIVE_UNTRUSTED", f"no archivist signature counts: {reasons}")
