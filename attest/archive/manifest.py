@@ -116,7 +116,9 @@ def manifest_statement(
         ],
         predicate=ArchivePredicate(
             archived_at=archived_at,
-            certificate_digest=DigestSet(sha256=hashlib.sha256(files["certificate.json"]).hexdigest()),
+            certificate_digest=DigestSet(
+                sha256=hashlib.sha256(files["certificate.json"]).hexdigest()
+            ),
             certificate_id=certificate_id,
             model=ModelIdentity.model_validate(model),
         ),
@@ -142,7 +144,9 @@ def read_signed_manifest(raw: bytes) -> tuple[Envelope, ArchiveStatement]:
     try:
         statement = ArchiveStatement.model_validate(loads_strict(envelope.payload))
     except StrictJSONError as exc:
-        raise ManifestProblem("ARCHIVE_INVALID", f"{where}: the payload is not strict JSON: {exc}")
+        raise ManifestProblem(
+            "ARCHIVE_INVALID", f"{where}: the payload is not strict JSON: {exc}"
+        ) from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"

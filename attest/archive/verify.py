@@ -108,7 +108,9 @@ def _same_members(members: dict[str, bytes], digests: dict[str, str], source: st
     if missing:
         raise ArchiveFrameError(f"the archive lacks {', '.join(missing)}, which {source} lists")
     if extra:
-        raise ArchiveFrameError(f"the archive holds {', '.join(extra)}, which {source} does not list")
+        raise ArchiveFrameError(
+            f"the archive holds {', '.join(extra)}, which {source} does not list"
+        )
     # the manifests last, so that a message names the member that was changed
     for name, digest in sorted(digests.items(), key=lambda item: (item[0] == MANIFEST, item[0])):
         if hashlib.sha256(members[name]).hexdigest() != digest:
@@ -143,7 +145,9 @@ def _signed(
     return statement
 
 
-def _check_evidence(members: dict[str, bytes], report: VerificationReport, out: ArchiveReport) -> None:
+def _check_evidence(
+    members: dict[str, bytes], report: VerificationReport, out: ArchiveReport
+) -> None:
     statement = report.statement or {}
     signed = (statement.get("predicate") or {}).get("evidence_digest") or {}
     if "evidence.json" in members:

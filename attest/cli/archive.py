@@ -68,7 +68,9 @@ def archive(
             err=True,
         )
     else:
-        click.echo(f"signed by key {key.keyid[:16]} (give it the archivist role in auditors' stores)")
+        click.echo(
+            f"signed by key {key.keyid[:16]} (give it the archivist role in auditors' stores)"
+        )
 
 
 @click.command("verify-archive")

@@ -27,7 +27,9 @@ def test_archivist_signs_and_auditor_verifies(
         assert run(capsys, "keygen", "--out", keys / who, "--unencrypted")[0] == 0
     ledger = tmp_path / "ledger.sqlite"
     assert run(capsys, "ledger", "append", cert, "--ledger", ledger)[0] == 0
-    code, _, err = run(capsys, "ledger", "checkpoint", "--key", keys / "ledger.key", "--ledger", ledger)
+    code, _, err = run(
+        capsys, "ledger", "checkpoint", "--key", keys / "ledger.key", "--ledger", ledger
+    )
     assert code == 0, err
     auditor = tmp_path / "auditor.yaml"
     for who, role in (("archivist", "archivist"), ("ledger", "ledger"), ("intruder", "release")):

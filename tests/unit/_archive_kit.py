@@ -57,7 +57,9 @@ class Release:
         return build_archive(self.cert, self.root / name, **options)
 
 
-def auditor_store(entries: list[tuple[PrivateKey, str, tuple[str, ...]]], **window: Any) -> TrustStore:
+def auditor_store(
+    entries: list[tuple[PrivateKey, str, tuple[str, ...]]], **window: Any
+) -> TrustStore:
     store = empty_trust_store("auditor trust store")
     for key, name, roles in entries:
         store, _ = add_key(store, public_key_pem(key.public_key), name=name, roles=roles, **window)
@@ -78,7 +80,9 @@ def make_release(root: Path, *, tsa: Any = None) -> Release:
     (root / "findings.json").write_text('{"verdict": "pass"}\n')
     store = w.trust
     if tsa is not None:
-        store = replace(store, timestamp_authorities=(TimestampAuthority("test-tsa", tsa.root_pem),))
+        store = replace(
+            store, timestamp_authorities=(TimestampAuthority("test-tsa", tsa.root_pem),)
+        )
     trust = save_trust_store(store, root / "trust.yaml")
     other = w.write(w.envelope(certificate_id="cert-0009"), "other.json")
     revocation = revocation_envelope(
@@ -92,7 +96,9 @@ def make_release(root: Path, *, tsa: Any = None) -> Release:
     ledger_key = root / "ledger.pub"
     ledger_key.write_text(public_key_pem(log.public_key))
     auditor = save_trust_store(
-        auditor_store([(archivist, "archivist", (ARCHIVIST_ROLE,)), (log, "fleet-log", (LEDGER_ROLE,))]),
+        auditor_store(
+            [(archivist, "archivist", (ARCHIVIST_ROLE,)), (log, "fleet-log", (LEDGER_ROLE,))]
+        ),
         root / "auditor.yaml",
     )
     return Release(

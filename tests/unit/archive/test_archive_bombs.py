@@ -124,7 +124,9 @@ ROWS: list[tuple[Callable[[Release, bytes], Path], str, bool]] = [
 ]
 
 
-@pytest.mark.parametrize(("bomb", "outcome", "reproduced"), ROWS, ids=[b.__name__ for b, _, _ in ROWS])
+@pytest.mark.parametrize(
+    ("bomb", "outcome", "reproduced"), ROWS, ids=[b.__name__ for b, _, _ in ROWS]
+)
 def test_bomb_is_refused_within_bounded_memory(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

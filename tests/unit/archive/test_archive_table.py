@@ -55,7 +55,9 @@ def _withdrawn(r: Release) -> Path:
         json.loads(r.cert.read_text()), r.world.key, reason="wrong weights", revoked_by="Dr Test",
         revoked_at=NOW + timedelta(days=10),
     )  # fmt: skip
-    path = r.build("withdrawn.zip", revocations=[*r.revocations, ("own.json", json.dumps(own).encode())])
+    path = r.build(
+        "withdrawn.zip", revocations=[*r.revocations, ("own.json", json.dumps(own).encode())]
+    )
     result = verify_archive(path, trust=r.auditor, at=LATER)
     assert [c for c, _ in result.reasons] == ["CERTIFICATE_REVOKED"]  # the honest verdict
     return path
@@ -246,7 +248,11 @@ def no_trust_store(r: Release) -> Attack:
 ROWS: list[tuple[Callable[[Release], Attack], str, str]] = [
     (revocation_removed, "ARCHIVE_INVALID", "lacks revocations/1.json"),
     (revocation_removed_resigned_by_attacker, "ARCHIVE_UNTRUSTED", "not in the trust store"),
-    (revocation_removed_resigned_by_release_key, "ARCHIVE_UNTRUSTED", "does not give the archivist role"),
+    (
+        revocation_removed_resigned_by_release_key,
+        "ARCHIVE_UNTRUSTED",
+        "does not give the archivist role",
+    ),
     (revocation_removed_and_unsigned, "ARCHIVE_UNSIGNED", "no manifest.dsse.json"),
     (ledger_swapped, "ARCHIVE_INVALID", "ledger/inclusion-proof.json does not match"),
     (ledger_swapped_resigned_by_attacker, "ARCHIVE_UNTRUSTED", "not in the trust store"),
