@@ -137,8 +137,9 @@ def read_signed_manifest(raw: bytes) -> tuple[Envelope, ArchiveStatement]:
     where = SIGNED_MANIFEST
     try:
         envelope = parse_envelope(raw)
-    except Rejected as exc:
-        raise ManifestProblem("ARCHIVE_INVALID", f"{where}: {exc.message}") from None
+    except Rejected as exc:  # the verifier's words are about a certificate's envelope
+        message = exc.message.replace("the certificate", "the envelope", 1)
+        raise ManifestProblem("ARCHIVE_INVALID", f"{where}: {message}") from None
     if envelope.payload_type != PAYLOAD_TYPE:
         raise ManifestProblem("ARCHIVE_INVALID", f"{where}: payloadType is not {PAYLOAD_TYPE}")
     try:

@@ -314,3 +314,60 @@ def test_the_genuine_archive_verifies_under_every_store_of_the_table(tmp_path: P
     result = verify_archive(path, trust=save_trust_store(store, tmp_path / "wide.yaml"))
     assert result.verified, result.reasons
     assert verify_archive(r.build("later.zip"), trust=r.auditor, at=LATER).verified
+
+
+def _envelope(payload: object, sigs: object = None) -> bytes:
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    signatures = sigs if sigs is not None else [{"keyid": "", "sig": "AAAA"}]
+    return json.dumps(
+        {
+            "payload": base64.b64encode(raw).decode(),
+            "payloadType": "application/vnd.in-toto+json",
+            "signatures": signatures,
+        }
+    ).encode()
+
+
+HOSTILE_MANIFESTS: list[bytes] = [
+    b"",
+    b"not json",
+    b"[]",
+    b'{"payload": 1}',
+    b'{"a": 1, "a": 2}',
+    b"1e999",
+    _envelope({}, sigs=[]),
+    _envelope(b"\xff\xfe"),
+    _envelope({"_type": "https://in-toto.io/Statement/v1"}),
+    _envelope(
+        {
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": "../x", "digest": {"sha256": "0" * 64}}],
+            "predicateType": "https://gradient-attest.dev/archive-manifest/v1",
+            "predicate": {"archived_at": "yesterday"},
+        }
+    ),
+    _envelope(
+        {
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"name": f"m{i}", "digest": {"sha256": "0" * 64}} for i in range(1100)],
+            "predicateType": "https://gradient-attest.dev/archive-manifest/v1",
+            "predicate": {},
+        }
+    ),
+    _envelope({"x": 1}, sigs=[{"keyid": "k", "sig": "!!", "signer": {"attestation": 1}}]),
+]
+
+
+@pytest.mark.parametrize("raw", HOSTILE_MANIFESTS)
+def test_hostile_signed_manifest_is_refused_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], raw: bytes
+) -> None:
+    r = make_release(tmp_path)
+    files = members(r.build())
+    files["manifest.dsse.json"] = raw
+    path = rezip(tmp_path / "hostile.zip", files)
+    result = verify_archive(path, trust=r.auditor)
+    assert not result.verified
+    assert result.reasons[0][0] in ("ARCHIVE_INVALID", "ARCHIVE_UNTRUSTED"), result.reasons
+    code, out, _ = run(capsys, "verify-archive", path, "--trust", r.auditor, "--json")
+    assert code == 1 and json.loads(out)["reasons"][0]["code"] == result.reasons[0][0]
