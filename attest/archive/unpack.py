@@ -109,8 +109,9 @@ def read_members(path: Path) -> dict[str, bytes]:
             _check_infos(path, infos)
             for info in infos:
                 limit = min(MAX_MEMBER_BYTES, MAX_UNPACKED_BYTES - total)
+                cap = "one member's" if limit == MAX_MEMBER_BYTES else "what is left of the total"
                 with archive.open(info) as stream:
-                    content = read_capped(stream, limit, f"{path}: {info.filename!r}")
+                    content = read_capped(stream, limit, f"{path}: {info.filename!r} ({cap} cap)")
                 if len(content) != info.file_size:
                     raise ArchiveFrameError(
                         f"{info.filename!r} unpacks to {len(content)} bytes, "
