@@ -411,5 +411,5 @@ def test_a_revoked_certificate_is_not_restated(
     capsys.readouterr()
     with pytest.raises(SystemExit) as info:
         main([*base, "--certificate", str(cert.path), "--revocations", str(rev)])
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert info.value.code == 2 and "CERTIFICATE_REVOKED" in err

@@ -286,10 +286,9 @@ def test_attest_revoke_tsa_timestamps_the_revocation(
     store, _ = add_key(world.trust, pub_path.read_bytes(), name="qa", not_after=end)
     cert = world.write(world.envelope())
     out = world.root / "rev.json"
-    with serve(tsa) as url:
-        with pytest.raises(SystemExit) as info:
-            main(["revoke", str(cert), "--key", str(key_path), "--reason", "recall", "--name",
-                  "Dr QA", "--tsa", url, "-o", str(out)])  # fmt: skip
+    with serve(tsa) as url, pytest.raises(SystemExit) as info:
+        main(["revoke", str(cert), "--key", str(key_path), "--reason", "recall", "--name",
+              "Dr QA", "--tsa", url, "-o", str(out)])  # fmt: skip
     assert info.value.code == 0, capsys.readouterr()
     signer = json.loads(out.read_text())["signatures"][0]["signer"]
     assert "timestamp" in signer
