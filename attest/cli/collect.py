@@ -10,12 +10,12 @@ to stderr on a terminal only (attest.core.progress), never with --json or --quie
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from attest.cli.output import echo_json
 from attest.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,7 +163,7 @@ def collect(
     else:
         evidence = _collect_here(paths, out, budget, quiet, as_json, workers, ray_address)
     if as_json:
-        click.echo(json.dumps(_json_summary(evidence, out), indent=2))
+        echo_json(_json_summary(evidence, out))
     else:
         for line in _summary_lines(evidence, out):
             click.echo(line)
