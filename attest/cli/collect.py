@@ -51,14 +51,18 @@ def _summary_lines(evidence: Evidence, out: Path) -> list[str]:
         lines.append(f"  {check_id:<18} {result.status}{note}{reason}")
     errored, ran = _errored(evidence)
     if errored:
-        lines.append(f"  {len(errored)} of {len(ran)} checks that ran errored: {', '.join(errored)}")
+        lines.append(
+            f"  {len(errored)} of {len(ran)} checks that ran errored: {', '.join(errored)}"
+        )
     return lines
 
 
 def _errored(evidence: Evidence) -> tuple[list[str], list[str]]:
     """The checks that errored, and those that ran (neither not applicable nor missing)."""
     ran = [
-        c for c, r in evidence.checks.items() if r.status not in ("not_applicable", "not_implemented")
+        c
+        for c, r in evidence.checks.items()
+        if r.status not in ("not_applicable", "not_implemented")
     ]
     return [c for c in ran if evidence.checks[c].status == "error"], ran
 

@@ -172,7 +172,9 @@ def _run_once(ctx: CollectContext, precision: str) -> PreflightFailure | None:
     probe = ctx.spec.inputs
     probe_shape = tuple(probe.shape)
 
-    def failed(phase: str, exc: BaseException, entry: tuple[str, Shapes] | None) -> PreflightFailure:
+    def failed(
+        phase: str, exc: BaseException, entry: tuple[str, Shapes] | None
+    ) -> PreflightFailure:
         module_type = None
         if entry is not None:
             found = dict(model.named_modules()).get(entry[0]) if model is not None else None

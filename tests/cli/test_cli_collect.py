@@ -69,7 +69,7 @@ def test_model_that_cannot_run_its_probe_exits_2_in_the_preflight(
         "    return m\n"
     )
     out = tmp_path / "e.json"
-    code, stdout, stderr = invoke(["collect", str(spec), "-o", str(out)], capsys)
+    code, _, stderr = invoke(["collect", str(spec), "-o", str(out)], capsys)
     assert code == 2 and "Traceback" not in stderr
     assert (
         "the model cannot run its probe (3, 4) in float32: forward raised RuntimeError in "
