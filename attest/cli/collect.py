@@ -37,6 +37,8 @@ def _summary_lines(evidence: Evidence, out: Path) -> list[str]:
             f", operator {f.operator_id} {f.op}" if f.op else ""
         )
         lines.append(f"  model raised {f.error_type} in {f.phase} at {where}: {f.message}")
+    if evidence.compile is not None:
+        lines.append(f"  {evidence.compile.note}")
     metrics = evidence.model_metrics
     lines.append(
         f"  {metrics.get('operators')} operators; bit-exact reproducibility "

@@ -160,6 +160,7 @@ def collect(
             export=ctx.export,
             phases=phases,
             budget=planner.record(ctx.settings, ctx.spec) if planner is not None else None,
+            compile=rows.compile_record(loaded),
         )
         evidence.modules = rows.module_rows(evidence.operators, evidence.annotations)
         _attach_attributions(ctx, evidence)
