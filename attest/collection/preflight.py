@@ -156,7 +156,7 @@ def preflight(ctx: CollectContext) -> list[float]:
     """Run the probe objective forward and backward once in the spec's precision and once in
     float64; raise :class:`~attest.errors.CollectError` (see the module doc) when either
     raises. Returns the seconds each precision took."""
-    precisions = [ctx.spec.precision] + ([] if ctx.spec.precision == "float64" else ["float64"])
+    precisions: list[str] = [ctx.spec.precision, "float64"]
     took = []
     for precision in precisions:
         started = time.perf_counter()

@@ -59,7 +59,7 @@ class BoundInputs(nn.Module):
     def forward(self, packed: torch.Tensor) -> Any:
         n = packed.shape[0]
         sizes = [_numel(s.shape) for s in self.slots if s.shape is not None]
-        parts = iter(packed.reshape(n, -1).split(sizes, dim=1))
+        parts = iter(torch.split(packed.reshape(n, -1), sizes, dim=1))
         values: dict[int | str, torch.Tensor] = {}
         for slot in self.slots:
             if slot.shape is not None:
