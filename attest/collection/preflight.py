@@ -35,6 +35,7 @@ from attest.collection.capture.records import target_scalar
 from attest.collection.capture.run import mixed_precision_hint, model_output_tensor
 from attest.collection.capture.tensors import flat_tensors
 from attest.collection.context import CollectContext, precision_dtype
+from attest.collection.resources import is_out_of_memory, out_of_memory_error
 from attest.errors import AttestError, CollectError
 
 __all__ = ["PreflightFailure", "preflight"]
@@ -175,6 +176,8 @@ def _run_once(ctx: CollectContext, precision: str) -> PreflightFailure | None:
     def failed(
         phase: str, exc: BaseException, entry: tuple[str, Shapes] | None
     ) -> PreflightFailure:
+        if is_out_of_memory(exc):  # the machine, not the model: said as such
+            raise out_of_memory_error(exc, f"the preflight's {precision} {phase}") from None
         module_type = None
         if entry is not None:
             found = dict(model.named_modules()).get(entry[0]) if model is not None else None

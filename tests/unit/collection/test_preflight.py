@@ -112,3 +112,28 @@ def test_swin_unetr_too_small_for_its_bottleneck_fails_in_seconds(tmp_path: Path
     assert "module 'encoder10.layer.norm1' (InstanceNorm3d) given (1, 192, 1, 1, 1)" in message
     assert "Expected more than 1 spatial element" in message
     assert info.value.hint is not None and "spatial size large enough" in info.value.hint
+
+
+HUNGRY = """
+import torch
+from torch import nn
+
+class Hungry(nn.Module):
+    def forward(self, x):
+        if x.dtype == torch.float64:
+            raise RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: "
+                "you tried to allocate 99999999999 bytes"
+            )
+        return x
+
+def build():
+    return nn.Sequential(nn.Linear(8, 2), Hungry())
+"""
+
+
+def test_out_of_memory_is_said_as_such_not_blamed_on_the_model(tmp_path: Path) -> None:
+    with pytest.raises(CollectError) as info:
+        preflight(context(make_spec(tmp_path, HUNGRY)))
+    assert "the preflight's float64 forward" in info.value.message
+    assert "cannot run its probe" not in info.value.message
