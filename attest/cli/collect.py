@@ -96,6 +96,8 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
         "model": {k: evidence.model.get(k) for k in ("name", "version", "digest")},
         "targets": evidence.targets,
         "model_failure": evidence.model_failure.model_dump() if evidence.model_failure else None,
+        "compile": evidence.compile.model_dump() if evidence.compile else None,
+        "errored": _errored(evidence)[0],
         "model_metrics": evidence.model_metrics,
         "checks": {
             check_id: {

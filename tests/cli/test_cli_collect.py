@@ -39,6 +39,7 @@ def test_collect_writes_evidence_and_exits_0(
     assert (
         summary["evidence"] == str(out) and summary["checks"]["determinism"]["status"] == "computed"
     )
+    assert summary["errored"] == [] and summary["compile"] is None
     data = json.loads(out.read_text())
     assert data["model"]["name"] == "tiny" and len(data["operators"]) == 3
     assert stderr == ""  # no progress when stderr is not a terminal
