@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["KINDS", "NonFinite", "kinds_of", "nonfinite"]
+__all__ = ["KINDS", "NonFinite", "kinds_of", "nonfinite", "one_sided_nonfinite"]
 
 # The kinds of non-finite value, in the order a message lists them.
 KINDS = ("NaN", "+inf", "-inf")
@@ -57,6 +57,45 @@ def nonfinite(sides: Mapping[str, Any]) -> NonFinite | None:
     infinity, or None when every side is finite."""
     bad = {name: kinds for name, value in sides.items() if (kinds := kinds_of(value))}
     return NonFinite(bad) if bad else None
+
+
+def one_sided_nonfinite(sides: Mapping[str, Any]) -> NonFinite | None:
+    """For two sides of matching shapes (tensors or arrays, or equal-length sequences of
+    them, paired in order): the sides holding a NaN or infinity where the other side is
+    finite, or None when both are finite at the same positions.
+
+    For comparisons that hold two runs of the same computation against each other (repeats,
+    resume, recompute, batch slices): a NaN that both sides have at the same place is one the
+    computation repeats, and what reports NaN reports it (``numerics``); a NaN on one side
+    only is the difference, whatever a NaN-skipping maximum says. Tensors of different
+    shapes are judged whole, as :func:`nonfinite` does."""
+    (name_a, a), (name_b, b) = sides.items()
+    pairs = list(zip(a, b, strict=True)) if isinstance(a, (list, tuple)) else [(a, b)]
+    found: dict[str, set[str]] = {name_a: set(), name_b: set()}
+    for x, y in pairs:
+        tx, ty = _as_tensor(x), _as_tensor(y)
+        if tx is None or ty is None or tx.shape != ty.shape:
+            found[name_a].update(kinds_of(x))
+            found[name_b].update(kinds_of(y))
+            continue
+        differ = torch.isfinite(tx) != torch.isfinite(ty.to(tx.device))
+        if bool(differ.any()):
+            found[name_a].update(kinds_of(tx[differ]))
+            found[name_b].update(kinds_of(ty.to(tx.device)[differ]))
+    bad = {name: tuple(k for k in KINDS if k in kinds) for name, kinds in found.items() if kinds}
+    return NonFinite(bad) if bad else None
+
+
+def _as_tensor(value: Any) -> torch.Tensor | None:
+    """``value`` as a real floating tensor (complex as its pairs), or None if it is none."""
+    if isinstance(value, (np.ndarray, np.generic, float, int)):
+        value = torch.as_tensor(np.asarray(value))
+    if not isinstance(value, torch.Tensor):
+        return None
+    t = value.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    return t if t.is_floating_point() else None
 
 
 def _collect(value: Any, found: set[str]) -> None:
