@@ -105,6 +105,8 @@ class OpMeasure:
     local_grad_sq: list[float] = field(default_factory=lambda: [0.0, 0.0])  # diff^2, ref^2
     local_grad_failed: str | None = None
     local_out_failed: str | None = None
+    # the side of an accumulated comparison that was NaN or infinite alone (a failure)
+    nonfinite: str | None = None
     float64_aligned: bool = False
     # memory
     saved_activation_bytes: int | None = None
