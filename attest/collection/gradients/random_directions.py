@@ -39,7 +39,7 @@ from attest.collection.gradients.fd_basics import (
     _pick_eps,
     _vjp,
 )
-from attest.collection.nonfinite import nonfinite
+from attest.collection.nonfinite import NonFinite, nonfinite
 
 __all__ = ["BATCH_NUMEL", "random_direction_check"]
 
@@ -127,7 +127,11 @@ def random_direction_check(
     # only non-finite one.
     bad = nonfinite({"analytic": analytic})
     if bad is not None:
-        bad = nonfinite({"analytic": analytic, "numeric": numeric_at(settings.eps, True)})
+        # the backward's gradients name the kinds (their dot products turn inf - inf into NaN)
+        bad = nonfinite({"analytic": [g for cotangent in gs for g in cotangent]}) or bad
+        numeric = nonfinite({"numeric": numeric_at(settings.eps, True)})
+        if numeric is not None:
+            bad = NonFinite({**bad.sides, **numeric.sides})
         eps, error, default_error = settings.eps, math.inf, math.inf
     else:
         # Forward differences first, where the settings ask for them: K evaluations of the
