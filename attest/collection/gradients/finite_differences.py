@@ -221,7 +221,7 @@ def _finite_part(fn: TensorFn, base: Sequence[torch.Tensor | None]) -> tuple[Ten
         return fn, 0
 
     def finite_fn(*xs: torch.Tensor) -> Sequence[torch.Tensor]:
-        outs = list(fn(*(_HeldFinite.apply(x) for x in xs)))
+        outs = list(fn(*(_HeldFinite.apply(x) for x in xs)))  # type: ignore[no-untyped-call]
         for i, bad in masks.items():
             outs[i] = torch.where(bad, 0.0, outs[i])
         return outs

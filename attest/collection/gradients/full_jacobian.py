@@ -176,6 +176,7 @@ def full_jacobian_check(
     # default step says whether it is the only non-finite one.
     bad = nonfinite({"analytic": analytic})
     verdict = False
+    curve: dict[str, float | None]
     if bad is not None:
         bad = nonfinite({"analytic": analytic, "numeric": numeric(settings.eps)})
         eps, error, default_error, curve = settings.eps, math.inf, math.inf, {}

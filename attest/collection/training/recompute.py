@@ -339,7 +339,9 @@ def run(ctx: CollectContext) -> CheckResult:
     # run-to-run noise that is infinite (NaN or infinity in one run only) is no tolerance:
     # 2 * inf would pass any difference; such gradients must then match bit for bit
     finite_noise = noise is not None and math.isfinite(noise)
-    rtol = max(2.0 * noise, 8.0 * UNIT_ROUNDOFF[ctx.spec.precision]) if finite_noise else 0.0
+    rtol = 0.0
+    if noise is not None and finite_noise:
+        rtol = max(2.0 * noise, 8.0 * UNIT_ROUNDOFF[ctx.spec.precision])
     parameters |= {"rtol": rtol, "run_to_run_deviation": noise if finite_noise else None}
     gradients = comparison_item(
         "gradients with recomputation",
