@@ -95,6 +95,7 @@ class OpMeasure:
     runs_exact: int = 0
     origin_runs: int = 0  # runs in which this operator is where a difference starts
     max_deviation: float = 0.0
+    repeat_nonfinite: str | None = None  # a tensor NaN or infinite in one run only, named
     # thread sensitivity
     thread_changed: bool | None = None
     thread_deviation: float | None = None

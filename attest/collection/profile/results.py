@@ -193,6 +193,7 @@ def determinism_result(ctx: CollectContext, profile: Profile) -> CheckResult:
                     if m.origin_runs
                     else "; inherited from another operator"
                 )
+                + (f"; {m.repeat_nonfinite}" if m.repeat_nonfinite else "")
             )
         items.append(
             CheckItem(subject=_op_subject(m), status=status, metrics=figures, message=message)

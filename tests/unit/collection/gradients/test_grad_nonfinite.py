@@ -36,6 +36,7 @@ from attest.collection.ig.checks import _completeness
 from attest.collection.ig.path_checks import _determinism_item, _randomization_item
 from attest.collection.nonfinite import nonfinite, one_sided_nonfinite
 from attest.collection.profile.op_metrics import compared_error
+from attest.collection.profile.repeat_capture import RunComparison
 from attest.collection.training.batch_rows import max_rel, row_deviation
 from attest.collection.training.mixed_precision_grads import param_item
 from attest.collection.training.tensor_compare import comparison_item
@@ -285,6 +286,14 @@ def _fidelity(side: str, value: float) -> Outcome:
     return error == math.inf and bad is not None, bad.describe() if bad is not None else ""
 
 
+def _determinism(side: str, value: float) -> Outcome:
+    run0, this = torch.ones(4), torch.ones(4)
+    (run0 if side == "run 0" else this)[2] = value
+    observer = RunComparison([])
+    deviation = observer._deviation(0, "output", this, run0)
+    return deviation == math.inf, observer.nonfinite.get(0, "")
+
+
 def _mixed_precision(side: str, value: float) -> Outcome:
     grads = {
         k: torch.ones(3, dtype=d)
@@ -338,6 +347,7 @@ HELPERS: dict[str, tuple[Callable[[str, float], Outcome], tuple[str, ...]]] = {
     "ig_randomization": (_randomization, ("original", "randomized")),
     "ig_determinism": (_ig_determinism, ("repeat 1", "repeat 2")),
     "fidelity": (_fidelity, ("deployed-precision (float32)", "float64")),
+    "determinism": (_determinism, ("run 0", "this run")),
     "mixed_precision": (_mixed_precision, ("autocast (bfloat16)", "float32", "float64")),
     "resume/recompute": (_tensor_compare, ("uninterrupted run", "resumed run")),
     "batch_invariance": (_batch_rows, ("batched", "alone")),
