@@ -55,6 +55,7 @@ from attest.collection.ig.split import (
     run_piece,
 )
 from attest.collection.ig.stall import json_safe, stall_text
+from attest.collection.nonfinite import nonfinite
 from attest.collection.pieces import Split, run_split
 from attest.evidence.model import IG_CHECKS, CheckId, CheckItem, CheckResult, ItemStatus, Metric
 
@@ -224,8 +225,14 @@ def _completeness(
             "nonfinite_attributions": int((~np.isfinite(attributions[i])).sum()),
         }
         status: ItemStatus
-        if bad is not None:
-            status, message = "fail", f"non-finite attribution at index {tuple(bad)}"
+        # both sides of sum(attributions) = F(x) - F(b), asked before the error is trusted
+        sides = nonfinite(
+            {"F(x)": main.f_input[i], "F(b)": main.f_baseline[i], "attributions": attributions[i]}
+        )
+        if sides is not None:
+            status, message = "fail", f"completeness cannot hold: {sides.describe()}"
+            if bad is not None:
+                message = f"non-finite attribution at index {tuple(bad)}: {sides.describe()}"
         elif (
             np.isfinite(rel)
             and rel > tolerance
@@ -383,14 +390,19 @@ def _baseline(
             )
             for kind in BASELINES
         }
-        chosen = baseline_neutrality(output(main.baseline.to(inputs.dtype)), out_x, classes)
+        out_b = output(main.baseline.to(inputs.dtype))
+        chosen = baseline_neutrality(out_b, out_x, classes)
     items = []
     for i in range(inputs.shape[0]):
         metrics = {
             k: finite_or_none(v[i]) if isinstance(v, np.ndarray) else v for k, v in chosen.items()
         }
         status: ItemStatus
-        if chosen["classifier"]:
+        # a NaN probability compares False with both limits: ask about the outputs first
+        sides = nonfinite({"output at the baseline": out_b[i], "output at the input": out_x[i]})
+        if sides is not None:
+            status, message = "fail", f"baseline neutrality cannot be judged: {sides.describe()}"
+        elif chosen["classifier"]:
             p_b, entropy = (
                 chosen["baseline_target_probability"][i],
                 chosen["baseline_entropy_ratio"][i],
