@@ -261,7 +261,16 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
         )
     for seq, index in result.submitted:
         click.echo(
-            f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True
+            f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}"
+            " (proven in the log's signed checkpoint)",
+            err=True,
+        )
+    for seq, reason in result.unproven:
+        click.echo(
+            f"ledger: event {seq} submitted, not proven: {safe_text(reason, 500)}; kept pending"
+            f" in {path} until attest ledger flush {safe_text(target.url)} --key LEDGER.pub"
+            " proves it",
+            err=True,
         )
     if result.unreachable:
         click.echo(
