@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from attest.core.text import json_safe, printable_json, safe_text
-from attest.errors import EXIT_NEGATIVE
+from attest.errors import EXIT_NEGATIVE, InputError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -321,8 +321,14 @@ def checkpoint(
     "state_path",
     default=None,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="With URL: the auditor's stored checkpoint of that log (default: one file per origin "
+    help="With URL: the auditor's stored state of that log (default: one file per log key "
     "in the user's state directory); the log must stay consistent with it.",
+)
+@click.option(
+    "--origin",
+    default=None,
+    help="With URL: the log's origin as you know it; the log's checkpoint must carry it (the "
+    "stored state is keyed by the log's key, and an origin change for that key is an error).",
 )
 @click.option(
     "--key",
@@ -343,6 +349,7 @@ def verify(
     ctx: click.Context,
     url: str | None,
     state_path: Path | None,
+    origin: str | None,
     key_paths: tuple[Path, ...],
     skip_entries: bool,
     ledger_path: Path | None,
@@ -351,15 +358,18 @@ def verify(
     """Recompute the whole tree from the stored entries; check every stored hash and checkpoint.
 
     With URL (a ledger service), audit the remote log from its tiles instead, against the
-    checkpoint stored from the last audit (--state); --key is then the log's public key.
+    state stored from the last audit of the log signed by --key (--state; --origin names the
+    log's origin), checking its published clients and every client signature in its leaves.
     Exit 0 when intact, 1 when anything was edited, deleted, reordered or inserted (each
     problem reported with its entry index).
     """
     if url is not None:
         from attest.cli.ledger_service import verify_remote
 
-        verify_remote(ctx, url, key_paths, state_path, skip_entries, as_json)
+        verify_remote(ctx, url, key_paths, state_path, skip_entries, as_json, origin=origin)
         return
+    if origin is not None:
+        raise InputError("--origin applies to a remote log: attest ledger verify URL --origin O")
     from attest.ledger import audit_ledger, open_ledger
     from attest.ledger.checkpoint import load_checkpoint_key
 

@@ -178,6 +178,8 @@ def verify_remote(
     state: Path | None,
     skip_entries: bool,
     as_json: bool,
+    *,
+    origin: str | None = None,
 ) -> None:
     """``attest ledger verify URL``: audit the whole remote log from its tiles."""
     from attest.ledger.checkpoint import load_checkpoint_key
@@ -188,7 +190,14 @@ def verify_remote(
             "attest ledger verify URL needs the log's public key: --key LEDGER.pub (once)"
         )
     key, name = load_checkpoint_key(key_paths[0])
-    report = audit_remote(url, key, key_name=name, state_path=state, check_entries=not skip_entries)
+    report = audit_remote(
+        url,
+        key,
+        key_name=name,
+        state_path=state,
+        check_entries=not skip_entries,
+        origin=origin,
+    )
     if as_json:
         click.echo(printable_json(json_safe(report.to_json())))
     else:

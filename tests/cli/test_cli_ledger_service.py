@@ -86,7 +86,9 @@ def test_verify_submits_through_the_spool_in_order_exactly_once(
     code, _, err = run(capsys, *args)
     assert code == 0, err
     assert [line for line in err.splitlines() if "recorded" in line] == [
-        f"ledger: event {n} recorded at {url} as entry {n - 1}" for n in (1, 2, 3)
+        f"ledger: event {n} recorded at {url} as entry {n - 1}"
+            " (proven in the log's signed checkpoint)"
+            for n in (1, 2, 3)
     ]
     with LedgerClient(url) as client:
         checkpoint, _ = client.checkpoint(load_public_key(world["keys"] / "service.pub"))
@@ -115,7 +117,12 @@ def test_an_answer_lost_in_transit_is_not_recorded_twice(
         # the first attempt reached the service, but its answer never came back
         body = sign_submission(item, origin=ORIGIN, client="infer-01", nonce=nonce, key=key)
         assert httpx.post(url + "add", json=body, timeout=10).json()["index"] == 0
+        # without the log's key the service's word proves nothing: the event stays pending
         result = spool.flush(url, key)
+        assert result.submitted == [] and result.pending == 1
+        assert result.unproven == [(seq, "no log key was given to check the service's answer")]
+        log_key = load_public_key(world["keys"] / "service.pub")
+        result = spool.flush(url, key, log_key=log_key)  # the 409 carries the stored entry
     assert result.submitted == [(seq, 0)] and result.pending == 0
     note = httpx.get(url + "checkpoint", timeout=5).text
     assert open_checkpoint(note, load_public_key(world["keys"] / "service.pub")).size == 1
