@@ -123,25 +123,23 @@ class FakeLog:
 
     # -- HTTP ----------------------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, query: dict[str, str], body: bytes) -> httpx.Response:
+    def handle(self, method: str, path: str, query: dict[str, str], body: bytes) -> Raw:
         path = path.lstrip("/")
         for prefix, bomb in self.gzip_bomb.items():
             if path.startswith(prefix):
-                return httpx.Response(200, content=bomb, headers={"Content-Encoding": "gzip"})
+                return Raw(200, bomb, {"Content-Encoding": "gzip"})
         size = len(self.leaves)
         if path == "checkpoint":
-            return httpx.Response(200, text=self.note())
+            return Raw(200, self.note().encode())
         if path == "add" and method == "POST":
             status, answer = (self.add or honest)(self, json.loads(body))
-            if isinstance(answer, bytes):
-                return httpx.Response(status, content=answer)
-            return httpx.Response(status, json=answer)
+            return Raw(status, answer) if isinstance(answer, bytes) else _json(status, answer)
         if path == "proof/inclusion":
             index, at = int(query["index"]), int(query["size"])
             proof = self.inclusion(index, at)
-            return httpx.Response(
+            return _json(
                 200,
-                json={
+                {
                     "leaf_hash": b64(leaf_hash(self.leaves[index])),
                     "inclusion_proof": [b64(h) for h in proof],
                 },
@@ -149,33 +147,44 @@ class FakeLog:
         if path == "proof/consistency":
             old, new = int(query["old"]), int(query["new"])
             if not 0 < old <= new <= size:
-                return httpx.Response(404, json={"error": "NOT_FOUND", "message": "range"})
+                return _json(404, {"error": "NOT_FOUND", "message": "range"})
             proof = consistency_proof(self._read_nodes, old, new)
-            return httpx.Response(200, json={"consistency_proof": [b64(h) for h in proof]})
+            return _json(200, {"consistency_proof": [b64(h) for h in proof]})
         if path == "clients":
             if not self.clients:
-                return httpx.Response(404, json={"error": "NOT_FOUND", "message": "none"})
+                return _json(404, {"error": "NOT_FOUND", "message": "none"})
             version = int(query.get("version", len(self.clients)))
-            return httpx.Response(200, json=self.clients[version - 1])
+            return _json(200, self.clients[version - 1])
         if path.startswith("tile/"):
             tile = parse_tile_path(path[len("tile/") :])
             start = tile.index * 256
             leaves = self.leaves[start : start + tile.width]
             if tile.level is None:
-                return httpx.Response(200, content=encode_bundle(leaves))
-            return httpx.Response(200, content=b"".join(leaf_hash(d) for d in leaves))
-        return httpx.Response(404, json={"error": "NOT_FOUND", "message": path})
+                return Raw(200, encode_bundle(leaves))
+            return Raw(200, b"".join(leaf_hash(d) for d in leaves))
+        return _json(404, {"error": "NOT_FOUND", "message": path})
 
     def transport(self) -> httpx.MockTransport:
         def handler(request: httpx.Request) -> httpx.Response:
             query = dict(request.url.params)
-            built = self.handle(request.method, request.url.path, query, request.content)
-            # a response the client can stream (iter_raw), as from the network
-            return httpx.Response(
-                built.status_code, headers=built.headers, stream=httpx.ByteStream(built.content)
-            )
+            raw = self.handle(request.method, request.url.path, query, request.content)
+            # the bytes as sent on the network, for the client to stream (iter_raw) and decode
+            return httpx.Response(raw.status, headers=raw.headers, stream=httpx.ByteStream(raw.body))
 
         return httpx.MockTransport(handler)
+
+
+@dataclass(frozen=True)
+class Raw:
+    """An answer as it goes on the wire (a gzip body stays compressed)."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _json(status: int, answer: Any) -> Raw:
+    return Raw(status, json.dumps(answer).encode(), {"Content-Type": "application/json"})
 
 
 def honest(log: FakeLog, body: dict[str, Any]) -> tuple[int, Any]:
@@ -218,11 +227,10 @@ def serve(log: FakeLog) -> Iterator[str]:
             if not message.get("more_body"):
                 break
         query = dict(httpx.QueryParams(scope["query_string"].decode()))
-        response = log.handle(scope["method"], scope["path"], query, body)
-        headers = [(k.encode(), v.encode()) for k, v in response.headers.items()]
-        await send({"type": "http.response.start", "status": response.status_code,
-                    "headers": headers})
-        await send({"type": "http.response.body", "body": response.content})
+        raw = log.handle(scope["method"], scope["path"], query, body)
+        headers = [(k.encode(), v.encode()) for k, v in raw.headers.items()]
+        await send({"type": "http.response.start", "status": raw.status, "headers": headers})
+        await send({"type": "http.response.body", "body": raw.body})
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
