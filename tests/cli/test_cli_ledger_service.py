@@ -87,8 +87,8 @@ def test_verify_submits_through_the_spool_in_order_exactly_once(
     assert code == 0, err
     assert [line for line in err.splitlines() if "recorded" in line] == [
         f"ledger: event {n} recorded at {url} as entry {n - 1}"
-            " (proven in the log's signed checkpoint)"
-            for n in (1, 2, 3)
+        " (proven in the log's signed checkpoint)"
+        for n in (1, 2, 3)
     ]
     with LedgerClient(url) as client:
         checkpoint, _ = client.checkpoint(load_public_key(world["keys"] / "service.pub"))

@@ -137,7 +137,9 @@ def test_ledger_verify_refuses_a_log_resigned_under_a_new_origin(
     log: FakeLog = hostile["log"]
     client = load_private_key(hostile["keys"] / "infer.key")
     for _ in range(3):
-        body = sign_submission(entry(), origin=ORIGIN, client="infer-01", nonce=new_nonce(), key=client)
+        body = sign_submission(
+            entry(), origin=ORIGIN, client="infer-01", nonce=new_nonce(), key=client
+        )
         honest(log, body)
     verify = ["ledger", "verify", hostile["url"], "--key", hostile["log_pub"]]
     code, out, _ = run(capsys, *verify)

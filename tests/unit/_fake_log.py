@@ -102,8 +102,14 @@ class FakeLog:
         index = len(self.leaves) - 1
         return {"index": index, "leaf": b64(leaf), "checkpoint": self.note()}
 
-    def publish_clients(self, clients: list[dict[str, Any]], *, key: PrivateKey | None = None,
-                        version: int | None = None, previous: str | None = "auto") -> dict[str, Any]:
+    def publish_clients(
+        self,
+        clients: list[dict[str, Any]],
+        *,
+        key: PrivateKey | None = None,
+        version: int | None = None,
+        previous: str | None = "auto",
+    ) -> dict[str, Any]:
         """Sign and publish a clients document listing ``clients`` (dicts as published)."""
         last = self.clients[-1]["document"] if self.clients else None
         document = {
@@ -169,7 +175,9 @@ class FakeLog:
             query = dict(request.url.params)
             raw = self.handle(request.method, request.url.path, query, request.content)
             # the bytes as sent on the network, for the client to stream (iter_raw) and decode
-            return httpx.Response(raw.status, headers=raw.headers, stream=httpx.ByteStream(raw.body))
+            return httpx.Response(
+                raw.status, headers=raw.headers, stream=httpx.ByteStream(raw.body)
+            )
 
         return httpx.MockTransport(handler)
 

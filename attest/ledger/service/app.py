@@ -270,8 +270,8 @@ class _Service:
                     return
                 proof = {"leaf": _b64(stored), "tree_size": served.head.size}
                 proof["checkpoint"] = served.note
-            body = _error_body(409, "REPLAY", message, index=outcome.index, **proof)
-            await _send_json(send, 409, body)
+            refusal = _error_body(409, "REPLAY", message, index=outcome.index, **proof)
+            await _send_json(send, 409, refusal)
             return
         self.metrics.submissions.labels("appended").inc()
         answer = {

@@ -25,7 +25,7 @@ from attest.certificate.signing import PublicKey, key_id
 from attest.core.io import StrictJSONError, atomic_write_text, loads_strict
 from attest.errors import LedgerError
 from attest.ledger.audit import Problem
-from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from attest.ledger.checkpoint import Checkpoint, open_checkpoint
 from attest.ledger.service.client import LedgerClient, Refused, Unreachable
 from attest.ledger.service.clients_doc import ClientsDocument, extension_problem, open_clients
 

@@ -128,7 +128,9 @@ def extension_problem(old: ClientsDocument, new: ClientsDocument) -> str | None:
     """Why ``new`` is not the next version after ``old`` (None when it is): the same origin,
     the next number, ``old``'s digest as ``previous``, and every key of ``old`` kept."""
     if new.origin != old.origin:
-        return f"version {new.version} is of {new.origin!r}, version {old.version} of {old.origin!r}"
+        return (
+            f"version {new.version} is of {new.origin!r}, version {old.version} of {old.origin!r}"
+        )
     if new.version != old.version + 1 or new.previous != old.digest:
         return f"version {new.version} does not name version {old.version} as its predecessor"
     kept = {(c.name, c.key_id): c.public_key for c in new.clients}

@@ -179,7 +179,9 @@ class Spool:
         except Unreachable:
             raise
         except LedgerError as exc:
-            raise Unproven(f"the log's checkpoint does not verify under the log key: {exc}") from None
+            raise Unproven(
+                f"the log's checkpoint does not verify under the log key: {exc}"
+            ) from None
 
     def _send(
         self,

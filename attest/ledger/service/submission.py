@@ -295,7 +295,7 @@ class ListedClient:
     hosts it may write for."""
 
     key: PublicKey
-    entry_types: frozenset[str]
+    entry_types: frozenset[Event]
     hosts: frozenset[str]
     key_id: str
 

@@ -102,6 +102,8 @@ def test_a_broken_gzip_answer_is_a_clear_error(
 ) -> None:
     log = FakeLog(make_key(tmp_path, "log"))
     log.gzip_bomb["checkpoint"] = body
-    with LedgerClient(URL, transport=log.transport()) as client:
-        with pytest.raises(LedgerError, match=message):
-            client.checkpoint(log.key.public_key)
+    with (
+        LedgerClient(URL, transport=log.transport()) as client,
+        pytest.raises(LedgerError, match=message),
+    ):
+        client.checkpoint(log.key.public_key)

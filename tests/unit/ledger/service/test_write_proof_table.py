@@ -108,15 +108,23 @@ ATTACKS: list[tuple[str, Any, str]] = [
     ("a boolean index", lambda log, body: (200, {"index": True}), "names no entry index"),
     ("not JSON", lambda log, body: (200, b"recorded"), "not JSON"),
     ("a JSON list", lambda log, body: (200, [1, 2]), "expected a JSON object"),
-    ("the index past the checkpoint", lambda log, body: (
-        200, {"index": 7, "checkpoint": log.note()}), "not covered by the checkpoint"),
+    (
+        "the index past the checkpoint",
+        lambda log, body: (200, {"index": 7, "checkpoint": log.note()}),
+        "not covered by the checkpoint",
+    ),
     ("a checkpoint of another origin", _other_origin, "not 'test.example/ledger'"),
     ("the leaf of another entry", _leaf_of_another_entry, "holds another entry"),
     ("a writer signature that is not the client's", _forged_writer, "not written by this client"),
     ("a leaf the log does not hold", _not_appended, "is not proven in the signed checkpoint"),
-    ("a leaf that is not base64", lambda log, body: (
-        200, {**log.append_honestly(body, log.writer_key_ids["infer-01"]), "leaf": "%%"}),
-        "not a ledger leaf"),
+    (
+        "a leaf that is not base64",
+        lambda log, body: (
+            200,
+            {**log.append_honestly(body, log.writer_key_ids["infer-01"]), "leaf": "%%"},
+        ),
+        "not a ledger leaf",
+    ),
 ]
 
 
@@ -195,8 +203,11 @@ def test_two_checkpoints_of_one_size_must_agree(setup: Setup) -> None:
 
     def same_size_other_root(log: FakeLog, body: dict[str, Any]) -> tuple[int, Any]:
         log.leaves[0] = log.honest_leaf(body, log.writer_key_ids["infer-01"])
-        return 200, {"index": 0, "leaf": base64.b64encode(log.leaves[0]).decode(),
-                     "checkpoint": log.note()}
+        return 200, {
+            "index": 0,
+            "leaf": base64.b64encode(log.leaves[0]).decode(),
+            "checkpoint": log.note(),
+        }
 
     log.add = same_size_other_root
     setup.spool.enqueue(URL, "infer-01", entry(actor="second"))
