@@ -161,16 +161,12 @@ MAX_LEAF_BYTES = 64 * 1024
 def entry_from_leaf_data(data: bytes) -> LedgerEntry:
     """Parse leaf data back into an entry, refusing anything that is not its canonical form.
 
-    A service-written leaf (:mod:`attest.ledger.writers`) gives the entry it holds.
-    pydantic's JSON parser reads the bytes (it keeps the last of duplicate keys, but then the
+    A log's leaf may also be a service-written leaf: read those with
+    :func:`attest.ledger.writers.entry_of_leaf`. pydantic's JSON parser reads the bytes (it keeps the last of duplicate keys, but then the
     re-encoding below differs from ``data``, so duplicates are refused too).
     """
     if len(data) > MAX_LEAF_BYTES:
         raise LedgerError(f"leaf data is {len(data)} bytes, over the {MAX_LEAF_BYTES}-byte limit")
-    if data.startswith(b'{"entry":'):  # a service-written leaf: the entry and its writer
-        from attest.ledger.writers import read_leaf
-
-        return read_leaf(data).entry
     try:
         entry = LedgerEntry.model_validate_json(data)
     except ValidationError as exc:

@@ -35,7 +35,7 @@ from attest.certificate.signing import (
 from attest.core.io import sha256_bytes
 from attest.core.validation import validation_problems
 from attest.errors import AttestError, LedgerError
-from attest.ledger.entries import LedgerEntry, Timestamp
+from attest.ledger.entries import MAX_LEAF_BYTES, LedgerEntry, Timestamp, entry_from_leaf_data
 
 __all__ = [
     "LEAF_FORMAT",
@@ -43,6 +43,7 @@ __all__ = [
     "SUBMISSION_FORMAT",
     "LeafRecord",
     "Writer",
+    "entry_of_leaf",
     "is_written_leaf",
     "read_leaf",
     "signed_message",
@@ -132,11 +133,11 @@ def is_written_leaf(data: bytes) -> bool:
 
 def read_leaf(data: bytes) -> LeafRecord:
     """Parse a leaf of either format, refusing anything not in its canonical encoding."""
-    from attest.ledger.entries import entry_from_leaf_data
-
     if not is_written_leaf(data):
         entry = entry_from_leaf_data(data)
         return LeafRecord(entry, data)
+    if len(data) > MAX_LEAF_BYTES:
+        raise LedgerError(f"leaf data is {len(data)} bytes, over the {MAX_LEAF_BYTES}-byte limit")
     try:
         leaf = _Leaf.model_validate_json(data)
     except ValidationError as exc:
@@ -147,6 +148,11 @@ def read_leaf(data: bytes) -> LeafRecord:
     if rebuilt != data and not _canonical_equal(data, rebuilt):
         raise LedgerError("leaf data is not the RFC 8785 canonical encoding of its leaf")
     return LeafRecord(leaf.entry, leaf.entry.leaf_data, leaf.writer, leaf.received)
+
+
+def entry_of_leaf(data: bytes) -> LedgerEntry:
+    """The entry a log's leaf holds, in either format (canonical encoding required)."""
+    return read_leaf(data).entry
 
 
 def _canonical_equal(data: bytes, rebuilt: bytes) -> bool:

@@ -22,6 +22,7 @@ from attest.ledger.service.client import LedgerClient
 from attest.ledger.service.spool import Spool
 from attest.ledger.service.submission import new_nonce, sign_submission
 from attest.ledger.service.tiles import TilePath
+from attest.ledger.writers import entry_of_leaf
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ def test_verify_submits_through_the_spool_in_order_exactly_once(
     ]
     with LedgerClient(url) as client:
         checkpoint, _ = client.checkpoint(load_public_key(world["keys"] / "service.pub"))
-        events = [entry_from_leaf_data(d).event for d in client.bundle(TilePath(None, 0, 3))]
+        events = [entry_of_leaf(d).event for d in client.bundle(TilePath(None, 0, 3))]
     assert checkpoint.size == 3 and events == ["rejected", "rejected", "verified"]
     with sqlite3.connect(tmp_path / "spool.sqlite") as db:
         assert db.execute("SELECT state, log_index FROM events ORDER BY seq").fetchall() == [
@@ -205,7 +206,7 @@ def test_ledger_flush_sends_the_spool_now_in_order_exactly_once(
     assert report["pending"] == 0 and report["refused"] == []
     with LedgerClient(url) as client:
         bundle = client.bundle(TilePath(None, 0, 3))
-    assert entry_from_leaf_data(bundle[0]).actor == "lost-answer"
+    assert entry_of_leaf(bundle[0]).actor == "lost-answer"
     code, out, _ = run(capsys, *flush)  # nothing left: nothing sent again
     assert code == 0 and "0 event(s) still waiting" in out and "sent" not in out, out
     wrong = [*flush[:5], "--ledger-client-key", keys / "release2.key"]

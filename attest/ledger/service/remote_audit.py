@@ -27,7 +27,7 @@ from attest.certificate.signing import PublicKey
 from attest.errors import LedgerError
 from attest.ledger.audit import Problem
 from attest.ledger.checkpoint import Checkpoint
-from attest.ledger.entries import entry_from_leaf_data, utc_now
+from attest.ledger.entries import utc_now
 from attest.ledger.log import open_ledger
 from attest.ledger.merkle import EMPTY_ROOT, frontier_push, frontier_root, leaf_hash
 from attest.ledger.service.audit_state import (
@@ -41,7 +41,7 @@ from attest.ledger.service.client import LedgerClient, Refused
 from attest.ledger.service.clients_doc import ClientsDocument
 from attest.ledger.service.tiles import TILE_WIDTH, TilePath, tiles_for_size
 from attest.ledger.storage import LAST_CHECKPOINT_META
-from attest.ledger.writers import read_leaf
+from attest.ledger.writers import entry_of_leaf, read_leaf
 
 __all__ = ["RemoteAuditReport", "audit_remote", "mirror_log"]
 
@@ -318,7 +318,7 @@ def mirror_log(
             for tile, entries, _hashes in _tiles(client, start, checkpoint.size):
                 fresh = entries[max(0, start - tile.index * TILE_WIDTH) :]
                 for data in fresh:
-                    entry_from_leaf_data(data)
+                    entry_of_leaf(data)
                 if fresh:
                     storage.append_many(fresh)
                     at += len(fresh)

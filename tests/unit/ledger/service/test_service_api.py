@@ -18,12 +18,13 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from attest.certificate.signing import load_private_key, load_public_key
 from attest.cli import main
 from attest.ledger.checkpoint import open_checkpoint
-from attest.ledger.entries import LedgerEntry, entry_from_leaf_data
+from attest.ledger.entries import LedgerEntry
 from attest.ledger.merkle import leaf_hash, root_from_leaf_hashes
 from attest.ledger.service.client import LedgerClient
 from attest.ledger.service.postgres import PostgresStorage
 from attest.ledger.service.proving import WriteClaim, prove_answer
 from attest.ledger.service.tiles import TilePath, decode_bundle, tile_path
+from attest.ledger.writers import entry_of_leaf
 
 
 class World:
@@ -84,7 +85,7 @@ def test_write_then_read_back_through_tiles_and_proofs(world: World) -> None:
         checkpoint, _note = client.checkpoint(world.public)
         assert checkpoint.origin == ORIGIN and checkpoint.size == 3
         bundle = client.bundle(TilePath(None, 0, 3))
-        assert [entry_from_leaf_data(d).actor for d in bundle] == ["tester"] * 3
+        assert [entry_of_leaf(d).actor for d in bundle] == ["tester"] * 3
         assert client.hashes(TilePath(0, 0, 3)) == [leaf_hash(d) for d in bundle]
         assert root_from_leaf_hashes(leaf_hash(d) for d in bundle) == checkpoint.root
         # the answer is a signed checkpoint plus a proof the client checks
