@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from _fake_log import FakeLog, b64, honest, make_key
 from _ledger_service_kit import ORIGIN, entry
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from attest.certificate.signing import PrivateKey, key_id
 from attest.ledger.service.spool import NO_LOG_KEY, Spool
@@ -235,3 +237,43 @@ def test_a_proven_write_leaves_the_spool_and_the_checkpoint_is_kept(setup: Setup
     assert result.submitted == [(1, 0), (2, 1), (3, 2)] and result.unproven == []
     seen = setup.spool.seen(setup.log_key, None)
     assert seen == setup.log.note(3)
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.text(max_size=40),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_ANSWERS = st.one_of(
+    _VALUES,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "index": _VALUES,
+            "leaf": st.one_of(_VALUES, st.binary(max_size=64).map(b64)),
+            "checkpoint": st.one_of(_VALUES, st.just("x\n1\nAAAA\n\n— x abc\n")),
+            "error": _VALUES,
+        },
+    ),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(status=st.sampled_from([200, 201, 409]), answer=_ANSWERS)
+def test_no_hostile_answer_shape_counts_or_crashes(setup: Setup, status: int, answer: Any) -> None:
+    setup.spool.enqueue(URL, "infer-01", entry())
+    setup.log.add = lambda log, body: (status, answer)
+    result = _flush(setup)  # never an exception that is not an AttestError
+    # nothing counts as recorded: pending (not proven), or refused (a 4xx, kept and reported)
+    assert result.submitted == [] and "done" not in _states(setup)
+    assert result.pending + len(result.refused) >= 1
