@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from attest.spec.compiled import CompileInfo
+
 __all__ = [
     "InputsSection",
     "LoadedSpec",
@@ -246,3 +248,5 @@ class LoadedSpec:
     artifacts: dict[str, Path] = field(default_factory=dict)  # role -> path (weights, spec, probe)
     training: TrainingConfig | None = None  # the ``training:`` mapping; None: not declared
     budget_s: float | None = None  # ``budget:`` in seconds; None: the full work
+    # torch.compile: what was compiled and how, weights keys stripped (None: nothing compiled)
+    compiled: CompileInfo | None = None

@@ -16,7 +16,7 @@ asked checks decide instead.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,14 @@ import torch
 from torch import nn
 
 from attest.collection import CHECK_RUNNERS, RUNNER_CHECKS, collect
+from attest.collection.context import CheckSettings
 from attest.errors import InputError
 from attest.evidence.model import CHECK_IDS, TOPOLOGY_CHECKS, Evidence
 from attest.policy.engine import evaluate
 from attest.policy.model import Policy, load_policy
+from attest.spec.compiled import unwrap_compiled
 from attest.spec.model import LoadedSpec
+from attest.testing.bound_inputs import BATCH_CHECKS, bind_inputs
 
 __all__ = ["DEFAULT_CHECKS", "GradientCheckResult", "check_gradients"]
 
@@ -98,7 +101,7 @@ def _policy_lines(evidence: Evidence, policy: Policy, checks: Sequence[str]) -> 
 
 def check_gradients(
     model: nn.Module,
-    inputs: torch.Tensor,
+    inputs: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor],
     *,
     target: torch.Tensor | None = None,
     loss: Callable[[Any, Any], torch.Tensor] | None = None,
@@ -111,7 +114,11 @@ def check_gradients(
     """Run ``checks`` of ``attest collect`` on ``model`` at ``inputs`` (see the module doc).
 
     ``target`` and ``loss``: the gradients of ``loss(model(inputs), target)``; without them,
-    of the predicted class's score (the spec's ``target: argmax``).
+    of the predicted class's score (the spec's ``target: argmax``). ``inputs`` is a tensor, or
+    a tuple (positional) or mapping (keyword arguments) of tensors: floating-point ones are
+    differentiated, the others (token ids, masks) passed unchanged
+    (:mod:`attest.testing.bound_inputs`). A ``torch.compile``'d model is checked as its
+    eager original (:mod:`attest.spec.compiled`).
     """
     unknown = [c for c in checks if c not in CHECK_IDS]
     if unknown or not checks:
@@ -121,7 +128,33 @@ def check_gradients(
         )
     if (target is None) != (loss is None):
         raise InputError("give target and loss together (or neither, for the argmax target)")
-    frozen = copy.deepcopy(model).eval()
+    frozen, compiled = unwrap_compiled(copy.deepcopy(model).eval())  # never the caller's module
+    settings = CheckSettings()
+    if isinstance(inputs, (tuple, list)) and len(inputs) == 1:
+        inputs = inputs[0]
+    if isinstance(inputs, torch.Tensor):
+        if not inputs.is_floating_point():
+            raise InputError(
+                f"gradient_check got {inputs.dtype} inputs: integer inputs such as token ids "
+                "have no gradient, and casting them to float would change what the model reads",
+                hint="pass the float input the gradients are taken with respect to; ids and "
+                "masks go beside it, as a tuple or dict of inputs",
+            )
+        x = inputs.detach()
+    else:
+        bound, x, fixed = bind_inputs(frozen, inputs)
+        frozen = bound.eval()
+        refused = [c for c in checks if c in BATCH_CHECKS]
+        if fixed and refused:
+            raise InputError(
+                f"gradient checks {', '.join(refused)} cannot run with fixed inputs "
+                f"({', '.join(fixed)}) yet: they call the model on other batches than the "
+                "probe's, whose rows the fixed inputs would no longer match",
+                hint="ask for the other checks here, and certify these with attest collect",
+            )
+        if fixed:  # the fixed inputs' rows are the probe's: no sub-batch, no crop
+            settings.second_order_batch = None
+            settings.second_order_crop = False
     spec = LoadedSpec(
         path=Path(name),
         name=name,
@@ -129,15 +162,16 @@ def check_gradients(
         factory=f"{type(model).__module__}:{type(model).__qualname__}",
         factory_args={},
         build_model=lambda: copy.deepcopy(frozen),
-        inputs=inputs.detach(),
+        inputs=x,
         labels=target.detach() if target is not None else None,
         target="label" if target is not None else "argmax",
         loss_fn=loss,
         loss=getattr(loss, "__name__", None) if loss is not None else None,
         threads=threads,
         repeats=repeats,
+        compiled=compiled if compiled.compiled else None,
     )
-    evidence = collect(spec, runners=_runners(checks))
+    evidence = collect(spec, runners=_runners(checks), settings=settings)
     asked = tuple(checks)
     failures, warnings = _item_lines(evidence, asked)
     if policy is not None:
