@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from attest.cli.verify import remote_ledger_options
 from attest.core.text import json_safe, printable_json, safe_text
@@ -51,8 +52,12 @@ def flush(
     from attest.cli.ledger_service import remote_ledger
     from attest.ledger.service.spool import Spool, default_spool_path
 
-    if log_key_path is not None and ledger_log_key is not None and log_key_path != ledger_log_key:
-        raise InputError("give the log's key once: --key or --ledger-log-key, not both")
+    if log_key_path is not None and ledger_log_key is not None:
+        from_env = ctx.get_parameter_source("ledger_log_key") is ParameterSource.ENVIRONMENT
+        if from_env:  # --key on the command line wins over $ATTEST_LEDGER_LOG_KEY
+            ledger_log_key = None
+        elif log_key_path != ledger_log_key:
+            raise InputError("give the log's key once: --key or --ledger-log-key, not both")
     target = remote_ledger(url, ledger_client, ledger_client_key, ledger_log_key or log_key_path)
     path = default_spool_path()
     log_key, log_name = target.log_key or (None, None)

@@ -153,3 +153,21 @@ def test_ledger_verify_refuses_a_log_resigned_under_a_new_origin(
     assert code == 1 and "TAMPERED" in out and "a log keeps its origin" in out, out
     code, out, _ = run(capsys, *verify, "--origin", ORIGIN)
     assert code == 1 and "(--origin)" in out, out
+
+
+def test_flush_key_on_the_command_line_wins_over_the_environment(
+    world: dict[str, Path],  # noqa: F811
+    hostile: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    assert run(capsys, *_verify(world, hostile))[0] == 0  # submitted, not proven
+    make_key(tmp_path, "other")  # another log's key, named by the environment
+    monkeypatch.setenv("ATTEST_LEDGER_LOG_KEY", str(tmp_path / "other.pub"))
+    flush = ["ledger", "flush", hostile["url"], "--ledger-client", "infer-01"]
+    flush += ["--ledger-client-key", hostile["keys"] / "infer.key"]
+    code, out, _ = run(capsys, *flush)  # the environment's key is not the log's: not proven
+    assert code == 1 and "does not verify under the log key" in out, out
+    code, out, _ = run(capsys, *flush, "--key", hostile["log_pub"])
+    assert code == 0 and "each proven" in out, out
