@@ -10,7 +10,10 @@ the origin change is reported, not taken for a new log. The file (default
      "checkpoint": "<the last signed checkpoint note verified>",
      "clients": {<the last signed clients document verified>} | null}
 
-A file holding only a checkpoint note (``--state`` files written before) is read as such.
+A file holding only a checkpoint note (``--state`` files written before) is read as such; when
+the key's file does not exist yet, the per-origin file earlier versions kept by default
+(``<16 hex of sha256(origin)>.checkpoint``) is read once, and the state then moves to the key's
+file.
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ from attest.ledger.checkpoint import Checkpoint, open_checkpoint
 from attest.ledger.service.client import LedgerClient, Refused, Unreachable
 from attest.ledger.service.clients_doc import ClientsDocument, extension_problem, open_clients
 
-__all__ = ["AuditState", "check_clients", "default_state_path", "load_state", "save_state"]
+__all__ = [
+    "AuditState",
+    "check_clients",
+    "default_state_path",
+    "legacy_state_path",
+    "load_state",
+    "save_state",
+]
 
 STATE_FORMAT: Final = "gradient-attest/ledger-audit-state/v1"
 
@@ -38,11 +48,21 @@ def _label(key: PublicKey, key_name: str | None) -> str:
     return f"{key_id(key)} {key_name or ''}".strip()
 
 
+def _state_folder() -> Path:
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "gradient-attest" / "ledger-audit"
+
+
 def default_state_path(key: PublicKey, key_name: str | None = None) -> Path:
     """Where the auditor keeps its state of the log signed by ``key``."""
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     digest = hashlib.sha256(_label(key, key_name).encode("utf-8")).hexdigest()[:16]
-    return base / "gradient-attest" / "ledger-audit" / f"{digest}.json"
+    return _state_folder() / f"{digest}.json"
+
+
+def legacy_state_path(origin: str) -> Path:
+    """The per-origin checkpoint file earlier versions kept by default (read once)."""
+    digest = hashlib.sha256(origin.encode("utf-8")).hexdigest()[:16]
+    return _state_folder() / f"{digest}.checkpoint"
 
 
 @dataclass(frozen=True)

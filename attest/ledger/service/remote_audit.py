@@ -34,6 +34,7 @@ from attest.ledger.service.audit_state import (
     AuditState,
     check_clients,
     default_state_path,
+    legacy_state_path,
     load_state,
     save_state,
 )
@@ -145,7 +146,9 @@ def audit_remote(
         report.origin, report.tree_size = checkpoint.origin, checkpoint.size
         path = state_path or default_state_path(key, key_name)
         report.state_path = str(path)
-        saved, problem = load_state(path, key, key_name)
+        legacy = legacy_state_path(checkpoint.origin)
+        source = legacy if state_path is None and not path.exists() and legacy.exists() else path
+        saved, problem = load_state(source, key, key_name)
         if problem:
             report.problems.append(problem)
         _check_origin(report, checkpoint, saved, origin)

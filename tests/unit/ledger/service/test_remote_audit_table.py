@@ -203,3 +203,17 @@ def test_an_audit_walks_the_whole_clients_history_the_first_time(world: World) -
     world.log.clients[0] = world.log.clients[1]  # version 1 replaced: the chain breaks
     world.state.unlink()
     assert "clients" in _kinds(world.audit())
+
+
+def test_the_per_origin_state_of_earlier_versions_is_read_once(world: World) -> None:
+    """An auditor upgrading keeps its stored checkpoint: the old default file (one per origin,
+    a bare note) is read when the key's file does not exist yet."""
+    from attest.ledger.service.audit_state import default_state_path, legacy_state_path
+
+    legacy = legacy_state_path(ORIGIN)
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_text(world.log.note())  # what the old version stored: 3 entries
+    world.log.leaves = world.log.leaves[:2]  # since then the log was truncated and re-signed
+    report = world.audit(state_path=None)
+    assert not report.ok and "truncated" in _kinds(report)
+    assert not default_state_path(world.log_key.public_key).exists()
