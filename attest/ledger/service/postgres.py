@@ -2,8 +2,8 @@
 
 - Tables ``ledger_leaves(idx, data, leaf_hash)``, ``ledger_nodes(key, hash)`` (the same node
   key as the SQLite backend: ``((index + 1) << level) << 6 | level``), ``ledger_checkpoints``,
-  ``ledger_submissions(client, nonce, idx, leaf_hash)`` (replay protection) and
-  ``ledger_meta``. The schema is created and migrated by the tool (``ledger_meta``
+  ``ledger_submissions(client, nonce, idx, leaf_hash)`` (replay protection; ``leaf_hash``
+  identifies the entry: the leaf hash of the bare entry), ``ledger_clients`` and ``ledger_meta``. The schema is created and migrated by the tool (``ledger_meta``
   ``schema_version``; each migration one transaction).
 - **Append-only in the database.** Triggers refuse UPDATE, DELETE and TRUNCATE on the leaves,
   nodes, checkpoints and submissions, whoever connects; run the service as a role that does
