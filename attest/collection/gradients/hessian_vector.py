@@ -35,6 +35,7 @@ from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import LoadedSpec
 from attest.collection.gradients.finite_differences import finite_or_none
 from attest.collection.gradients.flow import probe_objective
+from attest.collection.gradients.hvp_steps import StepError, sweep
 from attest.collection.pieces import piece_seed
 
 __all__ = [
@@ -345,51 +346,50 @@ def _compare(
             direction: list[torch.Tensor] = direction,
             hv: list[torch.Tensor] = hv,
             hv_norm: float = hv_norm,
-        ) -> float:
+        ) -> StepError:
             # The difference is formed in the gradient's own tensors (fresh from autograd),
             # then hv is taken from it in place: no weight-sized temporaries beyond them.
             _, plus = objective.gradient(point, create_graph=False, shift=(direction, eps))
             fd = _owned(_zeros_for_none(plus, wrt))
             del plus
+            differenced = max(_norm(fd), g_norm)
             if eps <= FORWARD_MAX_EPS:  # one-sided (see the module docstring)
                 torch._foreach_sub_(fd, here)
                 torch._foreach_div_(fd, eps)
             else:
                 _, minus = objective.gradient(point, create_graph=False, shift=(direction, -eps))
+                minus = _zeros_for_none(minus, wrt)
+                differenced = max(differenced, _norm(minus))
                 # foreach kernels: one per step of the arithmetic, not one per tensor
-                torch._foreach_sub_(fd, _zeros_for_none(minus, wrt))
+                torch._foreach_sub_(fd, minus)
                 del minus
                 torch._foreach_div_(fd, 2 * eps)
             fd_norm = _norm(fd)
             if fd:
                 torch._foreach_sub_(fd, hv)
             diff = _norm(fd)
-            del fd
-            if not math.isfinite(diff):
-                return math.inf
             scale = max(hv_norm, fd_norm, atol * g_norm)
-            return diff / scale if scale > 0 else 0.0
+            error = math.inf if not math.isfinite(diff) else diff / scale if scale > 0 else 0.0
+            # the mismatch vector, for the rounding floor's spread (hvp_steps), only when
+            # this step fails: a passing step ends the sweep
+            residual = [_held(t) for t in fd] if error > rtol and math.isfinite(error) else None
+            del fd
+            return StepError(eps, error, scale, differenced, residual)
 
-        error, eps = error_at(HVP_EPS), HVP_EPS
-        curve: dict[str, float | None] = {}
-        if error > rtol:
-            curve[f"{HVP_EPS:.0e}"] = finite_or_none(error)
-            for candidate in HVP_EPS_SWEEP:  # until one passes (see HVP_EPS_SWEEP)
-                candidate_error = error_at(candidate)
-                curve[f"{candidate:.0e}"] = finite_or_none(candidate_error)
-                if candidate_error < error:
-                    error, eps = candidate_error, candidate
-                if error <= rtol:
-                    break
+        swept = sweep(error_at, HVP_EPS, HVP_EPS_SWEEP, rtol)
         outcomes.append(
             {
-                "max_rel_error": finite_or_none(error),
-                "eps": eps,
-                "difference": "forward" if eps <= FORWARD_MAX_EPS else "central",
-                "passed": error <= rtol,
+                "max_rel_error": finite_or_none(swept.error),
+                "eps": swept.eps,
+                "difference": "forward" if swept.eps <= FORWARD_MAX_EPS else "central",
+                "passed": swept.passed,
+                "within_floor": swept.within_floor,
+                "unresolved": swept.unresolved,
+                "rounding_floor": finite_or_none(swept.floor()),
+                "step_spread": None if swept.spread is None else finite_or_none(swept.spread),
                 "hv_norm": finite_or_none(hv_norm),
                 "grad_norm": finite_or_none(g_norm),
-                "error_curve": curve,
+                "error_curve": swept.curve,
             }
         )
     return outcomes
