@@ -6,7 +6,11 @@ exists (that is the ``numerics`` and ``fidelity`` checks' business). Per paramet
 
 - frozen (``requires_grad=False``): listed as frozen, not a failure;
 - a finite gradient with a non-zero entry: pass;
-- no gradient, or an identically zero or non-finite one: fail, with the reason found.
+- no gradient, or an identically zero or non-finite one: fail, with the reason found;
+- an identically zero gradient the model's structure explains (zero at random points for
+  random output cotangents: a bias before a softmax, a bias a siamese difference cancels,
+  an embedding's padding row; :mod:`attest.collection.gradients.structural`): ``warn``,
+  reason kind ``structural``, with the mechanism and the evidence.
 
 Reasons come from a second, instrumented forward pass, run only when some parameter lacks a
 gradient; an in-place write to a tensor saved for backward (backward raises "modified by an
@@ -37,6 +41,7 @@ from attest.collection.gradients.diagnosis import (
     trace_parameters,
 )
 from attest.collection.gradients.state import GradientGraph
+from attest.collection.gradients.structural import ZERO_RTOL, structural_reason
 from attest.collection.gradients.sub_probe import crop_shape
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 
@@ -256,6 +261,7 @@ def _parameter_items(
     reason an instrumented run finds; ``severed`` collects the parameters whose path is cut),
     non-finite, or a pass."""
     stats = _gradient_stats(measured.grads)
+    total = math.sqrt(sum(n * n for finite, n, _ in stats.values() if finite))
     problems: dict[str, tuple[str, bool]] = {}  # name -> (what is wrong, zero)
     for name, grad in measured.grads.items():
         if grad is None:
@@ -284,8 +290,34 @@ def _parameter_items(
             items.append(diagnosis.item(subject, name, what, zero, grad, severed))
             continue
         assert grad is not None
-        items.append(_measured_item(subject, grad, stats[name]))
+        structural = None
+        if stats[name][0] and stats[name][1] <= ZERO_RTOL * total:  # rounding-level
+            structural = structural_reason(
+                lambda: ctx.fresh_model(torch.float64), x, name, ctx.settings.seed
+            )
+        if structural is not None:
+            items.append(_structural_item(subject, grad, stats[name][1], structural))
+        else:
+            items.append(_measured_item(subject, grad, stats[name]))
     return items
+
+
+def _structural_item(
+    subject: Subject, grad: torch.Tensor, norm: float, reason: str
+) -> CheckItem:
+    """A gradient at rounding level that the model's structure makes zero: a warning."""
+    return CheckItem(
+        subject=subject,
+        status="warn",
+        metrics={
+            "has_grad": True,
+            "grad_norm": norm,
+            "frozen": False,
+            "reason_kind": "structural",
+        },
+        message=f"gradient is zero up to rounding ({norm:.1e}): {reason}",
+        details={"reason": reason},
+    )
 
 
 class _Diagnosis:
@@ -314,13 +346,20 @@ class _Diagnosis:
     ) -> CheckItem:
         """The item of a parameter with no gradient, or an identically zero one."""
         kind, reason = reason_for(name, self.bits[name], self.trace, zero)
-        if kind == "zero":
+        structural = None
+        if kind == "zero":  # connected, yet zero: by construction (verified), or at these values
+            structural = structural_reason(
+                lambda: self.ctx.fresh_model(torch.float64), self.x, name, self.ctx.settings.seed
+            )
+        if structural is not None:
+            kind, reason = "structural", structural
+        elif kind == "zero":
             if self.zero_weights is None:  # once per run, only when some gradient is zero
                 self.zero_weights = _all_zero_weights(self.model)
             reason += _zero_weights_hint(self.zero_weights, name)
         if kind in SEVERING_KINDS or kind == "untracked":
             severed.append(name)
-        status: ItemStatus = "fail"
+        status: ItemStatus = "warn" if kind == "structural" else "fail"
         if kind == "unused" and owner_of(name) not in self.trace.ran:
             if self.training_ran is None:
                 self.training_ran = modules_run_in_training(
