@@ -36,6 +36,7 @@ from attest.collection.context import LoadedSpec
 from attest.collection.gradients.finite_differences import finite_or_none
 from attest.collection.gradients.flow import probe_objective
 from attest.collection.gradients.hvp_steps import StepError, sweep
+from attest.collection.gradients.known_rules import padding_rows
 from attest.collection.pieces import piece_seed
 
 __all__ = [
@@ -138,7 +139,13 @@ class Directions:
     generator, seeded from ``seed`` and ``k``, so it is the same vector every time it is
     drawn and does not depend on which were drawn before it."""
 
-    def __init__(self, point: list[torch.Tensor], live: list[bool], seed: int) -> None:
+    def __init__(
+        self,
+        point: list[torch.Tensor],
+        live: list[bool],
+        seed: int,
+        still_rows: dict[int, int] | None = None,
+    ) -> None:
         # the RMS of each tensor at the probe point, read now: ``point`` may be the
         # parameters themselves, which the finite differences later move in place (only
         # their shapes, dtypes and devices are read after this)
@@ -146,10 +153,17 @@ class Directions:
         self._point = point
         self._live = live
         self._seed = seed
+        # tensor index -> a row the directions leave still (an embedding's padding row:
+        # PyTorch gives it no gradient by design; see known_rules)
+        self.still_rows = still_rows or {}
 
     def __call__(self, k: int, scale: float = 1.0) -> list[torch.Tensor]:
         generator = torch.Generator().manual_seed(piece_seed(self._seed, f"hvp-direction-{k}"))
-        return _rms_scaled_gaussians(self._point, self._live, generator, scale, self._norms)
+        drawn = _rms_scaled_gaussians(self._point, self._live, generator, scale, self._norms)
+        for i, row in self.still_rows.items():
+            if 0 <= row < drawn[i].shape[0]:
+                drawn[i][row] = 0
+        return drawn
 
 
 class _Objective:
@@ -446,7 +460,9 @@ def hessian_vector_check(
         # allocates) is freed as soon as the double backwards are done.
         held = [graph.pop() if graph else _first_graph(objective, None, sub_batch)]
         live = [g is not None for g in held[0][1]]
-        drawn = Directions(objective.current(), live, seed)
+        padding = padding_rows(model)
+        still = {i: padding[id(p)] for i, p in enumerate(objective.params) if id(p) in padding}
+        drawn = Directions(objective.current(), live, seed, still)
         outcomes = _compare(objective, None, drawn, range(directions), rtol, atol, held)
         failing = [k for k, outcome in enumerate(outcomes) if not outcome["passed"]]
         if failing:
@@ -466,6 +482,7 @@ def hessian_vector_check(
                     outcomes[k]["on_kink"] = True
         for k, outcome in enumerate(outcomes):
             outcome["direction"] = k
+            outcome["padding_rows_held"] = len(still)
         return outcomes
     finally:
         objective.restore()

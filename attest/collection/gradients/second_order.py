@@ -44,6 +44,7 @@ from attest.collection.gradients.hessian_vector import (
     hessian_vector_check,
 )
 from attest.collection.gradients.hvp_steps import FLOOR_CAP
+from attest.collection.gradients.known_rules import PADDING_RULE
 from attest.collection.gradients.second_order_ops import (
     custom_case,
     defer_to_root_causes,
@@ -241,6 +242,11 @@ def _hvp_item(
             f"{outcome['rounding_floor']:.1e}: 2u|g|/eps plus the spread between the "
             "neighbouring steps' differences; the gradient is a small difference of large "
             "terms, so float64 cannot resolve the product more finely)"
+        )
+    if outcome.get("padding_rows_held"):
+        message += (
+            f"; {outcome['padding_rows_held']} embedding padding row(s) left out of the "
+            f"directions ({PADDING_RULE})"
         )
     unresolved = not outcome["passed"] and bool(outcome.get("unresolved"))
     if unresolved:
