@@ -302,9 +302,7 @@ def _parameter_items(
     return items
 
 
-def _structural_item(
-    subject: Subject, grad: torch.Tensor, norm: float, reason: str
-) -> CheckItem:
+def _structural_item(subject: Subject, grad: torch.Tensor, norm: float, reason: str) -> CheckItem:
     """A gradient at rounding level that the model's structure makes zero: a warning."""
     return CheckItem(
         subject=subject,

@@ -55,7 +55,6 @@ from attest.collection.gradients.gradcheck_groups import (
     identical_cases,
     operator_groups,
 )
-from attest.collection.gradients.known_rules import follow_known_rules
 from attest.collection.gradients.gradcheck_items import (
     IDENTICAL_TO,
     identical_item,
@@ -64,6 +63,7 @@ from attest.collection.gradients.gradcheck_items import (
     operator_item,
     skipped_item,
 )
+from attest.collection.gradients.known_rules import follow_known_rules
 from attest.errors import AttestError
 from attest.evidence.model import CheckItem, CheckResult, Subject
 

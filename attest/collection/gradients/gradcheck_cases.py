@@ -15,8 +15,8 @@ from torch.utils._pytree import tree_flatten
 
 from attest.collection.capture.aten_args import BoundCall, bind_schema, op_short_name
 from attest.collection.capture.records import OpRecord
-from attest.collection.gradients.finite_differences import rms_or_one
 from attest.collection.gradients.domains import DOMAINS, domain_nudges
+from attest.collection.gradients.finite_differences import rms_or_one
 from attest.collection.gradients.kink_detectors import DETECTORS, SEAMS, scan_kinks
 
 __all__ = [

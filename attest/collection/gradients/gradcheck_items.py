@@ -9,8 +9,8 @@ from typing import Any
 
 from attest.collection.capture.aten_args import op_short_name
 from attest.collection.capture.records import OpRecord
-from attest.collection.gradients.finite_differences import BackwardCheck, describe, finite_or_none
 from attest.collection.gradients.domains import DOMAINS
+from attest.collection.gradients.finite_differences import BackwardCheck, describe, finite_or_none
 from attest.collection.gradients.kink_detectors import SEAMS
 from attest.evidence.model import CheckItem, Subject
 

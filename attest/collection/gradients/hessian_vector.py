@@ -9,7 +9,8 @@ relative), it is compared in float64 with central differences of the gradient,
     rel_error = ||Hv_ad - Hv_fd|| / max(||Hv_ad||, ||Hv_fd||, atol * ||g||)
 
 passing at ``rel_error <= rtol``; the step is swept over several orders when the default
-fails. At steps up to :data:`FORWARD_MAX_EPS` the difference is one-sided,
+fails, and when no step passes, a step whose mismatch is within the difference's own error
+(its rounding floor: :mod:`~attest.collection.gradients.hvp_steps`) passes. At steps up to :data:`FORWARD_MAX_EPS` the difference is one-sided,
 ``(g(theta + eps v) - g(theta)) / eps`` with ``g(theta)`` the gradient the double backward
 differentiates: in float64 its truncation error (``O(eps)``, about 1e-8 of the product at the
 default step) is five orders below ``rtol``, the rounding error is the central difference's, and it costs one
@@ -371,8 +372,11 @@ def _compare(
                 torch._foreach_sub_(fd, here)
                 torch._foreach_div_(fd, eps)
             else:
-                _, minus = objective.gradient(point, create_graph=False, shift=(direction, -eps))
-                minus = _zeros_for_none(minus, wrt)
+                _, raw_minus = objective.gradient(
+                    point, create_graph=False, shift=(direction, -eps)
+                )
+                minus = _zeros_for_none(raw_minus, wrt)
+                del raw_minus
                 differenced = max(differenced, _norm(minus))
                 # foreach kernels: one per step of the arithmetic, not one per tensor
                 torch._foreach_sub_(fd, minus)

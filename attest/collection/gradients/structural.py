@@ -82,9 +82,7 @@ def _padding_reason(model: nn.Module, name: str, x: torch.Tensor) -> str | None:
     )
 
 
-def structural_reason(
-    build: Any, x: torch.Tensor, name: str, seed: int
-) -> str | None:
+def structural_reason(build: Any, x: torch.Tensor, name: str, seed: int) -> str | None:
     """Why parameter ``name`` of the float64 model ``build()`` returns has a gradient that
     is zero by construction, or None when the evidence does not show it (see the module
     docstring). ``x`` is the probe input (float64 when floating)."""
@@ -95,7 +93,7 @@ def structural_reason(
     if target is None:
         return None
     padding = _padding_reason(model, name, x)
-    uses, names = 0, set()
+    uses, names = 0, set[str]()
     move_input = True
     for trial in range(TRIALS):
         with torch.no_grad():

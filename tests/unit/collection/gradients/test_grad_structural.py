@@ -3,14 +3,21 @@ embedding's padding row is compared with PyTorch's rule; dead parameters still f
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from pathlib import Path
+
 import torch
 from _grad_models import class_labels, continuous, cross_entropy, make_context
 from torch import nn
 
 from attest.collection.gradients import flow as gradient_flow
 from attest.collection.gradients import gradcheck, second_order
-from attest.evidence.model import CheckResult
-from attest.policy.engine import evaluate  # noqa: F401  (clinical-strict: see the policy test)
+from attest.evidence.model import CheckResult, Evidence
+from attest.policy.engine import evaluate
+from attest.policy.model import load_policy
+
+REPO = Path(__file__).resolve().parents[4]
+AT = datetime(2026, 12, 4, tzinfo=timezone.utc)
 
 
 class SoftmaxShift(nn.Module):
@@ -152,3 +159,27 @@ def test_an_all_padding_embedding_is_structural_in_gradient_flow() -> None:
     item = _item(gradient_flow.run(ctx), "emb.weight")
     assert item.status == "warn" and item.metrics["reason_kind"] == "structural"
     assert "padding_idx=0" in item.message
+
+
+def test_clinical_strict_evaluates_structural_gradients_as_warnings() -> None:
+    results = {b.__name__: _flow(b) for b in (SoftmaxShift, Siamese, DetachedShift)}
+    strict = load_policy(REPO / "policies" / "clinical-strict.yaml")
+    for name, result in results.items():
+        evidence = Evidence.model_validate(
+            {
+                "tool_version": "0.1.0",
+                "created_at": "2026-12-04T00:00:00Z",
+                "model": {"name": name, "version": "1.0.0", "precision": "float32"},
+                "checks": {"gradient_flow": result.model_dump(mode="json")},
+            }
+        )
+        findings = [
+            f for f in evaluate(evidence, strict, at=AT).findings if f.check == "gradient_flow"
+        ]
+        verdicts = {f.subject.name: f.verdict for f in findings if f.subject is not None}
+        if name == "DetachedShift":  # the planted defect: still a failure
+            assert verdicts["shift"] == "fail", verdicts
+        else:
+            structural = "shift" if name == "SoftmaxShift" else "enc.bias"
+            assert verdicts[structural] == "warn", verdicts
+            assert "fail" not in verdicts.values(), verdicts
