@@ -4,6 +4,8 @@ a wrong double backward, the same at every step, still fails."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from _grad_models import class_labels, continuous, cross_entropy, make_context
@@ -12,6 +14,7 @@ from torch import nn
 from attest.collection.gradients import second_order
 from attest.collection.gradients.hessian_vector import HVP_EPS, HVP_EPS_SWEEP
 from attest.collection.gradients.hvp_steps import FLOOR_CAP, StepError, sweep
+from attest.evidence.model import CheckItem
 
 RTOL = 1e-3
 
@@ -88,45 +91,58 @@ class BatchNormCNN(nn.Module):
         return self.f(x)
 
 
-def _trained_state(x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Trained on the probe until it classifies it with float32 loss 0, head sharpened: the
-    loss gradient ``p - y`` is a difference of numbers within 1e-12 of 1."""
+@functools.cache
+def _trained_state() -> dict[str, torch.Tensor]:
+    """Trained on the probe until it classifies it with float32 loss 0."""
     torch.manual_seed(0)
+    x, y = continuous(8, 3, 16, 16), class_labels(8, 4)
     model = BatchNormCNN()
     opt = torch.optim.Adam(model.parameters(), 1e-2)
     for _ in range(200):
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
-    with torch.no_grad():
-        model.f[-1].weight.mul_(2.9)
-        model.f[-1].bias.mul_(2.9)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def test_clean_eval_mode_batchnorm_cnn_passes_second_order() -> None:
+def _second_order(head_scale: float) -> list[CheckItem]:
+    """The model-level items of the trained CNN, its head sharpened by ``head_scale``: the
+    loss gradient ``p - y`` becomes a difference of numbers within 1e-12 of 1 (2.3) or
+    within roundoff of it (2.9)."""
     torch.set_num_threads(1)
-    x, y = continuous(8, 3, 16, 16), class_labels(8, 4)
-    state = _trained_state(x, y)
+    state = dict(_trained_state())
+    state["f.8.weight"] = state["f.8.weight"] * head_scale
+    state["f.8.bias"] = state["f.8.bias"] * head_scale
 
     def build() -> nn.Module:
         model = BatchNormCNN()
         model.load_state_dict(state)
         return model.eval()
 
-    ctx = make_context(build, x, y, cross_entropy)
+    ctx = make_context(build, continuous(8, 3, 16, 16), class_labels(8, 4), cross_entropy)
     result = second_order.run(ctx)
-    model_items = [i for i in result.items if i.subject.kind == "model"]
-    assert model_items and not [i for i in result.items if i.status == "fail"], [
-        (i.message, i.details) for i in model_items
-    ]
-    # a direction float64 cannot resolve is a warning that says so, never a failure
-    for item in model_items:
+    assert not result.failed_items, [(i.message, i.details) for i in result.failed_items]
+    return [i for i in result.items if i.subject.kind == "model"]
+
+
+def test_clean_eval_mode_batchnorm_cnn_passes_within_the_rounding_floor() -> None:
+    """On main before the floor, one direction failed every step (best 4.5e-3 at 1e-7) and
+    passed only at a nearby point, reported as a kink that is not there."""
+    items = _second_order(2.3)
+    assert all(i.status == "pass" for i in items), [i.message for i in items]
+    floored = [i for i in items if i.metrics["within_floor"]]
+    assert floored, [i.metrics for i in items]
+    for item in floored:
+        assert "rounding floor" in item.message and not item.metrics["on_kink"]
+        assert float(item.metrics["max_rel_error"]) > RTOL
+        assert float(item.metrics["max_rel_error"]) <= RTOL + float(item.metrics["rounding_floor"])
+
+
+def test_saturated_softmax_is_not_a_failure() -> None:
+    """On main a direction failed (0.25 at its best step); float64 differences cannot resolve
+    this product: a warning that says so, never a failure."""
+    items = _second_order(2.9)
+    for item in items:
         assert item.status == "pass" or item.metrics["unresolved"], item.message
         if item.metrics["unresolved"]:
             assert item.status == "warn" and "not resolved" in item.message
-    assert all("rounding_floor" in i.metrics for i in model_items)
-    floored = [i for i in model_items if i.metrics["within_floor"]]
-    for item in floored:
-        assert "rounding floor" in item.message
-        assert float(item.metrics["max_rel_error"]) <= RTOL + float(item.metrics["rounding_floor"])
