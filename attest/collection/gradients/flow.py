@@ -41,7 +41,7 @@ from attest.collection.gradients.diagnosis import (
     trace_parameters,
 )
 from attest.collection.gradients.state import GradientGraph
-from attest.collection.gradients.structural import ZERO_RTOL, structural_reason
+from attest.collection.gradients.structural import ZERO_RTOL, structural_reasons
 from attest.collection.gradients.sub_probe import crop_shape
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 
@@ -270,7 +270,12 @@ def _parameter_items(
             continue
         elif stats[name][2] == 0:
             problems[name] = ("gradient is identically zero", True)
-    diagnosis = _Diagnosis(ctx, model, x, list(problems))
+    # gradients zero (or at rounding level) that the structure may explain, tested at once
+    tiny = [n for n, (finite, norm, _) in stats.items() if finite and norm <= ZERO_RTOL * total]
+    structural = structural_reasons(
+        lambda: ctx.fresh_model(torch.float64), x, tiny, ctx.settings.seed
+    )
+    diagnosis = _Diagnosis(ctx, model, x, list(problems), structural)
     items: list[CheckItem] = []
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=owner_of(name))
@@ -290,19 +295,14 @@ def _parameter_items(
             items.append(diagnosis.item(subject, name, what, zero, grad, severed))
             continue
         assert grad is not None
-        structural = None
-        if stats[name][0] and stats[name][1] <= ZERO_RTOL * total:  # rounding-level
-            structural = structural_reason(
-                lambda: ctx.fresh_model(torch.float64), x, name, ctx.settings.seed
-            )
-        if structural is not None:
-            items.append(_structural_item(subject, grad, stats[name][1], structural))
+        if name in structural:  # rounding-level, and zero by construction
+            items.append(_structural_item(subject, stats[name][1], structural[name]))
         else:
             items.append(_measured_item(subject, grad, stats[name]))
     return items
 
 
-def _structural_item(subject: Subject, grad: torch.Tensor, norm: float, reason: str) -> CheckItem:
+def _structural_item(subject: Subject, norm: float, reason: str) -> CheckItem:
     """A gradient at rounding level that the model's structure makes zero: a warning."""
     return CheckItem(
         subject=subject,
@@ -323,9 +323,15 @@ class _Diagnosis:
     the model's all-zero weights and the modules a training-mode forward calls, on demand."""
 
     def __init__(
-        self, ctx: CollectContext, model: nn.Module, x: torch.Tensor, problems: list[str]
+        self,
+        ctx: CollectContext,
+        model: nn.Module,
+        x: torch.Tensor,
+        problems: list[str],
+        structural: dict[str, str],
     ) -> None:
         self.ctx, self.model, self.x = ctx, model, x
+        self.structural = structural  # parameter -> why its gradient is zero by construction
         self.trace: Trace = Trace()
         self.bits: dict[str, int] = {}
         if problems:
@@ -344,13 +350,8 @@ class _Diagnosis:
     ) -> CheckItem:
         """The item of a parameter with no gradient, or an identically zero one."""
         kind, reason = reason_for(name, self.bits[name], self.trace, zero)
-        structural = None
-        if kind == "zero":  # connected, yet zero: by construction (verified), or at these values
-            structural = structural_reason(
-                lambda: self.ctx.fresh_model(torch.float64), self.x, name, self.ctx.settings.seed
-            )
-        if structural is not None:
-            kind, reason = "structural", structural
+        if kind == "zero" and name in self.structural:  # connected, zero by construction
+            kind, reason = "structural", self.structural[name]
         elif kind == "zero":
             if self.zero_weights is None:  # once per run, only when some gradient is zero
                 self.zero_weights = _all_zero_weights(self.model)

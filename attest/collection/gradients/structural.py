@@ -9,7 +9,7 @@ warning with the reason, not a failed release; a dead ReLU unit or a layer behin
 all-zero one is zero only at these values, and a detached or unused parameter has no path
 at all: those stay failures.
 
-The evidence (:func:`structural_reason`): at :data:`TRIALS` points where every parameter
+The evidence (:func:`structural_reasons`): at :data:`TRIALS` points where every parameter
 and the floating input are moved at random (Gaussian, twice each tensor's RMS and at least 2:
 far enough to revive a dead unit or to lift an all-zero layer, which invariance by
 construction survives), the
@@ -24,6 +24,7 @@ padding. Nothing is decided by the parameter's name.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,12 +32,13 @@ from torch import nn
 
 from attest.collection.capture.run import model_output_tensor
 
-__all__ = ["TRIALS", "ZERO_RTOL", "structural_reason"]
+__all__ = ["TRIALS", "ZERO_RTOL", "structural_reasons"]
 
 TRIALS = 3
 # float64 rounding of a sum that cancels exactly is ~1e-16 of its terms: far below this
 ZERO_RTOL = 1e-10
 _SHIFT_INVARIANT = ("SoftmaxBackward", "LogSoftmaxBackward")
+_NORMALIZING = ("NativeLayerNormBackward", "NativeGroupNormBackward", "NativeBatchNormBackward")
 
 
 def _moved(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -46,26 +48,40 @@ def _moved(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return t.detach() + (noise * scale).to(t.device, t.dtype)
 
 
-def _uses(output: torch.Tensor, parameter: torch.Tensor) -> tuple[int, set[str]]:
+def _paths(output: torch.Tensor, parameter: torch.Tensor) -> tuple[int, set[str]]:
     """How many graph edges lead to ``parameter``, and the names of the nodes on the paths
-    from the output down to it."""
+    from the output down to it (only those: a softmax elsewhere in the graph says nothing)."""
     uses = 0
-    seen: set[Any] = set()
-    stack = [output.grad_fn] if output.grad_fn is not None else []
+    reaches: dict[Any, bool] = {}
     names: set[str] = set()
+    root = output.grad_fn
+    if root is None:
+        return 0, names
+    # iterative post-order: a node reaches the parameter when a child is it or reaches it
+    stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
-        node = stack.pop()
-        if node in seen:
+        node, expanded = stack.pop()
+        if expanded:
+            hit = False
+            for child, _ in node.next_functions:
+                if child is None:
+                    continue
+                if getattr(child, "variable", None) is parameter:
+                    uses += 1
+                    hit = True
+                elif reaches.get(child):
+                    hit = True
+            reaches[node] = hit
+            if hit:
+                names.add(type(node).__name__)
             continue
-        seen.add(node)
-        names.add(type(node).__name__)
+        if node in reaches:
+            continue
+        reaches[node] = False  # visiting
+        stack.append((node, True))
         for child, _ in node.next_functions:
-            if child is None:
-                continue
-            if getattr(child, "variable", None) is parameter:
-                uses += 1
-            else:
-                stack.append(child)
+            if child is not None and child not in reaches and not hasattr(child, "variable"):
+                stack.append((child, False))
     return uses, names
 
 
@@ -82,59 +98,81 @@ def _padding_reason(model: nn.Module, name: str, x: torch.Tensor) -> str | None:
     )
 
 
-def structural_reason(build: Any, x: torch.Tensor, name: str, seed: int) -> str | None:
-    """Why parameter ``name`` of the float64 model ``build()`` returns has a gradient that
-    is zero by construction, or None when the evidence does not show it (see the module
-    docstring). ``x`` is the probe input (float64 when floating)."""
+def structural_reasons(
+    build: Callable[[], nn.Module], x: torch.Tensor, candidates: list[str], seed: int
+) -> dict[str, str]:
+    """For each parameter of ``candidates`` whose gradient is zero by construction, why
+    (see the module docstring); the others are left out. ``build`` returns a fresh float64
+    model, ``x`` is the probe input (float64 when floating). One model and :data:`TRIALS`
+    passes serve every candidate."""
+    if not candidates:
+        return {}
     generator = torch.Generator().manual_seed(seed + 7121)
     model = build()
     params = dict(model.named_parameters())
-    target = params.get(name)
-    if target is None:
-        return None
-    padding = _padding_reason(model, name, x)
-    uses, names = 0, set[str]()
+    alive = {n: params[n] for n in candidates if n in params and params[n].requires_grad}
+    graph: dict[str, tuple[int, set[str]]] = {}
     move_input = True
     for trial in range(TRIALS):
+        if not alive:
+            return {}
         with torch.no_grad():
             for p in params.values():
                 if p.is_floating_point():
                     p.copy_(_moved(p, generator))
-        xt = _moved(x, generator) if x.is_floating_point() and move_input else x
-        trainable = [p for p in params.values() if p.requires_grad]
+        trainable = [(n, p) for n, p in params.items() if p.requires_grad]
         with torch.enable_grad():
-            try:
-                output = model_output_tensor(model(xt))
-            except Exception:
-                if xt is x:
-                    return None
-                # a floating input the model reads as indices (ids cast inside): kept as is
-                move_input = False
-                output = model_output_tensor(model(x))
+            output = _output(model, x, generator, move_input)
+            if output is None:
+                return {}
+            output, move_input = output
             if not output.requires_grad:
-                return None
+                return {}
             cotangent = torch.randn(output.shape, generator=generator, dtype=torch.float64)
             grads = torch.autograd.grad(
                 output,
-                trainable,
+                [p for _, p in trainable],
                 cotangent.to(output.device, output.dtype),
                 allow_unused=True,
                 retain_graph=trial == 0,
             )
             if trial == 0:
-                uses, names = _uses(output, target)
-        mine = [g for p, g in zip(trainable, grads, strict=True) if p is target]
-        others = [g for p, g in zip(trainable, grads, strict=True) if p is not target]
-        if not mine or mine[0] is None:
-            return None  # no path at all: dead, not structural
-        scale = math.sqrt(sum(float(g.double().pow(2).sum()) for g in others if g is not None))
-        mine_norm = float(mine[0].double().norm())
-        if not math.isfinite(scale) or scale == 0.0 or mine_norm > ZERO_RTOL * scale:
-            return None
+                graph = {n: _paths(output, p) for n, p in alive.items()}
+        by_name = dict(zip([n for n, _ in trainable], grads, strict=True))
+        others = [g for n, g in by_name.items() if n not in candidates and g is not None]
+        scale = math.sqrt(sum(float(g.double().pow(2).sum()) for g in others))
+        if not math.isfinite(scale) or scale == 0.0:
+            return {}
+        for name in list(alive):
+            g = by_name.get(name)
+            # no path at all is dead, not structural; a gradient above rounding is not zero
+            if g is None or not float(g.double().norm()) <= ZERO_RTOL * scale:
+                del alive[name]
+    return {n: _reason(model, n, x, *graph[n]) for n in alive}
+
+
+def _output(
+    model: nn.Module, x: torch.Tensor, generator: torch.Generator, move_input: bool
+) -> tuple[torch.Tensor, bool] | None:
+    """The model's output at a moved input (at ``x`` itself when the model cannot take a
+    moved one: a floating input read as indices), and whether the input was moved."""
+    if x.is_floating_point() and move_input:
+        try:
+            return model_output_tensor(model(_moved(x, generator))), True
+        except Exception:
+            pass  # ids cast inside the model: kept as they are
+    try:
+        return model_output_tensor(model(x)), False
+    except Exception:
+        return None
+
+
+def _reason(model: nn.Module, name: str, x: torch.Tensor, uses: int, names: set[str]) -> str:
     evidence = (
         f"its gradient is zero at {TRIALS} random points (every parameter and the input moved, "
         "random output cotangents) while the others' is not"
     )
+    padding = _padding_reason(model, name, x)
     if padding is not None:
         mechanism = padding
     elif uses >= 2:
@@ -142,11 +180,13 @@ def structural_reason(build: Any, x: torch.Tensor, name: str, seed: int) -> str 
             f"it is used {uses} times and the contributions cancel (a parameter shared by "
             "both branches of a difference, as in a siamese distance)"
         )
-    elif names & {n + str(k) for n in _SHIFT_INVARIANT for k in range(2)}:
+    elif any(n.startswith(_SHIFT_INVARIANT) for n in names):
         mechanism = (
             "it shifts every input of a softmax/log-softmax alike, and softmax is "
             "shift-invariant (a bias before a softmax)"
         )
+    elif any(n.startswith(_NORMALIZING) for n in names):
+        mechanism = "it shifts every input of a normalization alike, which subtracts their mean"
     else:
         mechanism = "the output is invariant to it"
     return f"zero by construction: {mechanism}; {evidence}"
