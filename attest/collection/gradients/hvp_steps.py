@@ -97,8 +97,13 @@ def _spread(a: StepError, b: StepError) -> float:
     assert a.residual is not None and b.residual is not None
     total = 0.0
     for x, y in zip(a.residual, b.residual, strict=True):
-        total += float(torch.linalg.vector_norm(x.double() - y.double()) ** 2)
+        total += float(torch.linalg.vector_norm(_wide(x) - _wide(y)) ** 2)
     return math.sqrt(total)
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float64 (complex128 when complex: an FNO's spectral weights)."""
+    return t.to(torch.complex128) if t.is_complex() else t.double()
 
 
 def sweep(

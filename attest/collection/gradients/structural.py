@@ -42,9 +42,10 @@ _NORMALIZING = ("NativeLayerNormBackward", "NativeGroupNormBackward", "NativeBat
 
 
 def _moved(t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    rms = float(t.detach().double().pow(2).mean().sqrt()) if t.numel() else 0.0
+    rms = float(t.detach().abs().double().pow(2).mean().sqrt()) if t.numel() else 0.0
     scale = 2.0 * max(rms if math.isfinite(rms) else 0.0, 1.0)
-    noise = torch.randn(t.shape, generator=generator, dtype=torch.float64)
+    dtype = torch.complex128 if t.is_complex() else torch.float64
+    noise = torch.randn(t.shape, generator=generator, dtype=dtype)
     return t.detach() + (noise * scale).to(t.device, t.dtype)
 
 
@@ -118,7 +119,7 @@ def structural_reasons(
             return {}
         with torch.no_grad():
             for p in params.values():
-                if p.is_floating_point():
+                if p.is_floating_point() or p.is_complex():
                     p.copy_(_moved(p, generator))
         trainable = [(n, p) for n, p in params.items() if p.requires_grad]
         with torch.enable_grad():
@@ -140,13 +141,13 @@ def structural_reasons(
                 graph = {n: _paths(output, p) for n, p in alive.items()}
         by_name = dict(zip([n for n, _ in trainable], grads, strict=True))
         others = [g for n, g in by_name.items() if n not in candidates and g is not None]
-        scale = math.sqrt(sum(float(g.double().pow(2).sum()) for g in others))
+        scale = math.sqrt(sum(float(g.abs().double().pow(2).sum()) for g in others))
         if not math.isfinite(scale) or scale == 0.0:
             return {}
         for name in list(alive):
             g = by_name.get(name)
             # no path at all is dead, not structural; a gradient above rounding is not zero
-            if g is None or not float(g.double().norm()) <= ZERO_RTOL * scale:
+            if g is None or not float(g.abs().double().norm()) <= ZERO_RTOL * scale:
                 del alive[name]
     return {n: _reason(model, n, x, *graph[n]) for n in alive}
 

@@ -146,3 +146,16 @@ def test_saturated_softmax_is_not_a_failure() -> None:
         assert item.status == "pass" or item.metrics["unresolved"], item.message
         if item.metrics["unresolved"]:
             assert item.status == "warn" and "not resolved" in item.message
+
+
+def test_spread_of_complex_residuals() -> None:
+    """An FNO's spectral weights are complex: their residuals are compared as complex
+    (a cast to real would drop the imaginary part, and warns)."""
+    base = torch.tensor([1 + 1j, 2 - 1j], dtype=torch.complex64)
+
+    def error_at(eps: float) -> StepError:
+        residual = base * (1e-9 / eps)
+        return StepError(eps, float(residual.abs().norm()), 1.0, 1.0, [residual])
+
+    outcome = sweep(error_at, HVP_EPS, HVP_EPS_SWEEP, RTOL)
+    assert outcome.passed and outcome.spread is not None and outcome.spread > 0
