@@ -405,6 +405,9 @@ def run(ctx: CollectContext) -> CheckResult:
             if i.metrics.get("twice_differentiable") is False
         ),
         "failed": sum(1 for i in items if i.status == "fail"),
+        # directions that passed only within their rounding floor / that float64 cannot resolve
+        "within_floor": sum(1 for i in items if i.metrics.get("within_floor") is True),
+        "unresolved": sum(1 for i in items if i.metrics.get("unresolved") is True),
     }
     reason = (
         None
