@@ -123,10 +123,10 @@ def structural_reasons(
                     p.copy_(_moved(p, generator))
         trainable = [(n, p) for n, p in params.items() if p.requires_grad]
         with torch.enable_grad():
-            output = _output(model, x, generator, move_input)
-            if output is None:
+            ran = _output(model, x, generator, move_input)
+            if ran is None:
                 return {}
-            output, move_input = output
+            output, move_input = ran
             if not output.requires_grad:
                 return {}
             cotangent = torch.randn(output.shape, generator=generator, dtype=torch.float64)
