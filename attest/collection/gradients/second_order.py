@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from attest.collection.capture.aten_args import BoundCall
 from attest.collection.context import CollectContext
 from attest.collection.gradients.finite_differences import FiniteDifferenceSettings, GaussianPool
 from attest.collection.gradients.flow import probe_input, second_order_rows
@@ -44,7 +45,7 @@ from attest.collection.gradients.hessian_vector import (
     hessian_vector_check,
 )
 from attest.collection.gradients.hvp_steps import FLOOR_CAP
-from attest.collection.gradients.known_rules import PADDING_RULE
+from attest.collection.gradients.known_rules import PADDING_RULE, embedding_padding
 from attest.collection.gradients.second_order_ops import (
     custom_case,
     defer_to_root_causes,
@@ -333,7 +334,12 @@ def _operator_items(
             kind="operator", operator_id=record.id, op=record.op, module=record.module
         )
         case = functools.partial(operator_case, record, settings, prepared)
-        items.append(operator_item(subject, case, settings, localize, pool))
+        item = operator_item(subject, case, settings, localize, pool)
+        pad = embedding_padding(BoundCall.of(record.func, record.args, record.kwargs))
+        if pad is not None and item.status != "not_computed":
+            item.metrics["known_rule"] = "padding_idx"
+            item.message += f"; compared with padding_idx={pad}: {PADDING_RULE}"
+        items.append(item)
     for call in state.custom_calls:
         name = f"{call.cls.__module__}.{call.cls.__qualname__}"
         if name in seen:

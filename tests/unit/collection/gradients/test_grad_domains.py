@@ -54,8 +54,9 @@ def test_sqrt_without_epsilon_at_zero_variance_is_still_caught() -> None:
     ctx = make_context(
         lambda: ZeroVarianceNorm(0.0), _constant_row_probe(), class_labels(4), cross_entropy
     )
-    flagged = {r.check for r in gradchecks.run(ctx) if r.status == "error" or r.failed_items}
-    assert flagged, "a NaN gradient from sqrt(0) must fail a check"
+    results = {r.check: r for r in gradchecks.run(ctx)}
+    flow = results["gradient_flow"].failed_items
+    assert flow and all("non-finite" in i.message for i in flow), [i.message for i in flow]
 
 
 def _bound(x: torch.Tensor, **extra: object) -> dict[str, object]:

@@ -151,6 +151,8 @@ def test_embedding_padding_row_follows_pytorchs_rule() -> None:
     assert not result.failed_items, [i.message for i in result.failed_items]
     model = [i for i in result.items if i.subject.kind == "model"]
     assert model and all("padding row" in i.message for i in model)
+    (probed,) = [i for i in result.items if i.subject.op == "aten.embedding.default"]
+    assert probed.status == "pass" and "padding_idx=0" in probed.message
 
 
 def test_an_all_padding_embedding_is_structural_in_gradient_flow() -> None:
