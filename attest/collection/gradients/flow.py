@@ -6,7 +6,11 @@ exists (that is the ``numerics`` and ``fidelity`` checks' business). Per paramet
 
 - frozen (``requires_grad=False``): listed as frozen, not a failure;
 - a finite gradient with a non-zero entry: pass;
-- no gradient, or an identically zero or non-finite one: fail, with the reason found.
+- no gradient, or an identically zero or non-finite one: fail, with the reason found;
+- an identically zero gradient the model's structure explains (zero at random points for
+  random output cotangents: a bias before a softmax, a bias a siamese difference cancels,
+  an embedding's padding row; :mod:`attest.collection.gradients.structural`): ``warn``,
+  reason kind ``structural``, with the mechanism and the evidence.
 
 Reasons come from a second, instrumented forward pass, run only when some parameter lacks a
 gradient; an in-place write to a tensor saved for backward (backward raises "modified by an
@@ -37,6 +41,7 @@ from attest.collection.gradients.diagnosis import (
     trace_parameters,
 )
 from attest.collection.gradients.state import GradientGraph
+from attest.collection.gradients.structural import ZERO_RTOL, structural_reasons
 from attest.collection.gradients.sub_probe import crop_shape
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 
@@ -256,6 +261,7 @@ def _parameter_items(
     reason an instrumented run finds; ``severed`` collects the parameters whose path is cut),
     non-finite, or a pass."""
     stats = _gradient_stats(measured.grads)
+    total = math.sqrt(sum(n * n for finite, n, _ in stats.values() if finite))
     problems: dict[str, tuple[str, bool]] = {}  # name -> (what is wrong, zero)
     for name, grad in measured.grads.items():
         if grad is None:
@@ -264,7 +270,12 @@ def _parameter_items(
             continue
         elif stats[name][2] == 0:
             problems[name] = ("gradient is identically zero", True)
-    diagnosis = _Diagnosis(ctx, model, x, list(problems))
+    # gradients zero (or at rounding level) that the structure may explain, tested at once
+    tiny = [n for n, (finite, norm, _) in stats.items() if finite and norm <= ZERO_RTOL * total]
+    structural = structural_reasons(
+        lambda: ctx.fresh_model(torch.float64), x, tiny, ctx.settings.seed
+    )
+    diagnosis = _Diagnosis(ctx, model, x, list(problems), structural)
     items: list[CheckItem] = []
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=owner_of(name))
@@ -284,8 +295,27 @@ def _parameter_items(
             items.append(diagnosis.item(subject, name, what, zero, grad, severed))
             continue
         assert grad is not None
-        items.append(_measured_item(subject, grad, stats[name]))
+        if name in structural:  # rounding-level, and zero by construction
+            items.append(_structural_item(subject, stats[name][1], structural[name]))
+        else:
+            items.append(_measured_item(subject, grad, stats[name]))
     return items
+
+
+def _structural_item(subject: Subject, norm: float, reason: str) -> CheckItem:
+    """A gradient at rounding level that the model's structure makes zero: a warning."""
+    return CheckItem(
+        subject=subject,
+        status="warn",
+        metrics={
+            "has_grad": True,
+            "grad_norm": norm,
+            "frozen": False,
+            "reason_kind": "structural",
+        },
+        message=f"gradient is zero up to rounding ({norm:.1e}): {reason}",
+        details={"reason": reason},
+    )
 
 
 class _Diagnosis:
@@ -293,9 +323,15 @@ class _Diagnosis:
     the model's all-zero weights and the modules a training-mode forward calls, on demand."""
 
     def __init__(
-        self, ctx: CollectContext, model: nn.Module, x: torch.Tensor, problems: list[str]
+        self,
+        ctx: CollectContext,
+        model: nn.Module,
+        x: torch.Tensor,
+        problems: list[str],
+        structural: dict[str, str],
     ) -> None:
         self.ctx, self.model, self.x = ctx, model, x
+        self.structural = structural  # parameter -> why its gradient is zero by construction
         self.trace: Trace = Trace()
         self.bits: dict[str, int] = {}
         if problems:
@@ -314,13 +350,15 @@ class _Diagnosis:
     ) -> CheckItem:
         """The item of a parameter with no gradient, or an identically zero one."""
         kind, reason = reason_for(name, self.bits[name], self.trace, zero)
-        if kind == "zero":
+        if kind == "zero" and name in self.structural:  # connected, zero by construction
+            kind, reason = "structural", self.structural[name]
+        elif kind == "zero":
             if self.zero_weights is None:  # once per run, only when some gradient is zero
                 self.zero_weights = _all_zero_weights(self.model)
             reason += _zero_weights_hint(self.zero_weights, name)
         if kind in SEVERING_KINDS or kind == "untracked":
             severed.append(name)
-        status: ItemStatus = "fail"
+        status: ItemStatus = "warn" if kind == "structural" else "fail"
         if kind == "unused" and owner_of(name) not in self.trace.ran:
             if self.training_ran is None:
                 self.training_ran = modules_run_in_training(

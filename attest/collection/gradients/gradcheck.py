@@ -63,6 +63,7 @@ from attest.collection.gradients.gradcheck_items import (
     operator_item,
     skipped_item,
 )
+from attest.collection.gradients.known_rules import follow_known_rules
 from attest.errors import AttestError
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
@@ -126,7 +127,7 @@ def _check_dropping_underivable(
     while use:
         try:
             check = check_backward(
-                call.function(use),
+                follow_known_rules(call, use, call.function(use))[0],
                 [call.tensors[i] for i in use],
                 settings,
                 hold_unused=True,
@@ -208,7 +209,12 @@ def check_operator(
     except Exception as exc:  # the operator cannot be re-run alone in float64
         why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         return _check_in_captured_precision(record, settings, pool, subject, why, known)
-    return operator_item(subject, checks, fixed, nudged, sliced_note, [call.names[i] for i in use])
+    item = operator_item(subject, checks, fixed, nudged, sliced_note, [call.names[i] for i in use])
+    rule = follow_known_rules(call, use, call.function(use))[1]
+    if rule is not None:
+        item.metrics["known_rule"] = "padding_idx"
+        item.message += f"; compared with {rule}"
+    return item
 
 
 # Central differences of a function that rounds to float32 inside are good to about 1e-4

@@ -15,8 +15,9 @@ from torch.utils._pytree import tree_flatten
 
 from attest.collection.capture.aten_args import BoundCall, bind_schema, op_short_name
 from attest.collection.capture.records import OpRecord
+from attest.collection.gradients.domains import DOMAINS, domain_nudges
 from attest.collection.gradients.finite_differences import rms_or_one
-from attest.collection.gradients.kink_detectors import DETECTORS, POLES, SEAMS, scan_kinks
+from attest.collection.gradients.kink_detectors import DETECTORS, SEAMS, scan_kinks
 
 __all__ = [
     "KINK_NUDGE",
@@ -99,18 +100,18 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
     larger than that reach. Ties are broken by independent random nudges, re-scanned until
     none is left (four rounds at most)."""
     name = op_short_name(record.op)
-    if (name not in DETECTORS and name not in SEAMS and name not in POLES) or not use:
-        return 0  # no non-differentiable points: nothing to scan
+    if (name not in DETECTORS and name not in SEAMS and name not in DOMAINS) or not use:
+        return 0  # no non-differentiable points nor domain edges: nothing to scan
     generator = torch.Generator().manual_seed(seed + 7919)
     moved = 0
     # Reach and nudge sizes from the captured values' RMS, once: a nudge moves the RMS by a
     # negligible amount, and each RMS is a pass over the whole input.
     rms = {i: rms_or_one(call.tensors[i]) for i in use}
     reach = KINK_REACH * max(rms.values())
+    if name in DOMAINS:
+        return _into_domain(name, call, use, rms, reach, generator)
     for _ in range(4):
-        bound = bind_schema(call.func, call.args, call.kwargs)
-        for i in range(len(call.tensors)):  # the scan must see the nudged values
-            _replace_bound(bound, call.names[i], call.tensors, i)
+        bound = _bound_now(call)
         scan = scan_kinks(name, bound, tolerance=reach, step_only=True)
         if scan is None or scan.raw_hits == 0:
             return moved
@@ -129,6 +130,36 @@ def nudge_off_kinks(record: OpRecord, call: BoundCall, use: list[int], seed: int
             call.tensors[i] = nudged
             moved += n
     return moved
+
+
+def _bound_now(call: BoundCall) -> dict[str, Any]:
+    """The call's arguments by schema name, with the (possibly nudged) tensors it holds now."""
+    bound = bind_schema(call.func, call.args, call.kwargs)
+    for i in range(len(call.tensors)):
+        _replace_bound(bound, call.names[i], call.tensors, i)
+    return bound
+
+
+def _into_domain(
+    name: str,
+    call: BoundCall,
+    use: list[int],
+    rms: dict[int, float],
+    reach: float,
+    generator: torch.Generator,
+) -> int:
+    """Values within ``reach`` of a pole or a domain edge of operator ``name`` moved into the
+    domain (:mod:`~attest.collection.gradients.domains`); the count."""
+    index = {call.names[i]: i for i in use}
+    sizes = {arg: KINK_NUDGE * rms[i] for arg, i in index.items()}
+    moved = domain_nudges(name, _bound_now(call), reach, sizes, generator)
+    count = 0
+    for arg, nudged in moved.items():
+        i = index[arg]
+        if nudged.shape == call.tensors[i].shape:
+            count += int((nudged != call.tensors[i]).sum())
+            call.tensors[i] = nudged
+    return count
 
 
 def _replace_bound(bound: dict[str, Any], name: str, tensors: list[torch.Tensor], i: int) -> None:

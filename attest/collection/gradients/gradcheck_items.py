@@ -10,8 +10,9 @@ from typing import Any
 
 from attest.collection.capture.aten_args import op_short_name
 from attest.collection.capture.records import OpRecord
+from attest.collection.gradients.domains import DOMAINS
 from attest.collection.gradients.finite_differences import BackwardCheck, describe, finite_or_none
-from attest.collection.gradients.kink_detectors import POLES, SEAMS
+from attest.collection.gradients.kink_detectors import SEAMS
 from attest.evidence.model import CheckItem, Subject
 
 __all__ = [
@@ -83,8 +84,12 @@ def operator_item(
         details["slice"] = sliced
     message = "; ".join(f"{name}: {describe(c)}" for name, c in checks)
     short = op_short_name(subject.op or "")
-    if nudged and short in POLES:
-        message += f"; {nudged} captured values next to the derivative's pole were nudged off it"
+    if nudged and short in DOMAINS:
+        message += (
+            f"; {nudged} captured values next to a pole of the derivative or the edge of "
+            f"{short}'s domain were nudged into the domain first (finite-difference steps "
+            "would cross or leave it; see attest/collection/gradients/domains.py)"
+        )
     elif nudged and short in SEAMS:
         message += (
             f"; {nudged} sampling coordinates on or next to the interpolation's seams (whole "

@@ -9,7 +9,8 @@ relative), it is compared in float64 with central differences of the gradient,
     rel_error = ||Hv_ad - Hv_fd|| / max(||Hv_ad||, ||Hv_fd||, atol * ||g||)
 
 passing at ``rel_error <= rtol``; the step is swept over several orders when the default
-fails. At steps up to :data:`FORWARD_MAX_EPS` the difference is one-sided,
+fails, and when no step passes, a step whose mismatch is within the difference's own error
+(its rounding floor: :mod:`~attest.collection.gradients.hvp_steps`) passes. At steps up to :data:`FORWARD_MAX_EPS` the difference is one-sided,
 ``(g(theta + eps v) - g(theta)) / eps`` with ``g(theta)`` the gradient the double backward
 differentiates: in float64 its truncation error (``O(eps)``, about 1e-8 of the product at the
 default step) is five orders below ``rtol``, the rounding error is the central difference's, and it costs one
@@ -35,6 +36,8 @@ from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import LoadedSpec
 from attest.collection.gradients.finite_differences import finite_or_none
 from attest.collection.gradients.flow import probe_objective
+from attest.collection.gradients.hvp_steps import StepError, sweep
+from attest.collection.gradients.known_rules import padding_rows
 from attest.collection.nonfinite import NonFinite, nonfinite
 from attest.collection.pieces import piece_seed
 
@@ -139,7 +142,13 @@ class Directions:
     generator, seeded from ``seed`` and ``k``, so it is the same vector every time it is
     drawn and does not depend on which were drawn before it."""
 
-    def __init__(self, point: list[torch.Tensor], live: list[bool], seed: int) -> None:
+    def __init__(
+        self,
+        point: list[torch.Tensor],
+        live: list[bool],
+        seed: int,
+        still_rows: dict[int, int] | None = None,
+    ) -> None:
         # the RMS of each tensor at the probe point, read now: ``point`` may be the
         # parameters themselves, which the finite differences later move in place (only
         # their shapes, dtypes and devices are read after this)
@@ -147,10 +156,17 @@ class Directions:
         self._point = point
         self._live = live
         self._seed = seed
+        # tensor index -> a row the directions leave still (an embedding's padding row:
+        # PyTorch gives it no gradient by design; see known_rules)
+        self.still_rows = still_rows or {}
 
     def __call__(self, k: int, scale: float = 1.0) -> list[torch.Tensor]:
         generator = torch.Generator().manual_seed(piece_seed(self._seed, f"hvp-direction-{k}"))
-        return _rms_scaled_gaussians(self._point, self._live, generator, scale, self._norms)
+        drawn = _rms_scaled_gaussians(self._point, self._live, generator, scale, self._norms)
+        for i, row in self.still_rows.items():
+            if 0 <= row < drawn[i].shape[0]:
+                drawn[i][row] = 0
+        return drawn
 
 
 class _Objective:
@@ -349,51 +365,56 @@ def _compare(
             hv: list[torch.Tensor] = hv,
             hv_norm: float = hv_norm,
             sides: dict[float, NonFinite | None] = sides,
-        ) -> float:
+        ) -> StepError:
             # The difference is formed in the gradient's own tensors (fresh from autograd),
             # then hv is taken from it in place: no weight-sized temporaries beyond them.
             _, plus = objective.gradient(point, create_graph=False, shift=(direction, eps))
             fd = _owned(_zeros_for_none(plus, wrt))
             del plus
+            differenced = max(_norm(fd), g_norm)
             if eps <= FORWARD_MAX_EPS:  # one-sided (see the module docstring)
                 torch._foreach_sub_(fd, here)
                 torch._foreach_div_(fd, eps)
             else:
-                _, minus = objective.gradient(point, create_graph=False, shift=(direction, -eps))
+                _, raw_minus = objective.gradient(
+                    point, create_graph=False, shift=(direction, -eps)
+                )
+                minus = _zeros_for_none(raw_minus, wrt)
+                del raw_minus
+                differenced = max(differenced, _norm(minus))
                 # foreach kernels: one per step of the arithmetic, not one per tensor
-                torch._foreach_sub_(fd, _zeros_for_none(minus, wrt))
+                torch._foreach_sub_(fd, minus)
                 del minus
                 torch._foreach_div_(fd, 2 * eps)
             fd_norm = _norm(fd)
             if fd:
                 torch._foreach_sub_(fd, hv)
             diff = _norm(fd)
-            del fd
+            # infinity when a side is not finite, naming it (attest.collection.nonfinite)
             error, sides[eps] = hvp_error(hv_norm, fd_norm, diff, atol * g_norm)
-            return error
+            scale = max(hv_norm, fd_norm, atol * g_norm)
+            # the mismatch vector, for the rounding floor's spread (hvp_steps), only when
+            # this step fails: a passing step ends the sweep
+            residual = [_held(t) for t in fd] if error > rtol and math.isfinite(error) else None
+            del fd
+            return StepError(eps, error, scale, differenced, residual)
 
-        error, eps = error_at(HVP_EPS), HVP_EPS
-        curve: dict[str, float | None] = {}
-        if error > rtol:
-            curve[f"{HVP_EPS:.0e}"] = finite_or_none(error)
-            for candidate in HVP_EPS_SWEEP:  # until one passes (see HVP_EPS_SWEEP)
-                candidate_error = error_at(candidate)
-                curve[f"{candidate:.0e}"] = finite_or_none(candidate_error)
-                if candidate_error < error:
-                    error, eps = candidate_error, candidate
-                if error <= rtol:
-                    break
+        swept = sweep(error_at, HVP_EPS, HVP_EPS_SWEEP, rtol)
         outcomes.append(
             {
-                "max_rel_error": finite_or_none(error),
-                "eps": eps,
-                "difference": "forward" if eps <= FORWARD_MAX_EPS else "central",
-                "passed": error <= rtol,
+                "max_rel_error": finite_or_none(swept.error),
+                "eps": swept.eps,
+                "difference": "forward" if swept.eps <= FORWARD_MAX_EPS else "central",
+                "passed": swept.passed,
+                "within_floor": swept.within_floor,
+                "unresolved": swept.unresolved,
+                "rounding_floor": finite_or_none(swept.floor()),
+                "step_spread": None if swept.spread is None else finite_or_none(swept.spread),
                 # the sides non-finite at the step kept (attest.collection.nonfinite)
-                "nonfinite": sides.get(eps),
+                "nonfinite": sides.get(swept.eps),
                 "hv_norm": finite_or_none(hv_norm),
                 "grad_norm": finite_or_none(g_norm),
-                "error_curve": curve,
+                "error_curve": swept.curve,
             }
         )
     return outcomes
@@ -462,7 +483,9 @@ def hessian_vector_check(
         # allocates) is freed as soon as the double backwards are done.
         held = [graph.pop() if graph else _first_graph(objective, None, sub_batch)]
         live = [g is not None for g in held[0][1]]
-        drawn = Directions(objective.current(), live, seed)
+        padding = padding_rows(model)
+        still = {i: padding[id(p)] for i, p in enumerate(objective.params) if id(p) in padding}
+        drawn = Directions(objective.current(), live, seed, still)
         outcomes = _compare(objective, None, drawn, range(directions), rtol, atol, held)
         failing = [k for k, outcome in enumerate(outcomes) if not outcome["passed"]]
         if failing:
@@ -482,6 +505,7 @@ def hessian_vector_check(
                     outcomes[k]["on_kink"] = True
         for k, outcome in enumerate(outcomes):
             outcome["direction"] = k
+            outcome["padding_rows_held"] = len(still)
         return outcomes
     finally:
         objective.restore()

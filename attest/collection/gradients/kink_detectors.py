@@ -2,9 +2,9 @@
 
 A registry of small pure functions, one per family of ATen operators (relu/threshold at 0,
 hardtanh/clamp at their bounds, abs/sign at 0, max/min/maximum/minimum ties, max-pool window
-ties, sort/topk/median ties, floor/round at their jumps...), and :data:`POLES` and
-:data:`SEAMS`, which only the gradcheck check uses (derivative poles, grid_sample's pixel
-seams). Each takes the operator's
+ties, sort/topk/median ties, floor/round at their jumps...), and :data:`SEAMS`, which only
+the gradcheck check uses (grid_sample's pixel seams; derivative poles and domain edges are
+:mod:`~attest.collection.gradients.domains`' table). Each takes the operator's
 arguments by schema name as captured in the deployed precision, and optionally the same
 operator's arguments from a run where the probe inputs and trainable parameters were nudged
 by a tiny random perturbation (float64), and returns a :class:`KinkScan`.
@@ -37,7 +37,7 @@ from attest.collection.gradients.kink_scan import floating_arg as _tensor
 from attest.collection.gradients.kink_scan import matching as _matching
 from attest.collection.gradients.kink_scan import scan_result as _scan
 
-__all__ = ["DETECTORS", "MAX_FIRST_INDICES", "POLES", "SEAMS", "KinkScan", "scan_kinks"]
+__all__ = ["DETECTORS", "MAX_FIRST_INDICES", "SEAMS", "KinkScan", "scan_kinks"]
 
 
 def _point(kind: str, points: Sequence[float]) -> Detector:
@@ -382,28 +382,11 @@ DETECTORS: dict[str, Detector] = {
 }
 
 
-def _pole(arg: str) -> Detector:
-    """Values of ``arg`` within ``tolerance`` of 0, where the operator's derivative is
-    unbounded."""
-
-    def detect(bound: Bound, perturbed: Bound | None, tolerance: float) -> KinkScan | None:
-        x = _tensor(bound, arg)
-        if x is None:
-            return None
-        near = x.abs() <= tolerance
-        return _scan("derivative pole at 0", near, None, f"input {arg}", {arg: near})
-
-    return detect
-
-
-# The gradcheck check steps its captured values off POLES and SEAMS too (``step_only`` of
-# scan_kinks), but the kinks check does not count them.
+# The gradcheck check steps its captured values off SEAMS too (``step_only`` of scan_kinks),
+# but the kinks check does not count them. (Values next to a derivative's pole or the edge of
+# an operator's domain are moved into it by the table of
+# :mod:`~attest.collection.gradients.domains`.)
 #
-# Poles: the argument at whose zero the operator's derivative is unbounded. A captured value
-# within the step's reach of one (the divisor that F.normalize clamps to 1e-12 for an all-zero
-# row: padded tokens in Swin V2's cosine attention) has steps that cross the pole, and central
-# differences measure the pole, not the backward. The function is smooth there: not a kink.
-POLES: dict[str, Detector] = {"div": _pole("other"), "reciprocal": _pole("self")}
 # Seams: a sampling position is computed in the deployed precision from continuous values, and is a
 # whole pixel index by rounding alone with probability about its ulp (2e-6 at index 16 in
 # float32): a registration network's 3D deformation field has millions of positions, so
@@ -430,11 +413,11 @@ def scan_kinks(
 
     ``tolerance`` > 0 also reports values within that distance of a kink (the gradcheck
     check uses it to keep finite-difference steps from crossing one); the kinks check uses
-    exact hits only. ``step_only`` adds the detectors of :data:`POLES` and :data:`SEAMS`
-    (for the gradcheck check)."""
+    exact hits only. ``step_only`` adds the detectors of :data:`SEAMS` (for the gradcheck
+    check)."""
     detector = DETECTORS.get(short_name)
     if detector is None and step_only:
-        detector = POLES.get(short_name) or SEAMS.get(short_name)
+        detector = SEAMS.get(short_name)
     if detector is None:
         return None
     if short_name in ("max", "min") and isinstance(bound.get("other"), torch.Tensor):

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from attest.collection.capture.aten_args import BoundCall
 from attest.collection.context import CollectContext
 from attest.collection.gradients.finite_differences import FiniteDifferenceSettings, GaussianPool
 from attest.collection.gradients.flow import probe_input, second_order_rows
@@ -43,6 +44,8 @@ from attest.collection.gradients.hessian_vector import (
     Unrepresentative,
     hessian_vector_check,
 )
+from attest.collection.gradients.hvp_steps import FLOOR_CAP
+from attest.collection.gradients.known_rules import PADDING_RULE, embedding_padding
 from attest.collection.gradients.second_order_ops import (
     custom_case,
     defer_to_root_causes,
@@ -234,6 +237,27 @@ def _hvp_item(
         f"differences of the gradient, relative error {outcome['max_rel_error']} at "
         f"eps={outcome['eps']:.0e}" + note
     )
+    if outcome.get("within_floor"):
+        message += (
+            f"; above rtol but within the difference's own error at that step (rounding floor "
+            f"{outcome['rounding_floor']:.1e}: 2u|g|/eps plus the spread between the "
+            "neighbouring steps' differences; the gradient is a small difference of large "
+            "terms, so float64 cannot resolve the product more finely)"
+        )
+    if outcome.get("padding_rows_held"):
+        message += (
+            f"; {outcome['padding_rows_held']} embedding padding row(s) left out of the "
+            f"directions ({PADDING_RULE})"
+        )
+    unresolved = not outcome["passed"] and bool(outcome.get("unresolved"))
+    if unresolved:
+        message += (
+            f"; not resolved: the differences at neighbouring steps disagree by more than the "
+            f"mismatch (rounding floor {outcome['rounding_floor']:.1e}, above "
+            f"{FLOOR_CAP:g} x rtol), so float64 finite differences cannot verify this "
+            "product (a saturated softmax or another gradient that is a difference of nearly "
+            "equal numbers); second order is not verified in this direction"
+        )
     if outcome.get("on_kink"):
         message += (
             "; failed at the probe point, agrees at a nearby point (the probe point lies on a kink)"
@@ -247,7 +271,16 @@ def _hvp_item(
             "formula at a singular point, such as the norm of an all-zero slice: see kinks)"
         )
     metrics = {
-        key: outcome[key] for key in ("max_rel_error", "eps", "difference", "hv_norm", "grad_norm")
+        key: outcome[key]
+        for key in (
+            "max_rel_error",
+            "eps",
+            "difference",
+            "hv_norm",
+            "grad_norm",
+            "rounding_floor",
+            "step_spread",
+        )
     }
     metrics.update(
         {
@@ -256,11 +289,13 @@ def _hvp_item(
             "rtol": rtol,
             "atol": atol,
             "on_kink": bool(outcome.get("on_kink", False)),
+            "within_floor": bool(outcome.get("within_floor", False)),
+            "unresolved": unresolved,
         }
     )
     return CheckItem(
         subject=_HVP,
-        status="pass" if outcome["passed"] else "fail",
+        status="pass" if outcome["passed"] else "warn" if unresolved else "fail",
         metrics=metrics,
         message=message,
         details={"error_curve": outcome["error_curve"], "nearby": outcome.get("nearby")},
@@ -302,7 +337,12 @@ def _operator_items(
             kind="operator", operator_id=record.id, op=record.op, module=record.module
         )
         case = functools.partial(operator_case, record, settings, prepared)
-        items.append(operator_item(subject, case, settings, localize, pool))
+        item = operator_item(subject, case, settings, localize, pool)
+        pad = embedding_padding(BoundCall.of(record.func, record.args, record.kwargs))
+        if pad is not None and item.status != "not_computed":
+            item.metrics["known_rule"] = "padding_idx"
+            item.message += f"; compared with padding_idx={pad}: {PADDING_RULE}"
+        items.append(item)
     for call in state.custom_calls:
         name = f"{call.cls.__module__}.{call.cls.__qualname__}"
         if name in seen:
@@ -340,6 +380,8 @@ def run(ctx: CollectContext) -> CheckResult:
         "dtype": "float64",
         "operator_directions": settings.directions,
         "forward_difference_max_eps": FORWARD_MAX_EPS,
+        "rounding_floor": "2u|g|/eps + the spread to the neighbouring steps' differences, "
+        f"admitted up to {FLOOR_CAP:g} x rtol",
         "batch_setting": ctx.settings.second_order_batch,
         "crop_setting": ctx.settings.second_order_crop,
     }
@@ -372,6 +414,9 @@ def run(ctx: CollectContext) -> CheckResult:
             if i.metrics.get("twice_differentiable") is False
         ),
         "failed": sum(1 for i in items if i.status == "fail"),
+        # directions that passed only within their rounding floor / that float64 cannot resolve
+        "within_floor": sum(1 for i in items if i.metrics.get("within_floor") is True),
+        "unresolved": sum(1 for i in items if i.metrics.get("unresolved") is True),
     }
     reason = (
         None

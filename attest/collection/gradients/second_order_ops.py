@@ -35,6 +35,7 @@ from attest.collection.gradients.gradcheck_cases import (
     nudge_off_kinks,
     prepare_case,
 )
+from attest.collection.gradients.known_rules import follow_known_rules
 from attest.collection.nonfinite import nonfinite
 from attest.evidence.model import CheckItem, ItemStatus, Subject
 
@@ -171,7 +172,7 @@ def operator_case(
         checked, use = prepared[record.op]
         call = BoundCall.of(checked.func, to_float64(checked.args), to_float64(checked.kwargs))
         nudge_off_kinks(checked, call, list(range(len(call.tensors))), settings.seed)
-        return call.function(use), [call.tensors[i] for i in use]
+        return follow_known_rules(call, use, call.function(use))[0], [call.tensors[i] for i in use]
     if is_random(record):
         raise CaseSkipped("random operator")
     call = BoundCall.of(record.func, to_float64(record.args), to_float64(record.kwargs))
@@ -181,7 +182,7 @@ def operator_case(
     if not use:
         raise CaseSkipped("no floating-point input is differentiable")
     nudge_off_kinks(record, call, use, settings.seed)
-    return call.function(use), [call.tensors[i] for i in use]
+    return follow_known_rules(call, use, call.function(use))[0], [call.tensors[i] for i in use]
 
 
 def operator_item(
