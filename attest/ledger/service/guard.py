@@ -124,9 +124,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if counting:
             self._header_bytes += len(data)
         super().data_received(data)
-        if counting and self._phase in ("idle", "header"):
-            if self._header_bytes > MAX_HEADER_BYTES and not self.transport.is_closing():
-                self._close_with(431, b"request headers too large")
+        if (
+            counting
+            and self._phase in ("idle", "header")
+            and self._header_bytes > MAX_HEADER_BYTES
+            and not self.transport.is_closing()
+        ):
+            self._close_with(431, b"request headers too large")
 
     # -- parser callbacks ---------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("uvicorn")
 
-from attest.errors import InputError  # noqa: E402
-from attest.ledger.service.guard import ConcurrencyLimit  # noqa: E402
-from attest.ledger.service.limits import (  # noqa: E402
+from attest.errors import InputError
+from attest.ledger.service.guard import ConcurrencyLimit
+from attest.ledger.service.limits import (
     FD_RESERVE,
     ConnectionLimits,
     connection_budget,
@@ -107,7 +107,7 @@ def test_waiting_for_a_slow_body_takes_no_slot() -> None:
         await asyncio.gather(*tasks)
         return slow, fresh, seen, waiting
 
-    slow, fresh, seen, waiting = asyncio.run(scenario())
+    slow, fresh, _, waiting = asyncio.run(scenario())
     assert fresh.status == 200
     assert waiting == 0
     assert [c.status for c in slow] == [200] * 5

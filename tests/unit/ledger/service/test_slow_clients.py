@@ -311,3 +311,21 @@ def test_slow_uploads_below_the_connection_limit_take_no_request_slot(
         assert held.open_count() == 40
     finally:
         held.close()
+
+
+def test_an_oversized_request_head_is_refused(guarded: ServiceProcess) -> None:
+    """Quickly sent but endless headers: bounded by size, not only by time (431, closed)."""
+    s = _connect(guarded.port, b"GET /healthz HTTP/1.1\r\nHost: ledger\r\n")
+    assert s is not None
+    held = Held([s])
+    try:
+        with contextlib.suppress(OSError):
+            for _ in range(66):  # just over 64 KiB, then stop (no reset)
+                s.sendall(b"X-Pad: " + b"a" * 1000 + b"\r\n")
+        deadline = time.monotonic() + 2
+        while held.is_open(s) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not held.is_open(s)
+        assert held.seen[s.fileno()].startswith(b"HTTP/1.1 431 ")
+    finally:
+        held.close()
