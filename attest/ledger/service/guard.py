@@ -43,14 +43,21 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._deadline_kind = ""  # header | body | idle
         self._phase = "idle"  # idle | header | body | app
         self._header_bytes = 0
         self._waiting_since: float | None = time.monotonic()
 
     # -- timers -------------------------------------------------------------------------------
 
-    def _arm(self, seconds: float) -> None:
+    def _arm(self, kind: str) -> None:
         self._disarm()
+        seconds = {
+            "header": self.limits.header_timeout_s,
+            "body": self.limits.body_timeout_s,
+            "idle": self.limits.keepalive_timeout_s,
+        }[kind]
+        self._deadline_kind = kind
         self._deadline = self.loop.call_later(seconds, self._expired)
 
     def _disarm(self) -> None:
@@ -63,8 +70,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         cycle = self.cycle
+        if self._phase == "body" and self.flow.read_paused:
+            # uvicorn stopped reading (a pipelined request waits its turn, or the application
+            # has not taken the buffered body yet): the delay is ours, not the client's
+            self._arm("body")
+            return
         if self._phase == "body":  # the current request's body is late
-            free = cycle is None or not cycle.response_started
+            free = (cycle is None or not cycle.response_started) and not self.pipeline
             self._close_with(408, b"request body timeout", answer=free)
         elif self._header_bytes:  # part of a request line or headers, never finished
             free = cycle is None or cycle.response_complete
@@ -92,7 +104,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm(self.limits.header_timeout_s)
+        self._arm("header")
         if len(self.connections) > self.max_connections:
             self._make_room()
 
@@ -136,21 +148,28 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._deadline is None:  # after a keep-alive, or pipelined behind another request
-            self._arm(self.limits.header_timeout_s)
+        if self._deadline is None or self._deadline_kind == "idle":
+            self._arm("header")  # after a keep-alive, or pipelined behind another request
         self._phase = "header"
 
     def on_headers_complete(self) -> None:
         self._phase = "body"
         self._header_bytes = 0
-        self._arm(self.limits.body_timeout_s)
+        self._arm("body")
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         self._disarm()
-        self._phase = "app"
-        self._waiting_since = None
         super().on_message_complete()
+        if self.cycle is not None and self.cycle.response_complete and not self.pipeline:
+            # answered before its body was all in (a 413, say): uvicorn keeps the connection
+            # and its keep-alive timer was cancelled by the body's bytes; idle from now on
+            self._phase = "idle"
+            self._waiting_since = time.monotonic()
+            self._arm("idle")
+        else:
+            self._phase = "app"
+            self._waiting_since = None
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # arms uvicorn's keep-alive timer when nothing is queued

@@ -329,3 +329,27 @@ def test_an_oversized_request_head_is_refused(guarded: ServiceProcess) -> None:
         assert held.seen[s.fileno()].startswith(b"HTTP/1.1 431 ")
     finally:
         held.close()
+
+
+def test_a_connection_answered_before_its_body_is_in_does_not_linger(
+    guarded: ServiceProcess,
+) -> None:
+    """An oversized POST is answered 413 at once; the client then sends the body it announced
+    and goes quiet. The connection is idle from then on and is closed like any idle one."""
+    head = (
+        b"POST /add HTTP/1.1\r\nHost: ledger\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 200000\r\n\r\n"
+    )
+    s = _connect(guarded.port, head)
+    assert s is not None
+    held = Held([s])
+    try:
+        s.settimeout(5)
+        assert s.recv(12) == b"HTTP/1.1 413"
+        s.sendall(b" " * 200000)
+        deadline = time.monotonic() + TIMEOUT_S + MARGIN_S
+        while held.is_open(s) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not held.is_open(s), "the connection outlived the keep-alive timeout"
+    finally:
+        held.close()
