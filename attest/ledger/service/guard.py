@@ -4,12 +4,13 @@ request-concurrency limit, and the process's file-descriptor limit raised at sta
 
 uvicorn offers the keep-alive timeout (``timeout_keep_alive``, armed only after a response) and
 ``limit_concurrency``; it has no deadline for a request's headers or body (uvicorn issue #157,
-"--timeout-request-start / --timeout-request-complete", open since 2018): a connection that sends
-nothing, or trickles a header byte now and then, is held for ever, and ``limit_concurrency``
-counts those idle connections too, so reaching it answers *every* new request 503. Hence the
-hand-written parts here: :class:`GuardedHttpToolsProtocol` (a subclass of uvicorn's httptools
-protocol adding the deadlines, a header-size cap and the connection limit) and
-:class:`ConcurrencyLimit` (an ASGI wrapper counting requests in flight, not connections).
+"--timeout-request-start / --timeout-request-complete", proposed in 2018, not implemented): a
+connection that sends nothing, or trickles a header byte now and then, is held for ever, and
+``limit_concurrency`` counts those idle connections too, so reaching it answers *every* new
+request 503. Hence the hand-written parts here: :class:`GuardedHttpToolsProtocol` (a subclass
+of uvicorn's httptools protocol adding the deadlines, a header-size cap, as uvicorn's
+``h11_max_incomplete_event_size`` applies to its h11 protocol only, and the connection limit)
+and :class:`ConcurrencyLimit` (an ASGI wrapper counting requests in flight, not connections).
 """
 
 from __future__ import annotations
