@@ -165,9 +165,8 @@ def test_the_message_on_a_missing_prometheus_client(
 ) -> None:
     """Reproduced first: with the old extra, prometheus_client was missing and the message said
     to install that same extra. Now it names the package (and the extra does install it)."""
-    from attest.cli import main
-
     import attest.ledger.service.app  # noqa: F401  (loaded, so that it is re-imported below)
+    from attest.cli import main
 
     for name in ("attest.ledger.service.app", "attest.ledger.service.metrics"):
         monkeypatch.delitem(sys.modules, name)
