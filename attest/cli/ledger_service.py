@@ -11,6 +11,7 @@ import click
 
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, InputError
+from attest.ledger.service.limits import ConnectionLimits, connection_budget, raise_fd_limit
 
 if TYPE_CHECKING:
     from attest.certificate.signing import PrivateKey, PublicKey
@@ -22,6 +23,38 @@ def _listen(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
         raise InputError(f"--listen {text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8080")
     return host.strip("[]"), int(port)
+
+
+# The distribution (pip name) providing each third-party top-level module ``attest ledger serve``
+# imports; every one is in the ``ledger-service`` extra or the core dependencies
+# (tests/unit/ledger/service/test_service_dependencies.py checks both).
+SERVICE_PACKAGES = {
+    "starlette": "starlette",
+    "uvicorn": "uvicorn",
+    "httptools": "httptools",
+    "uvloop": "uvloop",
+    "psycopg": "psycopg[binary]",
+    "prometheus_client": "prometheus-client",
+    "httpx": "httpx",
+    "anyio": "anyio",
+}
+
+
+def missing_module(exc: ModuleNotFoundError) -> InputError:
+    """The usage error for a module the service needs but cannot import: names the package
+    that provides it and the extra that installs it."""
+    top = (exc.name or "").partition(".")[0]
+    package = SERVICE_PACKAGES.get(top)
+    if package is None:  # not one the service declares: a broken install, say exactly what
+        return InputError(
+            f"attest ledger serve cannot import {safe_text(exc.name or '?')}",
+            hint="reinstall: pip install --force-reinstall 'gradient-attest[ledger-service]'",
+        )
+    return InputError(
+        f"attest ledger serve needs the Python package {package} (module {top}), which is not"
+        " installed",
+        hint=f"pip install 'gradient-attest[ledger-service]' (it installs {package})",
+    )
 
 
 @click.command("serve")
@@ -80,6 +113,43 @@ def _listen(text: str) -> tuple[str, int]:
     type=click.IntRange(1, 10_000),
     help="Most entries appended in one transaction.",
 )
+@click.option(
+    "--header-timeout",
+    default=ConnectionLimits.header_timeout_s,
+    show_default=True,
+    type=click.FloatRange(min=0.1, max=3600),
+    help="Seconds a connection has to send a request's line and headers (from the connection,"
+    " or from its first byte after a keep-alive); then 408 and closed.",
+)
+@click.option(
+    "--body-timeout",
+    default=ConnectionLimits.body_timeout_s,
+    show_default=True,
+    type=click.FloatRange(min=0.1, max=3600),
+    help="Seconds a request has to send its whole body once its headers are in; then 408.",
+)
+@click.option(
+    "--keepalive-timeout",
+    default=ConnectionLimits.keepalive_timeout_s,
+    show_default=True,
+    type=click.IntRange(1, 3600),
+    help="Seconds an idle keep-alive connection is kept between requests.",
+)
+@click.option(
+    "--max-connections",
+    default=ConnectionLimits.max_connections,
+    show_default=True,
+    type=click.IntRange(2, 1_000_000),
+    help="Open connections at most (lowered to fit the file-descriptor limit); at the limit the"
+    " connection waiting longest on its client is closed for the new one.",
+)
+@click.option(
+    "--max-requests",
+    default=ConnectionLimits.max_requests,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Requests answered at once at most; beyond, 503 UNAVAILABLE (retryable).",
+)
 def serve(
     dsn: str,
     key_path: Path,
@@ -90,6 +160,11 @@ def serve(
     tls_key: Path | None,
     checkpoint_interval: float,
     max_batch: int,
+    header_timeout: float,
+    body_timeout: float,
+    keepalive_timeout: int,
+    max_connections: int,
+    max_requests: int,
 ) -> None:
     """Run the ledger service: C2SP tlog-tiles reads, client-signed writes, on PostgreSQL.
 
@@ -103,15 +178,16 @@ def serve(
     if (tls_cert is None) != (tls_key is None):
         raise InputError("--tls-cert and --tls-key go together")
     try:
-        import uvicorn
-
         from attest.ledger.service.app import ServiceConfig, create_app
+        from attest.ledger.service.guard import run_guarded
         from attest.ledger.service.submission import load_clients
     except ModuleNotFoundError as exc:
-        raise InputError(
-            f"attest ledger serve needs {exc.name}",
-            hint="pip install 'gradient-attest[ledger-service]'",
-        ) from None
+        raise missing_module(exc) from None
+    limits = ConnectionLimits(
+        header_timeout, body_timeout, keepalive_timeout, max_connections, max_requests
+    ).check()
+    fd_soft, fd_hard = raise_fd_limit()
+    budget = connection_budget(limits, fd_soft)
     key = load_private_key(key_path)
     config = ServiceConfig(
         dsn=dsn,
@@ -128,15 +204,25 @@ def serve(
         err=True,
     )
     click.echo(f"verifier key: {verifier_key(origin, key.public_key)}", err=True)
-    uvicorn.run(
+    lowered = (
+        f" (lowered from {max_connections}: {fd_soft} file descriptors)"
+        if budget < max_connections
+        else ""
+    )
+    click.echo(
+        f"limits: {budget} connections{lowered}, {max_requests} requests at once, headers"
+        f" {header_timeout:g}s, body {body_timeout:g}s, keep-alive {keepalive_timeout}s;"
+        f" file descriptors {fd_soft}/{fd_hard}",
+        err=True,
+    )
+    run_guarded(
         app,
         host=host,
         port=port,
+        limits=limits,
+        max_connections=budget,
         ssl_certfile=str(tls_cert) if tls_cert else None,
         ssl_keyfile=str(tls_key) if tls_key else None,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=5,
     )
 
 

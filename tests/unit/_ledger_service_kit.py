@@ -71,8 +71,14 @@ class ServiceProcess:
         *,
         interval: float = 1.0,
         port: int | None = None,
+        extra_args: tuple[str, ...] = (),
+        nofile: tuple[int, int] | None = None,
+        command: list[str] | None = None,
     ) -> None:
+        """``extra_args`` follow the serve options; ``nofile`` is the child's (soft, hard)
+        RLIMIT_NOFILE; ``command`` replaces ``attest ledger serve`` (same trailing options)."""
         self.port = port or free_port()
+        self.nofile = nofile
         self.url = f"http://127.0.0.1:{self.port}/"
         self.args = [
             sys.executable,
@@ -92,7 +98,10 @@ class ServiceProcess:
             str(clients),
             "--checkpoint-interval",
             str(interval),
+            *extra_args,
         ]
+        if command is not None:
+            self.args = [*command, *self.args[5:]]
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
@@ -100,7 +109,13 @@ class ServiceProcess:
     def start(self, timeout_s: float = 30.0) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(
+                self.args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=self._limit_files if self.nofile else None,
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -114,6 +129,12 @@ class ServiceProcess:
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"service did not come up: {self.log.read_text()[-3000:]}")
+
+    def _limit_files(self) -> None:  # in the child, before exec
+        import resource
+
+        assert self.nofile is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

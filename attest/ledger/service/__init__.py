@@ -7,5 +7,6 @@ service*. Needs the ``ledger-service`` extra; nothing here is imported by the SQ
 - :mod:`.postgres`: :class:`PostgresStorage`, the storage contract on PostgreSQL;
 - :mod:`.tiles`: tile paths and entry bundles; :mod:`.submission`: signed writes, clients.yaml;
 - :mod:`.sequencer`, :mod:`.metrics`, :mod:`.app`: the service;
+- :mod:`.limits`, :mod:`.guard`: slow/idle-client timeouts, connection and request limits;
 - :mod:`.client`, :mod:`.remote_audit`, :mod:`.spool`: the clients.
 """
