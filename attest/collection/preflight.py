@@ -34,6 +34,7 @@ from torch import nn
 from attest.collection.capture.records import target_scalar
 from attest.collection.capture.run import mixed_precision_hint, model_output_tensor
 from attest.collection.capture.tensors import flat_tensors
+from attest.collection.checkpointing import checkpointing_off
 from attest.collection.context import CollectContext, precision_dtype
 from attest.collection.resources import is_out_of_memory, out_of_memory_error
 from attest.errors import AttestError, CollectError
@@ -161,7 +162,10 @@ def preflight(ctx: CollectContext) -> list[float]:
     took = []
     for precision in precisions:
         started = time.perf_counter()
-        failure = _run_once(ctx, precision)
+        # as every phase but the training checks runs it (attest.collection.checkpointing):
+        # reentrant checkpointing refuses the autograd.grad below
+        with checkpointing_off():
+            failure = _run_once(ctx, precision)
         if failure is not None:
             raise CollectError(failure.describe(), hint=failure.hint())
         took.append(time.perf_counter() - started)
