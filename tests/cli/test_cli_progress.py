@@ -149,6 +149,22 @@ def test_a_bad_heartbeat_interval_is_an_input_error(
 
 
 @pytest.mark.slow
+def test_certify_logged_prints_its_phases_and_closes_before_its_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_tiny(tmp_path / "model")
+    policy = write_policy(tmp_path / "mini.yaml", MINI_POLICY)
+    key, _, _ = generate_keypair(tmp_path / "keys" / "release", passphrase=None)
+    args = ["certify", str(spec), "--policy", str(policy), "--key", str(key)]
+    args += ["-o", str(tmp_path / "out" / "gradient_certificate.json"), "--progress", "plain"]
+    lines = attest(args, capsys, FakeTerminal()).splitlines()
+    assert all(_LINE.fullmatch(line) for line in lines), lines
+    for phase in ("topology", "profile", "gradients", "ig"):
+        assert any(line.startswith(f"  checks: {phase} ") for line in lines), lines
+    assert lines[-1].startswith("  finished") and lines[-1].endswith(" done")
+
+
+@pytest.mark.slow
 def test_certify_quiet_prints_nothing_on_a_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
