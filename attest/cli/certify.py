@@ -302,7 +302,7 @@ def certify(
     """
     from attest.certificate.signing import load_private_key
     from attest.cli.ledger_service import remote_ledger
-    from attest.core.progress import terminal_progress
+    from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
 
     if evidence_files and budget is not None:

@@ -7,9 +7,10 @@
 Exit codes: 0 when evidence was written and its checks ran (whatever they show), 2 on bad
 input, on a model that cannot run one forward and backward of its probe (the preflight, before
 any check), and when the model raised in the reference run or every check that ran errored
-(the evidence is written for the record, but it judges nothing). Progress goes
-to stderr (attest.core.progress): a live display on a terminal, plain lines with a heartbeat
-otherwise or with --progress plain, nothing with --progress none, --quiet or (in auto) --json. torch is imported only when the command runs.
+(the evidence is written for the record, but it judges nothing). Progress goes to stderr
+(attest.core.progress_display): a live display on a terminal, plain lines with a heartbeat
+otherwise or with --progress plain, nothing with --progress none, --quiet or (in auto) --json.
+torch is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ def _collect_here(
     progress_mode: str = "auto",
 ) -> Evidence:
     from attest.collection import collect as run_collect
-    from attest.core.progress import terminal_progress
+    from attest.core.progress_display import terminal_progress
     from attest.spec.model import parse_budget
 
     spec = _one_spec(paths)

@@ -21,24 +21,20 @@ share of it): seconds per unit so far (the planned seconds of two units count as
 so the first quick phase does not decide alone) times the units still to do. Without a plan,
 elapsed time per finished step times the steps still to do; until a step has finished there
 is no basis, and it says ``estimating…``. Either way the figure is an estimate, and it is
-shown as one. :func:`terminal_progress` is what the command line uses: a live display on
-stderr (``rich``) when stderr is a terminal; plain lines that a log file keeps otherwise
-(:mod:`attest.core.progress_log`: one per stage and a heartbeat), nothing with ``--progress
-none``, ``--quiet`` or (unless ``--progress plain`` asks) ``--json``. Imports only the
-standard library at module level, so the verifier's import graph does not grow; ``rich`` is
-imported when a display starts.
+shown as one. What shows it: :mod:`attest.core.progress_display` (the command line's choice
+between a live display and plain lines) and :mod:`attest.core.progress_log` (plain lines and
+a heartbeat, for a log file). Imports only the standard library, so the verifier's import
+graph does not grow.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 from attest.core.text import safe_text
 
@@ -51,7 +47,6 @@ __all__ = [
     "print_stages",
     "stage_line",
     "step_message",
-    "terminal_progress",
 ]
 
 ProgressFn = Callable[[str], None]
@@ -277,90 +272,3 @@ def stage_line(tracker: Tracker, message: str) -> str | None:
     if read.plan is not None or (read.within is not None and read.within[0] < read.within[1]):
         return None
     return tracker.line()
-
-
-def _rich_display(stream: IO[str], tracker: Tracker) -> Any:
-    """A ``rich.progress.Progress`` drawing ``tracker`` on ``stream``; None without rich."""
-    try:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task
-        from rich.text import Text
-    except ImportError:
-        return None
-
-    class _Column(ProgressColumn):
-        # Text objects, never markup: stage text comes from the spec (names, paths).
-        def __init__(self, render: Callable[[], str], style: str = "") -> None:
-            super().__init__()
-            self._render, self._style = render, style
-
-        def render(self, task: Task) -> Text:
-            return Text(self._render(), style=self._style)
-
-    console = Console(file=stream, stderr=stream is sys.stderr, highlight=False)
-    return Progress(
-        SpinnerColumn(finished_text="✓"),
-        _Column(lambda: tracker.stage),
-        BarColumn(bar_width=24),
-        _Column(tracker.steps_text, "cyan"),
-        _Column(lambda: format_duration(tracker.elapsed()), "green"),
-        _Column(tracker.remaining_text, "yellow"),
-        console=console,
-        refresh_per_second=4,
-        redirect_stdout=sys.stdout.isatty(),
-        redirect_stderr=stream is sys.stderr,
-    )
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
-
-
-@contextmanager
-def terminal_progress(
-    *,
-    quiet: bool = False,
-    as_json: bool = False,
-    mode: str = "auto",
-    heartbeat_s: float = 60.0,
-    stream: IO[str] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> Iterator[ProgressFn | None]:
-    """The progress callback for a command, or None when nothing is to be shown.
-
-    ``mode`` is the ``--progress`` option: ``auto`` draws a live display when ``stream``
-    (default stderr) is a terminal and prints plain lines otherwise; ``plain`` always prints
-    plain lines (:class:`attest.core.progress_log.PlainProgress`: one per stage, and the last
-    known state every ``heartbeat_s`` seconds while nothing else is printed); ``none`` shows
-    nothing. ``quiet`` shows nothing whatever the mode; ``as_json`` shows nothing in ``auto``.
-    With nothing to show the command passes None and the library does no progress work.
-    """
-    out = sys.stderr if stream is None else stream
-    if quiet or mode == "none" or (mode == "auto" and as_json):
-        yield None
-        return
-    tracker = Tracker(clock)
-    display = _rich_display(out, tracker) if mode == "auto" and _isatty(out) else None
-    if display is None:
-        from attest.core.progress_log import plain_progress
-
-        with plain_progress(out, heartbeat_s=heartbeat_s, clock=clock) as plain:
-            yield plain
-        return
-    with display:
-        task = display.add_task("", total=None)
-
-        def progress(message: str) -> None:
-            tracker.update(message)
-            display.update(task, total=tracker.total or None, completed=tracker.done)
-
-        try:
-            yield progress
-        except BaseException:
-            tracker.finish("stopped")
-            raise
-        tracker.finish()
-        display.update(task, total=1, completed=1)

@@ -16,8 +16,8 @@ from attest.core.progress import (
     plan_message,
     print_stages,
     step_message,
-    terminal_progress,
 )
+from attest.core.progress_display import terminal_progress
 from attest.core.progress_log import HEARTBEAT_PREFIX, plain_progress
 
 
