@@ -222,7 +222,9 @@ def test_the_heartbeat_repeats_the_last_state_and_stops_with_the_run() -> None:
     with plain_progress(stream, heartbeat_s=0.05) as progress:
         progress(step_message(3, 18, "checks: profile"))
         progress("determinism run 2/20")  # a step within: no line of its own
-        time.sleep(0.4)
+        deadline = time.monotonic() + 10
+        while stream.getvalue().count(HEARTBEAT_PREFIX) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
     lines = stream.getvalue().splitlines()
     beats = [line for line in lines if line.startswith("  " + HEARTBEAT_PREFIX)]
     assert lines[0].startswith("  checks: profile | 3/18 checks")
