@@ -15,6 +15,7 @@ import click
 
 from attest.cli.cosign import identity, signer_options
 from attest.cli.output import echo_json
+from attest.cli.progress_option import heartbeat_seconds, progress_option
 from attest.cli.verify import is_url, remote_ledger_options
 from attest.errors import EXIT_NEGATIVE, InputError
 
@@ -211,9 +212,8 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     help="Reference time for waiver expiry and issued_at (default: now).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of text.")
-@click.option(
-    "-q", "--quiet", is_flag=True, help="No progress display on stderr (shown on a terminal only)."
-)
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (as --progress none).")
+@progress_option
 @click.option(
     "--budget",
     default=None,
@@ -275,6 +275,7 @@ def certify(
     at_text: str | None,
     as_json: bool,
     quiet: bool,
+    progress_mode: str,
     budget: str | None,
     training_log: Path | None,
     signer_name: str | None,
@@ -301,7 +302,7 @@ def certify(
     """
     from attest.certificate.signing import load_private_key
     from attest.cli.ledger_service import remote_ledger
-    from attest.core.progress import terminal_progress
+    from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
 
     if evidence_files and budget is not None:
@@ -331,7 +332,10 @@ def certify(
         if is_url(ledger)
         else None
     )
-    with terminal_progress(quiet=quiet, as_json=as_json) as progress:
+    heartbeat_s = heartbeat_seconds()
+    with terminal_progress(
+        quiet=quiet, as_json=as_json, mode=progress_mode, heartbeat_s=heartbeat_s
+    ) as progress:
         if evidence_files:
             from attest.pipeline.targets import certify_evidence
 

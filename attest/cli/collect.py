@@ -7,8 +7,10 @@
 Exit codes: 0 when evidence was written and its checks ran (whatever they show), 2 on bad
 input, on a model that cannot run one forward and backward of its probe (the preflight, before
 any check), and when the model raised in the reference run or every check that ran errored
-(the evidence is written for the record, but it judges nothing). Progress goes
-to stderr on a terminal only (attest.core.progress), never with --json or --quiet. torch is imported only when the command runs.
+(the evidence is written for the record, but it judges nothing). Progress goes to stderr
+(attest.core.progress_display): a live display on a terminal, plain lines with a heartbeat
+otherwise or with --progress plain, nothing with --progress none, --quiet or (in auto) --json.
+torch is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from attest.cli.output import echo_json
+from attest.cli.progress_option import heartbeat_seconds, progress_option
 from attest.errors import CollectError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,9 +127,8 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
     "--merge", is_flag=True, help="Merge the evidence files given (one model, several targets)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
-@click.option(
-    "-q", "--quiet", is_flag=True, help="No progress display on stderr (shown on a terminal only)."
-)
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr (as --progress none).")
+@progress_option
 @click.option(
     "--budget",
     default=None,
@@ -170,6 +172,7 @@ def collect(
     merge: bool,
     as_json: bool,
     quiet: bool,
+    progress_mode: str,
     budget: str | None,
     ray_address: str | None,
     targets_file: Path | None,
@@ -200,11 +203,15 @@ def collect(
         evidence = _merge(paths, out, budget, ray_address)
     elif ray_address is not None and targets_file is not None:
         evidence = _collect_on_ray(
-            paths, out, budget, ray_address, targets_file, schedule_timeout, quiet or as_json,
+            paths, out, budget, ray_address, targets_file, schedule_timeout,
+            quiet or progress_mode == "none" or (as_json and progress_mode == "auto"),
             workers,
         )  # fmt: skip
     else:
-        evidence = _collect_here(paths, out, budget, quiet, as_json, workers, ray_address)
+        silent = quiet or progress_mode == "none"
+        evidence = _collect_here(
+            paths, out, budget, silent, as_json, workers, ray_address, progress_mode
+        )
     if as_json:
         echo_json(_json_summary(evidence, out))
     else:
@@ -247,15 +254,19 @@ def _collect_here(
     as_json: bool,
     workers: int = 1,
     ray_address: str | None = None,
+    progress_mode: str = "auto",
 ) -> Evidence:
     from attest.collection import collect as run_collect
-    from attest.core.progress import terminal_progress
+    from attest.core.progress_display import terminal_progress
     from attest.spec.model import parse_budget
 
     spec = _one_spec(paths)
     budget_s = parse_budget(budget)  # a bad --budget is refused before any work
     out.resolve().parent.mkdir(parents=True, exist_ok=True)
-    with terminal_progress(quiet=quiet, as_json=as_json) as progress:
+    heartbeat_s = heartbeat_seconds()
+    with terminal_progress(
+        quiet=quiet, as_json=as_json, mode=progress_mode, heartbeat_s=heartbeat_s
+    ) as progress:
         # The export check's model.onnx and probe bundle go next to the evidence file, so the
         # folder is what `attest certify --evidence` needs from this machine.
         return run_collect(

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from attest._version import __version__
-from attest.collection.budget import BudgetPlanner
+from attest.collection.budget import BudgetPlanner, phase_units
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
 from attest.collection.preflight import preflight
 from attest.collection.runners import (
@@ -43,7 +43,7 @@ from attest.collection.runners import (
     run_checks,
     unit_seconds,
 )
-from attest.core.progress import step_message
+from attest.core.progress import plan_message, step_message
 from attest.errors import InputError
 from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
 
@@ -140,6 +140,8 @@ def collect(
                     limit_s=budget_s, unit_s=unit_seconds(ctx.profiler.profile), started=started
                 )
                 planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
+            if progress is not None and ctx.profiler.profile is not None:
+                progress(_plan(ctx, order))
             checks = run_checks(ctx, order, progress, phases, planner)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
@@ -167,6 +169,15 @@ def collect(
     if out is not None:
         atomic_write_json(out, evidence.model_dump(mode="json"))
     return evidence
+
+
+def _plan(ctx: CollectContext, order: list[Runner]) -> str:
+    """The progress plan: each phase still to run with its planned cost (the budget planner's
+    estimate at the settings it runs at), and the seconds of one forward+backward."""
+    assert ctx.profiler.profile is not None
+    names = [phase_name(r) for r in order]
+    units = {name: phase_units(name, ctx.settings, ctx.spec) for name in names}
+    return plan_message(units, unit_seconds(ctx.profiler.profile))
 
 
 def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:

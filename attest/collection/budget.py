@@ -28,7 +28,7 @@ from typing import Any
 
 from attest.evidence.model import BudgetRecord, BudgetReduction
 
-__all__ = ["KNOBS", "PHASE_COST", "BudgetPlanner", "Knob"]
+__all__ = ["KNOBS", "PHASE_COST", "BudgetPlanner", "Knob", "phase_units"]
 
 
 @dataclass(frozen=True)
@@ -188,3 +188,11 @@ def _set(setting: str, value: Any, settings: Any, spec: Any) -> None:
         spec.repeats = value
     elif dataclasses.is_dataclass(settings):
         setattr(settings, setting, value)
+
+
+def phase_units(phase: str, settings: Any, spec: Any) -> float:
+    """The planned cost of ``phase`` in forward+backward units at the current ``settings`` and
+    ``spec`` (what :class:`BudgetPlanner` estimates once it has set them): the weights of the
+    progress estimate (:func:`attest.core.progress.plan_message`)."""
+    cost = PHASE_COST.get(phase, 2.0)
+    return cost + sum(k.cost(_get(k.setting, settings, spec)) for k in KNOBS if k.phase == phase)

@@ -221,7 +221,7 @@ def model_metrics(profile: Profile, checks: dict[str, CheckResult]) -> dict[str,
         "memory_runs": len(profile.forward_memory_bytes),
         "fragmentation_index": profile.fragmentation,
         "forward_ns": median_or_none(profile.model_forward_ns),
-        "backward_ns": median_or_none(profile.model_backward_ns),
+        "backward_ns": median_or_none(profile.model_backward_wall_ns or profile.model_backward_ns),
         "model_failed": profile.failure is not None,
     }
     return metrics

@@ -145,8 +145,7 @@ def run_checks(
             _require_headroom(phases[0], phase_name(runner))
         if progress is not None:  # steps: the check ids finished so far, of all of them
             done = sum(1 for check_id in CHECK_IDS if check_id in results)
-            short = name.rpartition(".")[2].partition(":")[0]
-            progress(step_message(done, len(CHECK_IDS), f"checks: {short}"))
+            progress(step_message(done, len(CHECK_IDS), f"checks: {phase_name(runner)}"))
         # the training checks run checkpointed regions as the model does; the others plainly
         plain = (
             contextlib.nullcontext() if phase_name(runner) == "training" else checkpointing_off()

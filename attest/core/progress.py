@@ -9,26 +9,32 @@ them:
 - :func:`step_message` (``"[5/18] checks: gradchecks:run"``): ``5`` of ``18`` steps are done.
   The collector counts check ids: the checks finished out of all of them.
 - a trailing ``k/N`` (``"determinism run 3/20"``): progress within the current stage.
+- :func:`plan_message` (``"plan: topology 1, profile 13.5, gradients 22; unit 0.0123 s"``):
+  the phases still to run with their planned cost in forward+backward units (the budget
+  planner's estimates, :func:`attest.collection.budget.phase_units`) and the seconds of one
+  unit. The collector sends it once run 0 is captured; it changes no stage.
 
-:class:`Tracker` turns the messages into the stage, the elapsed time and an estimate of the
-time left: elapsed time per finished step times the steps still to do. Until a step has
-finished there is no basis, and it says ``estimating…``; checks differ in cost, so the figure
-is an estimate, and it is shown as one. :func:`terminal_progress` is what the command line
-uses: a live display on stderr (``rich``) when stderr is a terminal, nothing otherwise (and
-nothing with ``--json`` or ``--quiet``). Imports only the standard library at module level, so
-the verifier's import graph does not grow; ``rich`` is imported when a display starts.
+:class:`Tracker` turns the messages into the phase (the stage of the last step message), the
+stage, the elapsed time and an estimate of the time left. With a plan, the estimate weighs
+the phases by their planned cost, not their count (a ``k/N`` within a phase counts as that
+share of it): seconds per unit so far (the planned seconds of two units count as a prior,
+so the first quick phase does not decide alone) times the units still to do. Without a plan,
+elapsed time per finished step times the steps still to do; until a step has finished there
+is no basis, and it says ``estimating…``. Either way the figure is an estimate, and it is
+shown as one. What shows it: :mod:`attest.core.progress_display` (the command line's choice
+between a live display and plain lines) and :mod:`attest.core.progress_log` (plain lines and
+a heartbeat, for a log file). Imports only the standard library, so the verifier's import
+graph does not grow.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 from attest.core.text import safe_text
 
@@ -37,16 +43,19 @@ __all__ = [
     "Tracker",
     "format_duration",
     "parse",
+    "plan_message",
     "print_stages",
+    "stage_line",
     "step_message",
-    "terminal_progress",
 ]
 
 ProgressFn = Callable[[str], None]
 
 _STEPS = re.compile(r"\[(\d+)/(\d+)\] (.*)", re.DOTALL)
 _WITHIN = re.compile(r"(\d+)/(\d+)\)?")
+_PLAN = re.compile(r"plan: (.*); unit ([0-9.eE+-]+) s", re.DOTALL)
 _MAX_TEXT = 160  # characters of a stage shown (a spec path can be long)
+_PRIOR_UNITS = 2.0  # planned seconds of this many units weigh in the measured rate
 
 
 def step_message(done: int, total: int, text: str) -> str:
@@ -54,17 +63,47 @@ def step_message(done: int, total: int, text: str) -> str:
     return f"[{done}/{total}] {text}"
 
 
+def plan_message(units: dict[str, float], unit_s: float) -> str:
+    """``"plan: topology 1, profile 13.5; unit 0.0123 s"``: the phases still to run, in order,
+    with their planned cost in forward+backward units, and the seconds of one unit."""
+    phases = ", ".join(f"{name} {cost:.6g}" for name, cost in units.items())
+    return f"plan: {phases}; unit {unit_s:.6g} s"
+
+
 @dataclass(frozen=True)
 class Message:
-    """One progress message, read: the stage text, overall steps and within-stage counts."""
+    """One progress message, read: the stage text, overall steps and within-stage counts, or
+    a plan (phase -> planned units, the seconds of one unit)."""
 
     text: str
     steps: tuple[int, int] | None = None
     within: tuple[int, int] | None = None
+    plan: dict[str, float] | None = None
+    unit_s: float | None = None
+
+
+def _read_plan(message: str) -> Message | None:
+    match = _PLAN.fullmatch(message)
+    if match is None:
+        return None
+    units: dict[str, float] = {}
+    try:
+        for part in match.group(1).split(", "):
+            name, _, cost = part.rpartition(" ")
+            units[name] = max(0.0, float(cost))
+        unit_s = max(0.0, float(match.group(2)))
+    except ValueError:
+        return None
+    if not all(math.isfinite(v) for v in (*units.values(), unit_s)):
+        return None
+    return Message(message, plan=units, unit_s=unit_s)
 
 
 def parse(message: str) -> Message:
     """Read a progress message (see the module docstring for the forms that carry counts)."""
+    plan = _read_plan(message)
+    if plan is not None:
+        return plan
     steps: tuple[int, int] | None = None
     match = _STEPS.fullmatch(message)
     if match:
@@ -97,7 +136,12 @@ class Tracker:
         self._clock = clock
         self._start = clock()
         self.stage = "starting"
+        self.phase = "starting"
         self.done = 0
+        self.plan: dict[str, float] | None = None  # phase -> planned units, in order
+        self.unit_s = 0.0
+        self._plan_start = self._start
+        self._plan_done = 0  # phases of the plan finished
         self.total: int | None = None
         self.within: tuple[int, int] | None = None
         self.finished = False
@@ -107,20 +151,50 @@ class Tracker:
     def update(self, message: str) -> Message:
         """Take one progress message from the library."""
         read = parse(message)
+        if read.plan is not None:
+            self.plan, self.unit_s = read.plan, read.unit_s or 0.0
+            self._plan_start, self._plan_done = self._clock(), 0
+            return read
         self.stage = safe_text(read.text, _MAX_TEXT)
         self.within = read.within
         if read.steps is not None:
             done, total = read.steps
             self.total = max(total, 0)
             self.done = min(max(done, 0), self.total)
+            self.phase = self.stage
+            self._enter_phase(read.text, finished=self.total > 0 and self.done >= self.total)
         return read
+
+    def _enter_phase(self, text: str, *, finished: bool) -> None:
+        """A step message: the plan's phases before the one it names are finished."""
+        if self.plan is None:
+            return
+        names = list(self.plan)
+        if finished:
+            self._plan_done = len(names)
+            return
+        name = text.removeprefix("checks: ").strip()
+        if name in names:
+            self._plan_done = max(self._plan_done, names.index(name))
+
+    def units(self) -> tuple[float, float] | None:
+        """Planned units done (a ``k/N`` within the current phase counts as that share of
+        it) and in all, or None without a plan."""
+        if self.plan is None:
+            return None
+        costs = list(self.plan.values())
+        done = sum(costs[: self._plan_done])
+        if self._plan_done < len(costs) and self.within is not None and self.phase != self.stage:
+            k, n = self.within
+            done += costs[self._plan_done] * min(max(k - 1, 0), n) / n  # run k has started
+        return done, sum(costs)
 
     def finish(self, outcome: str = "done") -> None:
         """The run is over (``outcome``: ``done``, or ``stopped`` on an error): the clock stops."""
         self.finished, self.outcome = True, outcome
         self._end = self._clock()
         if outcome == "done":
-            self.stage = "finished"
+            self.stage = self.phase = "finished"
 
     def elapsed(self) -> float:
         """Seconds since the tracker was made (until :meth:`finish`)."""
@@ -129,11 +203,25 @@ class Tracker:
 
     def remaining(self) -> float | None:
         """Estimated seconds left, or None while there is no basis (no step finished yet)."""
+        units = self.units()
+        if units is not None:
+            return self._remaining_planned(*units)
         if self.total is None or self.total == 0 or self.done == 0:
             return None
         if self.done >= self.total:
             return 0.0
         return self.elapsed() * (self.total - self.done) / self.done
+
+    def _remaining_planned(self, done: float, total: float) -> float | None:
+        if done >= total or (self.total is not None and self.total and self.done >= self.total):
+            return 0.0
+        end = self._end if self.finished else self._clock()
+        spent = max(0.0, end - self._plan_start)
+        prior = _PRIOR_UNITS if self.unit_s > 0 else 0.0
+        if done + prior <= 0:
+            return None
+        rate = (spent + prior * self.unit_s) / (done + prior)
+        return rate * (total - done)
 
     def remaining_text(self) -> str:
         """``estimating…``, ``about 1:05 left``, ``finishing`` or ``done``."""
@@ -151,8 +239,9 @@ class Tracker:
         return f"{self.done}/{self.total} checks" if self.total else ""
 
     def line(self) -> str:
-        """One plain line: stage, steps, elapsed, estimate."""
-        parts = [self.stage]
+        """One plain line: phase (when the stage is a step within it), stage, steps, elapsed,
+        estimate."""
+        parts = [self.stage] if self.phase in (self.stage, "starting") else [self.phase, self.stage]
         if self.total:
             parts.append(self.steps_text())
         parts.append(f"{format_duration(self.elapsed())} elapsed")
@@ -169,87 +258,17 @@ def print_stages(stream: IO[str], clock: Callable[[], float] = time.monotonic) -
     tracker = Tracker(clock)
 
     def progress(message: str) -> None:
-        read = tracker.update(message)
-        if read.within is not None and read.within[0] < read.within[1]:
-            return
-        print(f"  {tracker.line()}", file=stream, flush=True)
+        line = stage_line(tracker, message)
+        if line is not None:
+            print(f"  {line}", file=stream, flush=True)
 
     return progress
 
 
-def _rich_display(stream: IO[str], tracker: Tracker) -> Any:
-    """A ``rich.progress.Progress`` drawing ``tracker`` on ``stream``; None without rich."""
-    try:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task
-        from rich.text import Text
-    except ImportError:
+def stage_line(tracker: Tracker, message: str) -> str | None:
+    """Take ``message`` into ``tracker``; the line to print for it, or None when it starts no
+    stage (a plan, or a ``k/N`` step within a stage other than the last)."""
+    read = tracker.update(message)
+    if read.plan is not None or (read.within is not None and read.within[0] < read.within[1]):
         return None
-
-    class _Column(ProgressColumn):
-        # Text objects, never markup: stage text comes from the spec (names, paths).
-        def __init__(self, render: Callable[[], str], style: str = "") -> None:
-            super().__init__()
-            self._render, self._style = render, style
-
-        def render(self, task: Task) -> Text:
-            return Text(self._render(), style=self._style)
-
-    console = Console(file=stream, stderr=stream is sys.stderr, highlight=False)
-    return Progress(
-        SpinnerColumn(finished_text="✓"),
-        _Column(lambda: tracker.stage),
-        BarColumn(bar_width=24),
-        _Column(tracker.steps_text, "cyan"),
-        _Column(lambda: format_duration(tracker.elapsed()), "green"),
-        _Column(tracker.remaining_text, "yellow"),
-        console=console,
-        refresh_per_second=4,
-        redirect_stdout=sys.stdout.isatty(),
-        redirect_stderr=stream is sys.stderr,
-    )
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False
-
-
-@contextmanager
-def terminal_progress(
-    *,
-    quiet: bool = False,
-    as_json: bool = False,
-    stream: IO[str] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> Iterator[ProgressFn | None]:
-    """The progress callback for a command, or None when nothing is to be shown.
-
-    Nothing is shown with ``quiet``, with ``as_json`` or when ``stream`` (default stderr) is
-    not a terminal; the command then passes None and the library does no progress work.
-    """
-    out = sys.stderr if stream is None else stream
-    if quiet or as_json or not _isatty(out):
-        yield None
-        return
-    tracker = Tracker(clock)
-    display = _rich_display(out, tracker)
-    if display is None:
-        yield print_stages(out, clock)
-        return
-    with display:
-        task = display.add_task("", total=None)
-
-        def progress(message: str) -> None:
-            tracker.update(message)
-            display.update(task, total=tracker.total or None, completed=tracker.done)
-
-        try:
-            yield progress
-        except BaseException:
-            tracker.finish("stopped")
-            raise
-        tracker.finish()
-        display.update(task, total=1, completed=1)
+    return tracker.line()

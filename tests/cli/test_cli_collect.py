@@ -42,7 +42,7 @@ def test_collect_writes_evidence_and_exits_0(
     assert summary["errored"] == [] and summary["compile"] is None
     data = json.loads(out.read_text())
     assert data["model"]["name"] == "tiny" and len(data["operators"]) == 3
-    assert stderr == ""  # no progress when stderr is not a terminal
+    assert stderr == ""  # --json: no progress unless --progress plain asks
 
 
 def test_bad_spec_exits_2_without_traceback(

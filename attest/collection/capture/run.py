@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import re
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -124,6 +125,9 @@ class RunOutcome:
     failure: ModelFailure | None = None
     forward_ns: list[int] = field(default_factory=list)
     backward_ns: dict[int, int] = field(default_factory=dict)
+    # the model's whole backward (``torch.autograd.grad``), host clock, synchronized on CUDA:
+    # the per-operator times leave out the autograd engine and whatever no hook sees
+    backward_wall_ns: int | None = None
     no_grad_path: bool = False  # the target does not depend on anything that requires grad
     nodes: dict[int, Any] = field(default_factory=dict)
     engine_detaches: dict[int, int] = field(default_factory=dict)
@@ -286,11 +290,17 @@ def run_model(
             wrt = [x] + [p for _, p in params]
             try:
                 capture.in_backward_phase = True
+                if cuda_timing:
+                    torch.cuda.synchronize(x.device)
+                started = time.perf_counter_ns()
                 if capture.wants_backward_calls:
                     with capture:
                         grads = torch.autograd.grad(objective, wrt, allow_unused=True)
                 else:  # node hooks only: the backward ATen calls run at full speed
                     grads = torch.autograd.grad(objective, wrt, allow_unused=True)
+                if cuda_timing:
+                    torch.cuda.synchronize(x.device)
+                outcome.backward_wall_ns = time.perf_counter_ns() - started
             except Exception as exc:
                 outcome.failure = _failure("backward", exc, capture, None, model)
                 return _finish(outcome, capture)

@@ -152,7 +152,11 @@ class Profile:
     peak_memory_bytes: int | None = None
     fragmentation: float | None = None
     model_forward_ns: list[int] = field(default_factory=list)
+    # per run that timed its operators' backward (run 0, the detailed repeats): their sum
     model_backward_ns: list[int] = field(default_factory=list)
+    # per repeat: the whole backward's wall time (the model-level figure; run 0's is not kept,
+    # its capture copies every backward value and would time the copies)
+    model_backward_wall_ns: list[int] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     # the files behind the kept tensors (run 0's reference, the operators' arguments)
     spills: list[SpillFile] = field(default_factory=list, repr=False)

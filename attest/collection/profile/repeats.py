@@ -115,6 +115,7 @@ class ComparedRun:
     matches: bool  # output and every gradient equal to run 0's
     forward_ns: list[int] = field(default_factory=list)
     backward_ns: dict[int, int] = field(default_factory=dict)
+    backward_wall_ns: int | None = None
     memory: RunMemory | None = None
     threads: tuple[int, int] | None = None  # the thread-count run: (configured, the other)
     nonfinite: dict[int, str] = field(default_factory=dict)  # NaN or inf in one run only
@@ -165,6 +166,7 @@ def _compare_run(
         matches=outcome.failure is None and _outcome_matches(outcome, profile.reference),
         forward_ns=list(outcome.forward_ns),
         backward_ns=dict(outcome.backward_ns),
+        backward_wall_ns=outcome.backward_wall_ns,
         nonfinite=dict(observer.nonfinite),
     )
     if outcome.failure is not None:
@@ -233,7 +235,10 @@ def apply_repeat(profile: Profile, run: ComparedRun) -> None:
         _apply_memory(profile, run.memory)
     attach_backward_times(profile.ops, run.backward_ns)
     profile.model_forward_ns.append(sum(run.forward_ns))
-    profile.model_backward_ns.append(sum(run.backward_ns.values()))
+    if run.backward_ns:  # the lean repeats time no operator's backward: no sum to add
+        profile.model_backward_ns.append(sum(run.backward_ns.values()))
+    if run.backward_wall_ns is not None:
+        profile.model_backward_wall_ns.append(run.backward_wall_ns)
 
 
 def measure_repeats(

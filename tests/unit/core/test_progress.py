@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
+import time
 
 import pytest
 
@@ -11,10 +13,12 @@ from attest.core.progress import (
     Tracker,
     format_duration,
     parse,
+    plan_message,
     print_stages,
     step_message,
-    terminal_progress,
 )
+from attest.core.progress_display import terminal_progress
+from attest.core.progress_log import HEARTBEAT_PREFIX, plain_progress
 
 
 class FakeClock:
@@ -105,20 +109,44 @@ def test_print_stages_prints_one_line_per_stage() -> None:
 
 
 @pytest.mark.parametrize(
-    ("stream", "quiet", "as_json"),
+    ("stream", "quiet", "as_json", "mode"),
     [
-        (io.StringIO(), False, False),  # not a terminal
-        (FakeTerminal(), True, False),  # --quiet
-        (FakeTerminal(), False, True),  # --json
+        (FakeTerminal(), True, False, "auto"),  # --quiet
+        (FakeTerminal(), False, True, "auto"),  # --json
+        (io.StringIO(), False, False, "none"),  # --progress none
+        (io.StringIO(), True, False, "plain"),  # --quiet wins
     ],
-    ids=["not-a-terminal", "quiet", "json"],
+    ids=["quiet", "json", "none", "quiet-plain"],
 )
-def test_no_display_unless_a_terminal_asks_for_one(
-    stream: io.StringIO, quiet: bool, as_json: bool
+def test_nothing_shown_when_asked_for_nothing(
+    stream: io.StringIO, quiet: bool, as_json: bool, mode: str
 ) -> None:
-    with terminal_progress(quiet=quiet, as_json=as_json, stream=stream) as progress:
+    with terminal_progress(quiet=quiet, as_json=as_json, mode=mode, stream=stream) as progress:
         assert progress is None
     assert stream.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("stream", "as_json", "mode"),
+    [
+        (io.StringIO(), False, "auto"),
+        (FakeTerminal(), False, "plain"),
+        (io.StringIO(), True, "plain"),
+    ],
+    ids=["not-a-terminal", "plain-on-a-terminal", "plain-with-json"],
+)
+def test_plain_lines_off_a_terminal_or_when_asked(
+    stream: io.StringIO, as_json: bool, mode: str
+) -> None:
+    with terminal_progress(
+        as_json=as_json, mode=mode, stream=stream, clock=FakeClock()
+    ) as progress:
+        assert progress is not None
+        progress(step_message(5, 18, "checks: gradients"))
+    assert stream.getvalue().splitlines() == [
+        "  checks: gradients | 5/18 checks | 0:00 elapsed | about 0:01 left",
+        "  finished | 5/18 checks | 0:00 elapsed | done",
+    ]
 
 
 def test_a_terminal_gets_a_live_display() -> None:
@@ -149,6 +177,67 @@ def test_without_rich_a_terminal_gets_plain_lines(monkeypatch: pytest.MonkeyPatc
     with terminal_progress(stream=stream, clock=FakeClock()) as progress:
         assert progress is not None
         progress(step_message(5, 18, "checks: gradchecks"))
-    assert (
-        stream.getvalue() == "  checks: gradchecks | 5/18 checks | 0:00 elapsed | about 0:01 left\n"
-    )
+    assert stream.getvalue().splitlines() == [
+        "  checks: gradchecks | 5/18 checks | 0:00 elapsed | about 0:01 left",
+        "  finished | 5/18 checks | 0:00 elapsed | done",
+    ]
+
+
+def test_the_estimate_weighs_phases_by_their_planned_cost() -> None:
+    clock = FakeClock()
+    tracker = Tracker(clock)
+    tracker.update(step_message(0, 18, "capturing operators"))
+    clock.now += 50  # capture time is not part of the rate
+    message = plan_message({"topology": 1.0, "profile": 9.0, "gradients": 10.0}, 1.0)
+    assert parse(message).plan == {"topology": 1.0, "profile": 9.0, "gradients": 10.0}
+    tracker.update(message)
+    assert tracker.stage == "capturing operators", "a plan starts no stage"
+    tracker.update(step_message(0, 18, "checks: topology"))
+    # before any phase finished: the planned seconds (20 units of 1 s)
+    assert tracker.remaining() == pytest.approx(20.0)
+    clock.now += 1
+    tracker.update(step_message(1, 18, "checks: profile"))
+    # one unit in 1 s: 19 to go, whatever the count of checks (1 of 18) would say
+    assert tracker.remaining() == pytest.approx(19.0)
+    tracker.update("determinism run 6/10")  # runs 1-5 of 10 done: half the profile phase
+    clock.now += 4.5
+    assert tracker.units() == pytest.approx((5.5, 20.0))
+    assert tracker.remaining() == pytest.approx((5.5 + 2.0) / 7.5 * 14.5)
+    assert tracker.line().startswith("checks: profile | determinism run 6/10 | 1/18 checks")
+    tracker.update(step_message(9, 18, "checks: gradients"))
+    clock.now += 4
+    assert tracker.units() == pytest.approx((10.0, 20.0))
+    assert tracker.remaining() == pytest.approx(11.5 / 12.0 * 10.0)
+    tracker.update(step_message(18, 18, "assembling the evidence"))
+    assert tracker.remaining() == 0.0 and tracker.remaining_text() == "finishing"
+
+
+def test_a_garbled_plan_is_a_plain_stage() -> None:
+    assert parse("plan: topology x; unit 1 s").plan is None
+    assert parse("plan: topology inf; unit 1 s").plan is None
+
+
+def test_the_heartbeat_repeats_the_last_state_and_stops_with_the_run() -> None:
+    stream = io.StringIO()
+    with plain_progress(stream, heartbeat_s=0.05) as progress:
+        progress(step_message(3, 18, "checks: profile"))
+        progress("determinism run 2/20")  # a step within: no line of its own
+        deadline = time.monotonic() + 10
+        while stream.getvalue().count(HEARTBEAT_PREFIX) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    lines = stream.getvalue().splitlines()
+    beats = [line for line in lines if line.startswith("  " + HEARTBEAT_PREFIX)]
+    assert lines[0].startswith("  checks: profile | 3/18 checks")
+    assert len(beats) >= 2 and "determinism run 2/20" in beats[-1]
+    assert lines[-1].startswith("  finished") and lines[-1].endswith("done")
+    time.sleep(0.2)
+    assert stream.getvalue().splitlines() == lines, "nothing printed after the closing line"
+    assert not any(t.name == "attest-progress-heartbeat" for t in threading.enumerate())
+
+
+def test_a_run_that_raises_closes_with_stopped() -> None:
+    stream = io.StringIO()
+    with pytest.raises(RuntimeError), plain_progress(stream, heartbeat_s=60) as progress:
+        progress(step_message(3, 18, "checks: profile"))
+        raise RuntimeError("boom")
+    assert stream.getvalue().splitlines()[-1].endswith("stopped")
