@@ -96,6 +96,7 @@ def evaluate(
 
     policy = load_policy(policy_path)
     loaded = load_evidence(evidence)
+    _report_inconsistent(loaded, evidence, as_json)
     findings = evaluate_evidence(loaded, policy, at=parse_at(at_text))
     if output is not None:
         atomic_write_text(output, dumps_pretty(findings.model_dump(mode="json")))
@@ -116,6 +117,37 @@ def evaluate(
             click.echo(f"findings: {output}")
     if not findings.passed:
         ctx.exit(EXIT_NEGATIVE)
+
+
+def _report_inconsistent(loaded: Any, path: Path, as_json: bool) -> None:
+    """Evidence whose claims disagree with its figures: verdict INCONSISTENT, each
+    disagreement listed, then refused (exit 2) like any bad evidence."""
+    from attest.evidence.consistency import InconsistentEvidence, inconsistencies
+
+    found = inconsistencies(loaded)
+    if not found:
+        return
+    if as_json:
+        echo_json(
+            {
+                "verdict": "INCONSISTENT",
+                "inconsistencies": [
+                    {
+                        "check": f.check,
+                        "item": f.item,
+                        "figure": f.figure,
+                        "claim": f.claim,
+                        "rule": f.why,
+                    }
+                    for f in found
+                ],
+            }
+        )
+    else:
+        click.echo(f"verdict: INCONSISTENT ({len(found)} claim(s) disagree with the figures)")
+        for f in found:
+            click.echo(f"  {f.describe()}")
+    raise InconsistentEvidence(str(path), found)
 
 
 def _rewrite_as_bundle(path: Path) -> None:

@@ -22,7 +22,12 @@ Rule = Callable[[ClaimChecker, Evidence], None]
 
 # attest/collection/profile/op_metrics.py: the unit roundoff per precision and the score an
 # operator that is not bit-exact gets at most
-_UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+_UNIT_ROUNDOFF = {
+    "float64": 2.0**-53,
+    "float32": 2.0**-24,
+    "bfloat16": 2.0**-8,
+    "float16": 2.0**-11,
+}
 _JUST_BELOW_100 = math.nextafter(100.0, 0.0)
 
 
@@ -81,8 +86,9 @@ def _determinism(c: ClaimChecker, evidence: Evidence) -> None:
             bit_exact_rate=rate,
             random_op=random,
         )
-        score, deviation = item.metrics.get("stability_score"), item.metrics.get(
-            "max_relative_deviation"
+        score, deviation = (
+            item.metrics.get("stability_score"),
+            item.metrics.get("max_relative_deviation"),
         )
         if same(rate, 1.0):
             c.equal(item.subject.label(), "stability_score", score, 100.0, "100 iff bit-exact")
@@ -115,7 +121,11 @@ def _determinism(c: ClaimChecker, evidence: Evidence) -> None:
         c.summary("operators", len([i for i in items if i.subject.kind == "operator"]), "items")
         c.summary(
             "nondeterministic_operators",
-            sum(1 for i in ops if (r := number(i.metrics.get("bit_exact_rate"))) is not None and r < 1),
+            sum(
+                1
+                for i in ops
+                if (r := number(i.metrics.get("bit_exact_rate"))) is not None and r < 1
+            ),
             "the operators whose bit_exact_rate is below 1",
         )
         c.summary("min_bit_exact_rate", _minimum(ops, "bit_exact_rate"), "the lowest item rate")
@@ -123,7 +133,13 @@ def _determinism(c: ClaimChecker, evidence: Evidence) -> None:
     _rows_agree(c, evidence, ("bit_exact_rate", "stability_score"))
     for name in ("bit_exact_reproducibility", "min_bit_exact_rate", "min_stability_score"):
         if name in evidence.model_metrics and name in c.result.summary:
-            c.equal("model_metrics", name, evidence.model_metrics[name], c.result.summary[name], "the check's summary")
+            c.equal(
+                "model_metrics",
+                name,
+                evidence.model_metrics[name],
+                c.result.summary[name],
+                "the check's summary",
+            )
 
 
 def _rows_agree(c: ClaimChecker, evidence: Evidence, names: tuple[str, ...]) -> None:
@@ -159,7 +175,13 @@ def _fidelity(c: ClaimChecker, evidence: Evidence) -> None:
             continue
         if not values:
             if item.status != "not_computed" or item.metrics:
-                c.item(item, ("not_computed",), "no fidelity measured", fidelity_pct=f, local_fidelity_pct=lf)
+                c.item(
+                    item,
+                    ("not_computed",),
+                    "no fidelity measured",
+                    fidelity_pct=f,
+                    local_fidelity_pct=lf,
+                )
             continue
         if threshold is not None:
             worst = min(values)
@@ -177,7 +199,13 @@ def _fidelity(c: ClaimChecker, evidence: Evidence) -> None:
     _rows_agree(c, evidence, ("fidelity_pct", "local_fidelity_pct"))
     for name in ("min_fidelity_pct", "min_local_fidelity_pct"):
         if name in evidence.model_metrics and name in c.result.summary:
-            c.equal("model_metrics", name, evidence.model_metrics[name], c.result.summary[name], "the check's summary")
+            c.equal(
+                "model_metrics",
+                name,
+                evidence.model_metrics[name],
+                c.result.summary[name],
+                "the check's summary",
+            )
 
 
 def _recorded_tolerance(c: ClaimChecker, item: CheckItem, name: str = "rtol") -> float | None:
@@ -197,13 +225,21 @@ def _gradcheck(c: ClaimChecker, _evidence: Evidence) -> None:
     for item in items:
         first = item.metrics.get("identical_to_operator")
         if first is not None and first in by_id:
-            c.item(item, (by_id[first].status,), f"an identical call takes operator {first}'s verdict")
+            c.item(
+                item, (by_id[first].status,), f"an identical call takes operator {first}'s verdict"
+            )
             continue
         if item.status == "pass":
             rtol = _recorded_tolerance(c, item)
             error = number(item.metrics.get("max_rel_error"))
             ok = error is not None and rtol is not None and error <= rtol
-            c.item(item, ("pass",) if ok else ("fail",), "pass needs max_rel_error <= rtol", max_rel_error=item.metrics.get("max_rel_error"), rtol=rtol)
+            c.item(
+                item,
+                ("pass",) if ok else ("fail",),
+                "pass needs max_rel_error <= rtol",
+                max_rel_error=item.metrics.get("max_rel_error"),
+                rtol=rtol,
+            )
     own = [i for i in items if "identical_to_operator" not in i.metrics]
     checked = [i for i in own if i.status in ("pass", "fail")]
     c.summary("operators", len(items), "the items")
@@ -230,11 +266,19 @@ def _kinks(c: ClaimChecker, _evidence: Evidence) -> None:
     for item in items:
         count, hits = number(item.metrics.get("count")), number(item.metrics.get("parameter_hits"))
         want = "fail" if count else ("warn" if hits else "pass")
-        c.item(item, (want,), "fail iff count > 0, warn iff only parameter_hits", count=count, parameter_hits=hits)
+        c.item(
+            item,
+            (want,),
+            "fail iff count > 0, warn iff only parameter_hits",
+            count=count,
+            parameter_hits=hits,
+        )
     c.summary("operators_scanned", len(items), "the items")
     c.count("operators_with_kinks", "fail")
     for name, total in (("total_count", "count"), ("parameter_hits", "parameter_hits")):
-        c.summary(name, sum(int(number(i.metrics.get(total)) or 0) for i in items), f"the items' {total}")
+        c.summary(
+            name, sum(int(number(i.metrics.get(total)) or 0) for i in items), f"the items' {total}"
+        )
 
 
 def _gradient_flow(c: ClaimChecker, _evidence: Evidence) -> None:
@@ -251,7 +295,14 @@ def _gradient_flow(c: ClaimChecker, _evidence: Evidence) -> None:
             c.item(item, ("fail",), "a non-finite gradient fails", finite=False)
         elif item.status == "pass":
             ok = m.get("has_grad") is True and m.get("finite") is True and "reason_kind" not in m
-            c.item(item, ("pass",) if ok else ("fail", "warn"), "pass needs a finite gradient", has_grad=m.get("has_grad"), finite=m.get("finite"), reason_kind=m.get("reason_kind"))
+            c.item(
+                item,
+                ("pass",) if ok else ("fail", "warn"),
+                "pass needs a finite gradient",
+                has_grad=m.get("has_grad"),
+                finite=m.get("finite"),
+                reason_kind=m.get("reason_kind"),
+            )
     frozen = sum(1 for i in c.result.items if i.metrics.get("frozen") is True)
     c.summary("frozen", frozen, "the frozen parameters")
 
@@ -266,7 +317,13 @@ def _numerics(c: ClaimChecker, _evidence: Evidence) -> None:
     for model in (i for i in items if i.subject.kind == "model" and i.subject.name is None):
         failing = any(i.status == "fail" for i in findings)
         want = "fail" if failing else ("warn" if findings else "pass")
-        c.item(model, (want,), "the model item is the worst finding", findings=len(findings), nonfinite_operators=model.metrics.get("nonfinite_operators"))
+        c.item(
+            model,
+            (want,),
+            "the model item is the worst finding",
+            findings=len(findings),
+            nonfinite_operators=model.metrics.get("nonfinite_operators"),
+        )
     ops = {i.subject.operator_id for i in findings if i.subject.kind == "operator"}
     c.summary("nonfinite_operators", len(ops), "the operators with non-finite findings")
 
@@ -280,7 +337,13 @@ def _accumulation(c: ClaimChecker, _evidence: Evidence) -> None:
         rtol = _recorded_tolerance(c, item)
         error = number(item.metrics.get("max_rel_error"))
         ok = error is not None and rtol is not None and error <= rtol
-        c.item(item, ("pass",) if ok else ("fail",), "pass iff max_rel_error <= rtol", max_rel_error=item.metrics.get("max_rel_error"), rtol=rtol)
+        c.item(
+            item,
+            ("pass",) if ok else ("fail",),
+            "pass iff max_rel_error <= rtol",
+            max_rel_error=item.metrics.get("max_rel_error"),
+            rtol=rtol,
+        )
     c.count("failed", "fail")
     c.summary("max_rel_error", _maximum(c.result.items, "max_rel_error"), "the largest item error")
 
@@ -295,8 +358,16 @@ def _second_order(c: ClaimChecker, _evidence: Evidence) -> None:
         if item.subject.kind == "model" and item.status == "pass":
             rtol = _recorded_tolerance(c, item)
             error = number(item.metrics.get("max_rel_error"))
-            ok = item.metrics.get("within_floor") is True or (error is not None and rtol is not None and error <= rtol)
-            c.item(item, ("pass",) if ok else ("fail", "warn"), "pass needs max_rel_error <= rtol or within_floor", max_rel_error=error, rtol=rtol)
+            ok = item.metrics.get("within_floor") is True or (
+                error is not None and rtol is not None and error <= rtol
+            )
+            c.item(
+                item,
+                ("pass",) if ok else ("fail", "warn"),
+                "pass needs max_rel_error <= rtol or within_floor",
+                max_rel_error=error,
+                rtol=rtol,
+            )
     c.summary("hvp_directions", sum(1 for i in items if i.subject.kind == "model"), "model items")
     c.count("failed", "fail")
     for flag in ("within_floor", "unresolved"):
@@ -310,7 +381,12 @@ def _topology(c: ClaimChecker, _evidence: Evidence) -> None:
         if item.status == "error":
             continue
         k = item.metrics.get("first_divergence")
-        c.item(item, ("pass",) if k is None else ("fail",), "fail iff the operator path diverges", first_divergence=k)
+        c.item(
+            item,
+            ("pass",) if k is None else ("fail",),
+            "fail iff the operator path diverges",
+            first_divergence=k,
+        )
     c.summary("inputs", len(items), "one item per probe input")
     c.count("diverging_inputs", "fail")
     c.count("failed_inputs", "error")
@@ -323,7 +399,9 @@ def _thread_sensitivity(c: ClaimChecker, _evidence: Evidence) -> None:
         if item.status in ("not_computed", "error"):
             continue
         changed = item.metrics.get("changed")
-        c.item(item, ("warn",) if changed is True else ("pass",), "warn iff changed", changed=changed)
+        c.item(
+            item, ("warn",) if changed is True else ("pass",), "warn iff changed", changed=changed
+        )
     ops = [i for i in items if i.subject.kind == "operator" and i.metrics.get("changed") is True]
     if not c.result.reason:
         c.summary("changed_operators", len(ops), "the operator items that changed")
@@ -339,17 +417,38 @@ def _export(c: ClaimChecker, _evidence: Evidence) -> None:
         m = item.metrics
         if "onnxruntime_repeat_bit_exact" in m and item.subject.kind == "model":
             bit_exact = m["onnxruntime_repeat_bit_exact"]
-            c.item(item, ("pass",) if bit_exact is True else ("fail",), "pass iff bit-exact", onnxruntime_repeat_bit_exact=bit_exact)
+            c.item(
+                item,
+                ("pass",) if bit_exact is True else ("fail",),
+                "pass iff bit-exact",
+                onnxruntime_repeat_bit_exact=bit_exact,
+            )
             continue
         if item.subject.kind != "output" or m.get("shape_matches") is False:
             continue
         rtol = _recorded_tolerance(c, item)
         eager = number(m.get("max_rel_error_vs_eager"))
-        exact, own = number(m.get("max_rel_error_vs_float64")), number(m.get("eager_rel_error_vs_float64"))
+        exact, own = (
+            number(m.get("max_rel_error_vs_float64")),
+            number(m.get("eager_rel_error_vs_float64")),
+        )
         ok = eager is not None and rtol is not None and eager <= rtol
         if m.get("max_rel_error_vs_float64") is not None:
-            ok = ok and exact is not None and own is not None and rtol is not None and exact <= rtol + own
-        c.item(item, ("pass",) if ok else ("fail",), "pass iff within rtol of eager and float64", max_rel_error_vs_eager=eager, max_rel_error_vs_float64=exact, rtol=rtol)
+            ok = (
+                ok
+                and exact is not None
+                and own is not None
+                and rtol is not None
+                and exact <= rtol + own
+            )
+        c.item(
+            item,
+            ("pass",) if ok else ("fail",),
+            "pass iff within rtol of eager and float64",
+            max_rel_error_vs_eager=eager,
+            max_rel_error_vs_float64=exact,
+            rtol=rtol,
+        )
 
 
 def _ig_completeness(c: ClaimChecker, _evidence: Evidence) -> None:
@@ -360,17 +459,32 @@ def _ig_completeness(c: ClaimChecker, _evidence: Evidence) -> None:
     for item in c.result.items:
         m = item.metrics
         rel = number(m.get("completeness_rel_error"))
-        finite = rel is not None and number(m.get("f_input")) is not None and number(m.get("f_baseline")) is not None and not m.get("nonfinite_attributions")
+        finite = (
+            rel is not None
+            and number(m.get("f_input")) is not None
+            and number(m.get("f_baseline")) is not None
+            and not m.get("nonfinite_attributions")
+        )
         within = finite and tolerance is not None and rel is not None and rel <= tolerance
         allowed = ("pass",) if within else ("fail",) if not finite else ("warn", "fail")
-        c.item(item, allowed, f"pass iff completeness_rel_error <= tolerance {tolerance}", completeness_rel_error=m.get("completeness_rel_error"))
+        c.item(
+            item,
+            allowed,
+            f"pass iff completeness_rel_error <= tolerance {tolerance}",
+            completeness_rel_error=m.get("completeness_rel_error"),
+        )
 
 
 def _ig_convergence(c: ClaimChecker, _evidence: Evidence) -> None:
     """collection/ig/checks.py: pass iff converged (warn/fail on the error curve otherwise)."""
     for item in c.result.items:
         converged = item.metrics.get("converged")
-        c.item(item, ("pass",) if converged is True else ("warn", "fail"), "pass iff converged", converged=converged)
+        c.item(
+            item,
+            ("pass",) if converged is True else ("warn", "fail"),
+            "pass iff converged",
+            converged=converged,
+        )
 
 
 def _ig_baseline(c: ClaimChecker, _evidence: Evidence) -> None:
@@ -384,16 +498,41 @@ def _ig_baseline(c: ClaimChecker, _evidence: Evidence) -> None:
         if item.status in ("not_computed", "error"):
             continue
         if m.get("classifier") is True:
-            p, limit, entropy = (number(m.get(k)) for k in ("baseline_target_probability", "target_probability_limit", "baseline_entropy_ratio"))
+            p, limit, entropy = (
+                number(m.get(k))
+                for k in (
+                    "baseline_target_probability",
+                    "target_probability_limit",
+                    "baseline_entropy_ratio",
+                )
+            )
             if p is None or limit is None or entropy is None or min_entropy is None:
-                c.item(item, ("fail",), "a non-finite reading fails", baseline_target_probability=p, baseline_entropy_ratio=entropy)
+                c.item(
+                    item,
+                    ("fail",),
+                    "a non-finite reading fails",
+                    baseline_target_probability=p,
+                    baseline_entropy_ratio=entropy,
+                )
                 continue
             want = "fail" if p >= limit else "warn" if entropy < min_entropy else "pass"
-            c.item(item, (want,), "the baseline's target probability and entropy", baseline_target_probability=p, target_probability_limit=limit, baseline_entropy_ratio=entropy)
+            c.item(
+                item,
+                (want,),
+                "the baseline's target probability and entropy",
+                baseline_target_probability=p,
+                target_probability_limit=limit,
+                baseline_entropy_ratio=entropy,
+            )
         else:
             ratio = number(m.get("baseline_output_ratio"))
             ok = ratio is not None and max_ratio is not None and ratio <= max_ratio
-            c.item(item, ("pass",) if ok else ("fail",), "pass iff |F(b)|/|F(x)| <= max_output_ratio", baseline_output_ratio=m.get("baseline_output_ratio"))
+            c.item(
+                item,
+                ("pass",) if ok else ("fail",),
+                "pass iff |F(b)|/|F(x)| <= max_output_ratio",
+                baseline_output_ratio=m.get("baseline_output_ratio"),
+            )
 
 
 def _ig_monotonicity(c: ClaimChecker, _evidence: Evidence) -> None:
@@ -405,9 +544,23 @@ def _ig_monotonicity(c: ClaimChecker, _evidence: Evidence) -> None:
         flips = m.get("sign_flips_beyond_tolerance")
         if max_jump is None or max_share is None:
             continue
-        bad = bool(m.get("nonfinite_nodes")) or jump is None or share is None or jump > max_jump or share > max_share
+        bad = (
+            bool(m.get("nonfinite_nodes"))
+            or jump is None
+            or share is None
+            or jump > max_jump
+            or share > max_share
+        )
         want = "fail" if bad else ("warn" if flips else "pass")
-        c.item(item, (want,), "jumps and spikes fail, sign flips beyond tolerance warn", nonfinite_nodes=m.get("nonfinite_nodes"), max_jump_ratio=jump, max_spike_share=share, sign_flips_beyond_tolerance=flips)
+        c.item(
+            item,
+            (want,),
+            "jumps and spikes fail, sign flips beyond tolerance warn",
+            nonfinite_nodes=m.get("nonfinite_nodes"),
+            max_jump_ratio=jump,
+            max_spike_share=share,
+            sign_flips_beyond_tolerance=flips,
+        )
 
 
 def _ig_randomization(c: ClaimChecker, _evidence: Evidence) -> None:
@@ -417,14 +570,28 @@ def _ig_randomization(c: ClaimChecker, _evidence: Evidence) -> None:
     for item in c.result.items:
         if item.status in ("not_computed", "error") or top is None or flip is None:
             continue
-        final, magnitude = number(item.metrics.get("spearman_final")), number(item.metrics.get("spearman_abs_final"))
+        final, magnitude = (
+            number(item.metrics.get("spearman_final")),
+            number(item.metrics.get("spearman_abs_final")),
+        )
         if final is None:
             if item.metrics.get("spearman_final") is None and item.status == "pass":
                 continue  # constant attributions of the randomized model: a pass
-            c.item(item, ("fail",), "a non-finite Spearman fails", spearman_final=item.metrics.get("spearman_final"))
+            c.item(
+                item,
+                ("fail",),
+                "a non-finite Spearman fails",
+                spearman_final=item.metrics.get("spearman_final"),
+            )
             continue
         bad = final >= top or (final <= -top and (magnitude or 0.0) >= flip)
-        c.item(item, ("fail",) if bad else ("pass",), f"fail iff Spearman stays >= {top:g}", spearman_final=final, spearman_abs_final=magnitude)
+        c.item(
+            item,
+            ("fail",) if bad else ("pass",),
+            f"fail iff Spearman stays >= {top:g}",
+            spearman_final=final,
+            spearman_abs_final=magnitude,
+        )
 
 
 def _ig_determinism(c: ClaimChecker, _evidence: Evidence) -> None:
@@ -432,8 +599,12 @@ def _ig_determinism(c: ClaimChecker, _evidence: Evidence) -> None:
     items = c.result.items
     for item in items:
         exact = item.metrics.get("bit_exact")
-        c.item(item, ("pass",) if exact is True else ("fail",), "pass iff bit_exact", bit_exact=exact)
-    c.summary("bit_exact", all(i.metrics.get("bit_exact") is True for i in items), "every item bit_exact")
+        c.item(
+            item, ("pass",) if exact is True else ("fail",), "pass iff bit_exact", bit_exact=exact
+        )
+    c.summary(
+        "bit_exact", all(i.metrics.get("bit_exact") is True for i in items), "every item bit_exact"
+    )
 
 
 # The four training checks (attest/collection/training/) judge items against tolerances that
