@@ -345,3 +345,107 @@ def test_evaluate_reports_inconsistent(
     report = json.loads(out)
     assert report["verdict"] == "INCONSISTENT"
     assert {"check", "item", "figure", "claim", "rule"} <= set(report["inconsistencies"][0])
+
+
+# A run-dependent perturbation (not bit-exact across repeats, with a deviation the stability
+# score is computed from) and a random operator that a fixed seed hides: real determinism
+# failures, which the unstable example does not have.
+_PERTURBED_FORWARD = """        global _RUNS
+        _RUNS = globals().get("_RUNS", 0) + 1
+        h = self.features(x)
+        h = h * (1 + 1e-5 * (_RUNS % 3)) + 0 * torch.rand_like(h)
+        return self.classifier(h)"""
+
+
+@pytest.fixture(scope="session")
+def nondeterministic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """examples/digits with a forward that differs between runs and a random operator."""
+    folder = tmp_path_factory.mktemp("nondeterministic") / "digits"
+    shutil.copytree(
+        REPO / "examples" / "digits", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    model = folder / "model.py"
+    original = "        return self.classifier(self.features(x))"
+    assert original in model.read_text()
+    model.write_text(model.read_text().replace(original, _PERTURBED_FORWARD))
+    spec = folder / "attest.yaml"
+    spec.write_text(spec.read_text().replace("repeats: 100", "repeats: 10"))
+    out = folder / "evidence.json"
+    with pytest.raises(SystemExit) as info:
+        main(["collect", str(spec), "-o", str(out), "-q"])
+    assert info.value.code in (0, None)
+    return json.loads(out.read_text())
+
+
+def _failing_operator(data: dict[str, Any]) -> dict[str, Any]:
+    return next(
+        i
+        for i in data["checks"]["determinism"]["items"]
+        if i["status"] == "fail" and i["subject"]["kind"] == "operator"
+    )
+
+
+def _stability_raised(data: dict[str, Any]) -> None:
+    _failing_operator(data)["metrics"]["stability_score"] = 99.0
+
+
+def _random_hidden(data: dict[str, Any]) -> None:
+    for item in data["checks"]["determinism"]["items"]:
+        item["metrics"]["random_op"] = False
+
+
+def _reproducibility_raised(data: dict[str, Any]) -> None:
+    data["model_metrics"]["bit_exact_reproducibility"] = 1.0
+
+
+def _rate_raised(data: dict[str, Any]) -> None:
+    _failing_operator(data)["metrics"]["bit_exact_rate"] = 1.0
+
+
+NONDETERMINISTIC_CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
+    ("stability score raised", _stability_raised, ("'determinism'", "stability_score = 99.0")),
+    ("random operator hidden", _random_hidden, ("'determinism'", "random_operators")),
+    (
+        "reproducibility raised",
+        _reproducibility_raised,
+        ("'determinism'", "model_metrics", "bit_exact_reproducibility = 1.0"),
+    ),
+    ("an operator's rate raised", _rate_raised, ("'determinism'", "bit_exact_rate = 1.0")),
+    (
+        "nondeterministic count lowered",
+        _summary("determinism", "nondeterministic_operators", 0),
+        ("'determinism'", "summary", "nondeterministic_operators = 0"),
+    ),
+    (
+        "thread change hidden",
+        _status("thread_sensitivity", "warn", "pass"),
+        ("'thread_sensitivity'", "changed = True", "status = 'pass'"),
+    ),
+]
+
+
+def test_a_nondeterministic_model_with_a_random_op_is_consistent(
+    nondeterministic: dict[str, Any],
+) -> None:
+    evidence = Evidence.model_validate(nondeterministic)
+    determinism = evidence.checks["determinism"]
+    assert determinism.summary["nondeterministic_operators"]
+    assert determinism.summary["random_operators"] == 1
+    assert inconsistencies(evidence) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [c[1:] for c in NONDETERMINISTIC_CASES],
+    ids=[c[0] for c in NONDETERMINISTIC_CASES],
+)
+def test_edited_determinism_figures_are_refused(
+    nondeterministic: dict[str, Any], edit: Edit, named: tuple[str, ...]
+) -> None:
+    data = copy.deepcopy(nondeterministic)
+    edit(data)
+    assert data != nondeterministic
+    described = [f.describe() for f in inconsistencies(Evidence.model_validate(data))]
+    assert described
+    for word in named:
+        assert any(word in line for line in described), (word, described)
