@@ -155,8 +155,9 @@ class ClaimChecker:
         self.summary(name, derived, why or f"the number of items with status {status!r}")
 
 
-def _generic(result: CheckResult) -> Iterator[Inconsistency]:
-    """What holds for every check id, whatever its runner."""
+def _generic(result: CheckResult, *, merged: bool = False) -> Iterator[Inconsistency]:
+    """What holds for every check id, whatever its runner (for one target's part of merged
+    evidence, which keeps no summary per target, what holds of its items)."""
     claims = ClaimChecker(result)
     if result.status != "computed":
         # collection/runners.py, the runners' early returns: a check that did not compute
@@ -168,7 +169,7 @@ def _generic(result: CheckResult) -> Iterator[Inconsistency]:
                 ("not_computed", "error"),
                 f"the check is {result.status}, so none of its items was judged",
             )
-        if result.status != "not_computed" and result.summary:
+        if result.status != "not_computed" and result.summary and not merged:
             claims.equal(
                 "check",
                 "status",
@@ -178,7 +179,7 @@ def _generic(result: CheckResult) -> Iterator[Inconsistency]:
             )
     else:
         # every runner records a summary with a computed result; an errored check records none
-        if not result.summary:
+        if not result.summary and not merged:
             claims.equal(
                 "check", "summary", {}, "a summary", "a computed check records its summary"
             )
@@ -202,6 +203,30 @@ def _generic(result: CheckResult) -> Iterator[Inconsistency]:
     yield from claims.found
 
 
+def _target_parts(result: CheckResult) -> list[CheckResult]:
+    """The result itself, or for evidence merged over several targets
+    (:mod:`attest.evidence.merge`: every target's items, tagged ``details["target"]``, its
+    parameters under ``parameters["per_target"]``, the worst status and merged summary) one
+    result per target with that target's items and parameters. A target's own status and
+    summary are not kept by the merge: its items are judged as computed when any were, and
+    the counts are held on each target's own evidence (``certify --evidence``)."""
+    per_target = result.parameters.get("per_target")
+    if not isinstance(per_target, dict):
+        return [result]
+    parts: list[CheckResult] = []
+    for name, parameters in per_target.items():
+        items = [i for i in result.items if i.details.get("target") == name]
+        parts.append(
+            CheckResult(
+                check=result.check,
+                status="computed" if items else result.status,
+                parameters=parameters if isinstance(parameters, dict) else {},
+                items=items,
+            )
+        )
+    return parts
+
+
 def inconsistencies(evidence: Evidence) -> list[Inconsistency]:
     """Every claim of ``evidence`` that its figures contradict (empty: consistent)."""
     from attest.evidence.consistency_rules import CHECK_RULES, evidence_rules
@@ -219,12 +244,13 @@ def inconsistencies(evidence: Evidence) -> list[Inconsistency]:
                 )
             )
             continue
-        found += _generic(result)
         rule = CHECK_RULES.get(check_id)
-        if rule is not None and result.status == "computed":
-            claims = ClaimChecker(result)
-            rule(claims, evidence)
-            found += claims.found
+        for part in _target_parts(result):
+            found += _generic(part, merged=part is not result)
+            if rule is not None and part.status == "computed":
+                claims = ClaimChecker(part)
+                rule(claims, evidence)
+                found += claims.found
     found += evidence_rules(evidence)
     return found
 
