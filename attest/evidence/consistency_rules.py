@@ -5,8 +5,8 @@ runner is named in the rule's docstring), reading only the evidence:
 :mod:`attest.evidence.consistency` runs them. Where a status depends on something the evidence
 does not record (a near miss judged on an error curve kept only in ``details``, a fix-up
 applied by another check), the rule says so and checks the direction the figures can decide.
-Every check id in :data:`attest.evidence.model.CHECK_IDS` is covered here or, for the training
-checks, by the generic rules of :mod:`attest.evidence.consistency`.
+Every check id in :data:`attest.evidence.model.CHECK_IDS` has a rule here, beside the generic
+rules of :mod:`attest.evidence.consistency`.
 """
 
 from __future__ import annotations
@@ -37,14 +37,9 @@ from attest.evidence.claims_profile import (
     thread_sensitivity,
     topology,
 )
+from attest.evidence.claims_training import batch_invariance, mixed_precision, recompute, resume
 
-__all__ = ["CHECK_RULES", "GENERIC_ONLY", "evidence_rules"]
-
-# The four training checks (attest/collection/training/) judge items against tolerances that
-# scale with the autocast dtype and recorded tensors the evidence keeps only in details: their
-# claims are held by the generic rules (no verdict outside a computed check, a computed check
-# has a summary, one item per operator, items_* counts) and the policy's metric rules.
-GENERIC_ONLY: tuple[str, ...] = ("mixed_precision", "recompute", "batch_invariance", "resume")
+__all__ = ["CHECK_RULES", "evidence_rules"]
 
 CHECK_RULES: dict[str, Rule] = {
     "topology": topology,
@@ -65,4 +60,8 @@ CHECK_RULES: dict[str, Rule] = {
     "ig_determinism": ig_determinism,
     "export": export,
     "thread_sensitivity": thread_sensitivity,
+    "mixed_precision": mixed_precision,
+    "recompute": recompute,
+    "batch_invariance": batch_invariance,
+    "resume": resume,
 }
