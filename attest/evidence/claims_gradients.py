@@ -5,9 +5,31 @@ and the recorded tolerances, as the runners in attest/collection/gradients/ deri
 from __future__ import annotations
 
 from attest.evidence.claims import ClaimChecker, maximum, number, recorded_tolerance
-from attest.evidence.model import Evidence
+from attest.evidence.model import CheckItem, Evidence
 
 __all__ = ["accumulation", "custom_ops", "gradcheck", "gradient_flow", "kinks", "second_order"]
+
+
+# collection/gradients/gradcheck.py: an operator with no float64 kernel is checked in its
+# captured precision (metric checked_dtype) at rtol max(rtol, CAPTURED_PRECISION_RTOL)
+_CAPTURED_PRECISION_RTOL = 1e-2
+
+
+def _gradcheck_tolerance(c: ClaimChecker, item: CheckItem) -> float | None:
+    """The rtol this item was judged at: the check's recorded one, loosened to the captured
+    precision's for an operator checked without float64 (its own rtol must say exactly so)."""
+    recorded = number(c.result.parameters.get("rtol"))
+    if recorded is None:
+        return c.parameter("rtol")
+    dtype = item.metrics.get("checked_dtype")
+    expected = (
+        max(recorded, _CAPTURED_PRECISION_RTOL) if dtype not in (None, "float64") else recorded
+    )
+    if "rtol" in item.metrics:
+        c.equal(
+            item.subject.label(), "rtol", item.metrics["rtol"], expected, "the rtol the check used"
+        )
+    return expected
 
 
 def gradcheck(c: ClaimChecker, _evidence: Evidence) -> None:
@@ -23,7 +45,7 @@ def gradcheck(c: ClaimChecker, _evidence: Evidence) -> None:
             c.item(item, (original.status,), f"an identical call takes operator {first}'s verdict")
             continue
         if item.status == "pass":
-            rtol = recorded_tolerance(c, item)
+            rtol = _gradcheck_tolerance(c, item)
             error = number(item.metrics.get("max_rel_error"))
             ok = error is not None and rtol is not None and error <= rtol
             c.item(
@@ -121,25 +143,12 @@ def accumulation(c: ClaimChecker, _evidence: Evidence) -> None:
 
 
 def second_order(c: ClaimChecker, _evidence: Evidence) -> None:
-    """collection/gradients/second_order.py: a direction passes within rtol or within its
-    rounding floor (up to a cap the floor's spread sets: only the flag is recorded); failures
-    deferred to a root cause elsewhere change status (defer_to_root_causes): the counts are
-    checked, and a passing model direction needs its error within rtol or within_floor."""
+    """collection/gradients/second_order.py: a direction passes within rtol, within its
+    rounding floor, or by a step the sweep chose on a saturated or kinked path (hvp_steps.py:
+    the error curve is not recorded, only flags), and failures deferred to a root cause
+    elsewhere change status (defer_to_root_causes): an item's status cannot be re-derived
+    from the evidence, so the counts are what is held (and the policy's metric rules)."""
     items = c.result.items
-    for item in items:
-        if item.subject.kind == "model" and item.status == "pass":
-            rtol = recorded_tolerance(c, item)
-            error = number(item.metrics.get("max_rel_error"))
-            ok = item.metrics.get("within_floor") is True or (
-                error is not None and rtol is not None and error <= rtol
-            )
-            c.item(
-                item,
-                ("pass",) if ok else ("fail", "warn"),
-                "pass needs max_rel_error <= rtol or within_floor",
-                max_rel_error=error,
-                rtol=rtol,
-            )
     c.summary("hvp_directions", sum(1 for i in items if i.subject.kind == "model"), "model items")
     c.count("failed", "fail")
     for flag in ("within_floor", "unresolved"):

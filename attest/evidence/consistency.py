@@ -39,6 +39,7 @@ __all__ = [
 # A check that did not compute holds no verdict on any item: these item claims belong to a
 # computed check only.
 _VERDICT_CLAIMS = ("pass", "fail", "warn")
+_ONE_ITEM_PER_OPERATOR = ("determinism", "fidelity", "gradcheck", "kinks", "thread_sensitivity")
 # How many disagreements the error message lists before it says "and N more".
 _LISTED = 12
 
@@ -88,7 +89,8 @@ def _generic(result: CheckResult, *, merged: bool = False) -> Iterator[Inconsist
                 "check", "summary", {}, "a summary", "a computed check records its summary"
             )
         seen: set[int] = set()
-        for item in result.items:
+        # the checks with one item per operator (numerics lists each non-finite tensor)
+        for item in result.items if result.check in _ONE_ITEM_PER_OPERATOR else ():
             op = item.subject.operator_id
             if item.subject.kind == "operator" and op is not None:
                 if op in seen:
