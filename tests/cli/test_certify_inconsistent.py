@@ -244,6 +244,16 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
         ("'gradcheck'", "summary", "the figures give 18", "operators = 17"),
     ),
     (
+        "a Hessian-vector error of 0.5 beside the pass",
+        _set("second_order", "pass", "max_rel_error", 0.5),
+        ("'second_order'", "hessian-vector", "max_rel_error = 0.5", "status = 'pass'"),
+    ),
+    (
+        "gradcheck's rtol raised on one operator",
+        _set("gradcheck", "pass", "rtol", 1.0),
+        ("'gradcheck'", "operator 0", "the figures give 0.001", "rtol = 1.0"),
+    ),
+    (
         "a determinism rate below 1 beside a pass",
         _set("determinism", "pass", "bit_exact_rate", 0.5),
         ("'determinism'", "bit_exact_rate = 0.5", "status = 'pass'"),
@@ -449,3 +459,20 @@ def test_edited_determinism_figures_are_refused(
     assert described
     for word in named:
         assert any(word in line for line in described), (word, described)
+
+
+def test_merged_evidence_is_judged_per_target(unstable: tuple[Path, dict[str, Any]]) -> None:
+    """Evidence merged over two targets (attest collect --merge) is consistent, and an edit
+    inside one target's items is still refused."""
+    from attest.evidence.merge import merge_evidence
+
+    _spec, data = unstable
+    here = Evidence.model_validate(data)
+    there = Evidence.model_validate({**copy.deepcopy(data), "targets": ["cuda:sm_90"]})
+    merged = merge_evidence([here, there])
+    assert inconsistencies(merged) == []
+    edited = merged.model_copy(deep=True)
+    item = next(i for i in edited.checks["ig_completeness"].items if i.status == "fail")
+    item.status = "pass"
+    described = [f.describe() for f in inconsistencies(edited)]
+    assert any("'ig_completeness'" in d and "status = 'pass'" in d for d in described)
