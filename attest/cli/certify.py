@@ -88,7 +88,9 @@ def evaluate(
 ) -> None:
     """Hold EVIDENCE (evidence.json) against a policy and write the findings.
 
-    Exit 0 if the policy passes, 1 if it fails, 2 on bad input.
+    Exit 0 if the policy passes, 1 if it fails, 2 on bad input, including evidence whose
+    statuses or counts disagree with its own figures (verdict INCONSISTENT, each disagreement
+    listed).
     """
     from attest.core.io import atomic_write_text, dumps_pretty
     from attest.policy.engine import evaluate as evaluate_evidence
