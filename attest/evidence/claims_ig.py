@@ -106,6 +106,14 @@ def ig_baseline(c: ClaimChecker, _evidence: Evidence) -> None:
         m = item.metrics
         if item.status in ("not_computed", "error"):
             continue
+        if "classifier" in c.result.summary:
+            c.equal(
+                item.subject.label(),
+                "classifier",
+                m.get("classifier"),
+                c.result.summary["classifier"],
+                "the summary's classifier: one reading for every input",
+            )
         if m.get("classifier") is True:
             p, limit, entropy = (
                 number(m.get(k))
