@@ -149,7 +149,20 @@ def inconsistencies(evidence: Evidence) -> list[Inconsistency]:
             )
             continue
         rule = CHECK_RULES.get(check_id)
-        for part in _target_parts(result):
+        parts = _target_parts(result)
+        if len(parts) > 1 and result.status != "computed" and all(p.items for p in parts):
+            # the merge takes the worst status of its targets, and a target that did not
+            # compute lists no items: every target listing items means every one computed
+            found.append(
+                Inconsistency(
+                    check_id,
+                    "check",
+                    "every target lists judged items",
+                    f"status = {result.status!r}",
+                    "merged evidence takes the worst status of its targets",
+                )
+            )
+        for part in parts:
             found += _generic(part, merged=part is not result)
             if rule is not None and part.status == "computed":
                 claims = ClaimChecker(part)

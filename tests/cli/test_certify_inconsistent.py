@@ -476,3 +476,7 @@ def test_merged_evidence_is_judged_per_target(unstable: tuple[Path, dict[str, An
     item.status = "pass"
     described = [f.describe() for f in inconsistencies(edited)]
     assert any("'ig_completeness'" in d and "status = 'pass'" in d for d in described)
+    relabelled = merged.model_copy(deep=True)
+    relabelled.checks["export"].status = "not_applicable"
+    described = [f.describe() for f in inconsistencies(relabelled)]
+    assert any("'export'" in d and "status = 'not_applicable'" in d for d in described)
