@@ -89,7 +89,9 @@ def evaluate(
 ) -> None:
     """Hold EVIDENCE (evidence.json) against a policy and write the findings.
 
-    Exit 0 if the policy passes, 1 if it fails, 2 on bad input.
+    Exit 0 if the policy passes, 1 if it fails, 2 on bad input, including evidence whose
+    statuses or counts disagree with its own figures (verdict INCONSISTENT, each disagreement
+    listed).
     """
     from attest.core.io import atomic_write_text, dumps_pretty
     from attest.policy.engine import evaluate as evaluate_evidence
@@ -97,6 +99,7 @@ def evaluate(
 
     policy = load_policy(policy_path)
     loaded = load_evidence(evidence)
+    _report_inconsistent(loaded, evidence, as_json)
     findings = evaluate_evidence(loaded, policy, at=parse_at(at_text))
     if output is not None:
         atomic_write_text(output, dumps_pretty(findings.model_dump(mode="json")))
@@ -117,6 +120,37 @@ def evaluate(
             click.echo(f"findings: {output}")
     if not findings.passed:
         ctx.exit(EXIT_NEGATIVE)
+
+
+def _report_inconsistent(loaded: Any, path: Path, as_json: bool) -> None:
+    """Evidence whose claims disagree with its figures: verdict INCONSISTENT, each
+    disagreement listed, then refused (exit 2) like any bad evidence."""
+    from attest.evidence.consistency import InconsistentEvidence, inconsistencies
+
+    found = inconsistencies(loaded)
+    if not found:
+        return
+    if as_json:
+        echo_json(
+            {
+                "verdict": "INCONSISTENT",
+                "inconsistencies": [
+                    {
+                        "check": f.check,
+                        "item": f.item,
+                        "figure": f.figure,
+                        "claim": f.claim,
+                        "rule": f.why,
+                    }
+                    for f in found
+                ],
+            }
+        )
+    else:
+        click.echo(f"verdict: INCONSISTENT ({len(found)} claim(s) disagree with the figures)")
+        for f in found:
+            click.echo(f"  {f.describe()}")
+    raise InconsistentEvidence(str(path), found)
 
 
 def _rewrite_as_bundle(path: Path) -> None:

@@ -18,6 +18,7 @@ from attest.certificate.signing import PrivateKey
 from attest.certificate.statement import DeploymentEnvelope, DigestSet, TargetEnvelope
 from attest.core.io import atomic_write_text, dumps_pretty, sha256_file
 from attest.errors import InputError
+from attest.evidence.consistency import require_consistent
 from attest.evidence.merge import merge_evidence
 from attest.evidence.model import load_evidence
 from attest.pipeline import (
@@ -79,6 +80,9 @@ def certify_evidence(
                 hint="write the merged evidence elsewhere with --evidence-out",
             )
         loaded = load_evidence(path)
+        # its statuses are the collector's claim: refused before anything reads them when
+        # they disagree with its figures (docs/policy-reference.md)
+        require_consistent(loaded, str(path))
         say(f"read evidence {path} ({target_name(loaded)})")
         targets.append(
             TargetEvidence(

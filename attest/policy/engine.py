@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from attest.core.validation import validation_problems
 from attest.errors import EvidenceError
+from attest.evidence.consistency import require_consistent
 from attest.evidence.model import CheckItem, Evidence, Metric, Subject
 from attest.policy.model import (
     _ORDERED,
@@ -431,14 +432,23 @@ def evaluate(
 
     ``evidence`` and ``policy`` may be loaded objects or file paths. ``at`` is the reference
     time for waiver expiry (default: now, UTC); pass it for reproducible audits.
+
+    Every status in the evidence is only the collector's claim: before any rule reads one,
+    :func:`attest.evidence.consistency.require_consistent` re-derives each claim it can from
+    the figures and the check's recorded thresholds, and evidence whose claims disagree with
+    them is refused (:class:`~attest.evidence.consistency.InconsistentEvidence`), so every
+    verdict follows from the figures.
     """
+    source = ""
     if isinstance(evidence, (str, Path)):
+        source = str(evidence)
         evidence = load_evidence(evidence)
     elif not isinstance(evidence, Evidence):
         try:
             evidence = Evidence.model_validate(evidence)
         except ValidationError as exc:
             raise EvidenceError(f"evidence is not valid: {validation_problems(exc)}") from None
+    require_consistent(evidence, source)
     if not isinstance(policy, Policy):
         policy = load_policy(policy)
     moment = at or datetime.now(timezone.utc)

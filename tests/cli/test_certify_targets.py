@@ -77,7 +77,13 @@ def other_target(
             shutil.copy(source.parent / name, into / name)
             data["export"][entry]["path"] = f"/elsewhere/{name}"
     if fail:
-        data["model_metrics"]["bit_exact_reproducibility"] = 0.5
+        # a target whose probe input 0 takes another operator path: written consistently
+        # (status, figure and count together), as that target's collector would have written
+        # it, since certify refuses a status its figures contradict (attest.evidence.consistency)
+        topology = data["checks"]["topology"]
+        topology["items"][0]["status"] = "fail"
+        topology["items"][0]["metrics"]["first_divergence"] = 0
+        topology["summary"]["diverging_inputs"] = 1
     path = into / "evidence.json"
     path.write_text(json.dumps(data))
     return path

@@ -20,6 +20,10 @@ EVIDENCE: dict[str, Any] = {
         "fidelity": {
             "check": "fidelity",
             "status": "computed",
+            # consistent, as a collector writes it (attest.evidence.consistency): 99.5 is
+            # below the recorded pass threshold, so the check's own reading is warn
+            "parameters": {"pass_threshold_pct": 99.9},
+            "summary": {"operators_measured": 1, "min_fidelity_pct": 99.5},
             "items": [
                 {
                     "subject": {
@@ -28,7 +32,7 @@ EVIDENCE: dict[str, Any] = {
                         "op": "aten.addmm.default",
                         "module": "fc",
                     },
-                    "status": "pass",
+                    "status": "warn",
                     "metrics": {"fidelity_pct": 99.5},
                 }
             ],

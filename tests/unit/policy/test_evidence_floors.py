@@ -31,7 +31,17 @@ def _evidence(runs: int, inputs: int, coverage: dict[str, Any]) -> Evidence:
                 "determinism": {"check": "determinism", **check, "summary": {"runs": runs}},
                 "topology": {
                     "check": "topology",
-                    **check,
+                    "status": "computed",
+                    # one passing item per probe input, as the collector writes them: the
+                    # evidence must be consistent (attest.evidence.consistency)
+                    "items": [
+                        {
+                            "subject": {"kind": "input", "input_index": i},
+                            "status": "pass",
+                            "metrics": {"operators": 3, "first_divergence": None},
+                        }
+                        for i in range(inputs)
+                    ],
                     "summary": {"inputs": inputs, **coverage},
                 },
             },

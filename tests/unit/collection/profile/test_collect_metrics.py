@@ -130,7 +130,9 @@ def test_a_policy_can_hold_operators_to_a_timing_spread() -> None:
         OperatorRow(id=1, op="aten.relu.default", module="act", forward_ns=90, forward_ns_p95=5000),
         OperatorRow(id=2, op="aten.relu.default", module="act"),  # repeats: 1, no spread
     ]
-    timed = CheckResult(check="determinism", status="computed")  # the rows' check
+    # the rows' check, computed (so with a summary, as a collector writes it: evidence whose
+    # claims its figures contradict is refused, attest.evidence.consistency)
+    timed = CheckResult(check="determinism", status="computed", summary={"runs": 3})
     ev = Evidence(tool_version="0", created_at="now", operators=rows, checks={"determinism": timed})
     rule = {
         "id": "jitter",
