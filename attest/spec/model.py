@@ -15,11 +15,23 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from attest.spec.sections import (
+    FACTORY_RE,
+    HeadSection,
+    InputsSection,
+    OutputPath,
+    check_target,
+    output_path_parts,
+)
+
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from attest.spec.model_call import ModelCall
+
 __all__ = [
+    "HeadSection",
     "InputsSection",
     "LoadedSpec",
     "ModelSection",
@@ -36,7 +48,6 @@ TargetSpec = int | Literal["argmax", "label"]
 Precision = Literal["float32", "bfloat16", "float16"]
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
-FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 class _Strict(BaseModel):
@@ -70,12 +81,6 @@ class ModelSection(_Strict):
         if not FACTORY_RE.match(value):
             raise ValueError(f"{value!r} is not 'module:callable' (e.g. 'model:build')")
         return value
-
-
-class InputsSection(_Strict):
-    """``inputs:`` -- the probe inputs every check runs on."""
-
-    probe: str = Field(min_length=1)
 
 
 def budget_seconds(value: Any) -> float:
@@ -177,8 +182,11 @@ class SpecFile(_Strict):
 
     model: ModelSection
     inputs: InputsSection
-    target: int | Literal["argmax", "label"] = "argmax"
+    # int class | argmax | label | "module:callable(output, batch)" (a target function)
+    target: int | str = "argmax"
     loss: str | None = None
+    output: OutputPath | None = None  # which output is F's: a key, an index or a dotted path
+    heads: dict[str, HeadSection] | None = None  # several outputs, each its target and loss
     baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"
     precision: Literal["float32", "bfloat16", "float16"] = "float32"
     device: str = "cpu"
@@ -201,11 +209,32 @@ class SpecFile(_Strict):
     @field_validator("target", mode="before")
     @classmethod
     def _target_not_bool(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError("must be a class index, 'argmax' or 'label'")
-        if isinstance(value, int) and value < 0:
-            raise ValueError("a class index must be >= 0")
+        return check_target(value)
+
+    @field_validator("output")
+    @classmethod
+    def _output_path(cls, value: OutputPath | None) -> OutputPath | None:
+        if value is not None:
+            output_path_parts(value)
         return value
+
+    @model_validator(mode="after")
+    def _heads_alone(self) -> SpecFile:
+        if self.heads is not None:
+            if not self.heads:
+                raise ValueError("heads: needs at least one head")
+            if self.output is not None or self.loss is not None or self.target != "argmax":
+                raise ValueError(
+                    "with heads:, each head has its own output, target and loss; "
+                    "remove the top-level output:, target: and loss:"
+                )
+            with_loss = [h.loss is not None for h in self.heads.values()]
+            if any(with_loss) and not all(with_loss):
+                raise ValueError(
+                    "give every head a loss: (their sum is the objective the gradient checks "
+                    "differentiate), or none (then the heads' F)"
+                )
+        return self
 
     @field_validator("loss")
     @classmethod
@@ -232,9 +261,16 @@ class LoadedSpec:
     factory: str
     factory_args: dict[str, Any]
     build_model: Callable[[], nn.Module]  # fresh module with the trained weights, as stored (CPU)
-    inputs: torch.Tensor  # probe inputs "x", shape (N, ...)
-    labels: torch.Tensor | None  # probe "target", shape (N,) or None
+    # probe inputs "x", shape (N, ...); with named inputs, the differentiated inputs packed by
+    # ``call`` (attest.spec.model_call)
+    inputs: torch.Tensor
+    # probe "target", shape (N,) or None (integer labels, or float targets for a loss); with
+    # heads or a target function, the probe's row numbers, from which the heads' targets and
+    # the function's batch are read (ModelCall.loss)
+    labels: torch.Tensor | None
     target: TargetSpec = "argmax"
+    # how the model is called and what F is read from (None: the single-input form, model(x))
+    call: ModelCall | None = None
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     loss: str | None = None
     baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"

@@ -36,8 +36,8 @@ from attest.collection.ig.attribution import (
     BASELINES,
     IGResult,
     encode_attributions,
-    make_baseline,
 )
+from attest.collection.ig.baselines import call_baseline
 from attest.collection.ig.path_checks import (
     finite_or_none,
     first_nonfinite,
@@ -369,15 +369,20 @@ def _baseline(
 ) -> CheckResult:
     settings = ctx.settings
     classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
+    call = ctx.spec.call
+    computed = call is not None and call.computes_f
+    if computed:  # the output's column 0 is F itself (heads, a target function)
+        classes = None
 
     def output(x: torch.Tensor) -> torch.Tensor:
-        return model_output_tensor(model(x))
+        out = model_output_tensor(model(x))
+        return out[:, :1] if computed else out
 
     with torch.no_grad():
         out_x = output(inputs)
         readings = {
             kind: baseline_neutrality(
-                output(make_baseline(kind, inputs, seed=settings.seed).to(inputs.dtype)),
+                output(call_baseline(call, kind, inputs, seed=settings.seed).to(inputs.dtype)),
                 out_x,
                 classes,
             )
