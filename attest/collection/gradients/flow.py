@@ -36,6 +36,10 @@ from attest.collection.gradients.diagnosis import (
     reason_for,
     trace_parameters,
 )
+from attest.collection.gradients.outside_objective import (
+    embedding_gradients,
+    unselected_output_parameters,
+)
 from attest.collection.gradients.state import GradientGraph
 from attest.collection.gradients.sub_probe import crop_shape
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
@@ -189,6 +193,9 @@ def run(ctx: CollectContext) -> CheckResult:
         state.full_batch_loss_gradients = measured.grads
     if measured.error is not None:
         return _result(parameters, _raised_items(ctx, model, x, measured), measured)
+    for name, grad in embedding_gradients(ctx.spec, model, x, measured.input_grad).items():
+        if measured.grads.get(name) is None:  # the lookup the embedded input replaced
+            measured.grads[name] = grad
     severed: list[str] = []
     state.severed = severed
     items = _parameter_items(ctx, model, x, measured, severed)
@@ -264,6 +271,9 @@ def _parameter_items(
             continue
         elif stats[name][2] == 0:
             problems[name] = ("gradient is identically zero", True)
+    outside = unselected_output_parameters(ctx.spec, model, x, list(problems)) if problems else {}
+    for name in outside:
+        del problems[name]
     diagnosis = _Diagnosis(ctx, model, x, list(problems))
     items: list[CheckItem] = []
     for name, _param in model.named_parameters():
@@ -279,6 +289,18 @@ def _parameter_items(
             )
             continue
         grad = measured.grads.get(name)
+        if name in outside:
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="pass",
+                    metrics={"has_grad": grad is not None, "frozen": False,
+                             "reason_kind": "unselected_output"},  # fmt: skip
+                    message=f"no gradient from F by the spec's design: it feeds only "
+                    f"{outside[name]}; not a dead branch",
+                )
+            )
+            continue
         if name in problems:
             what, zero = problems[name]
             items.append(diagnosis.item(subject, name, what, zero, grad, severed))
