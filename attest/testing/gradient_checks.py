@@ -16,7 +16,7 @@ asked checks decide instead.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from attest.evidence.model import CHECK_IDS, TOPOLOGY_CHECKS, Evidence
 from attest.policy.engine import evaluate
 from attest.policy.model import Policy, load_policy
 from attest.spec.model import LoadedSpec
+from attest.testing.named_inputs import named_call
 
 __all__ = ["DEFAULT_CHECKS", "GradientCheckResult", "check_gradients"]
 
@@ -98,9 +99,11 @@ def _policy_lines(evidence: Evidence, policy: Policy, checks: Sequence[str]) -> 
 
 def check_gradients(
     model: nn.Module,
-    inputs: torch.Tensor,
+    inputs: torch.Tensor | tuple[torch.Tensor, ...] | Mapping[str, torch.Tensor],
     *,
     target: torch.Tensor | None = None,
+    roles: Mapping[str, Mapping[str, Any]] | None = None,
+    output: str | int | None = None,
     loss: Callable[[Any, Any], torch.Tensor] | None = None,
     checks: Sequence[str] = DEFAULT_CHECKS,
     policy: str | Path | Policy | None = None,
@@ -111,7 +114,11 @@ def check_gradients(
     """Run ``checks`` of ``attest collect`` on ``model`` at ``inputs`` (see the module doc).
 
     ``target`` and ``loss``: the gradients of ``loss(model(inputs), target)``; without them,
-    of the predicted class's score (the spec's ``target: argmax``).
+    of the predicted class's score (the spec's ``target: argmax``). ``inputs`` may be a tuple
+    (positional arguments) or a mapping (keyword arguments) of tensors: floating ones are
+    attributed, others fixed (never cast); ``roles`` sets any input's role as ``attest.yaml``
+    does (e.g. ``{"input_ids": {"role": "embedded", "kwarg": "input_ids", "embedding":
+    "embeddings.word"}}``) and ``output`` selects the output (docs/spec.md).
     """
     unknown = [c for c in checks if c not in CHECK_IDS]
     if unknown or not checks:
@@ -122,15 +129,26 @@ def check_gradients(
     if (target is None) != (loss is None):
         raise InputError("give target and loss together (or neither, for the argmax target)")
     frozen = copy.deepcopy(model).eval()
+    build: Callable[[], nn.Module] = lambda: copy.deepcopy(frozen)  # noqa: E731
+    labels = target.detach() if target is not None else None
+    call = None
+    if not isinstance(inputs, torch.Tensor) or roles or output is not None:
+        plain = inputs if not isinstance(inputs, torch.Tensor) else (inputs,)
+        loaded = named_call(frozen, plain, roles=roles, output=output, target=target,
+                            loss=loss, name=name)  # fmt: skip
+        call, inputs, labels = loaded.call, loaded.inputs, loaded.labels
+        loss = loaded.loss_fn
+        build = lambda: loaded.call.install(copy.deepcopy(frozen))  # noqa: E731
     spec = LoadedSpec(
         path=Path(name),
         name=name,
         version="test",
         factory=f"{type(model).__module__}:{type(model).__qualname__}",
         factory_args={},
-        build_model=lambda: copy.deepcopy(frozen),
+        build_model=build,
         inputs=inputs.detach(),
-        labels=target.detach() if target is not None else None,
+        labels=labels,
+        call=call,
         target="label" if target is not None else "argmax",
         loss_fn=loss,
         loss=getattr(loss, "__name__", None) if loss is not None else None,
