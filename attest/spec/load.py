@@ -73,7 +73,12 @@ def load_spec(path: str | Path) -> LoadedSpec:
         raw = read_probe_tensors(probe_path, spec_path)
         loaded = load_call(spec, spec_path, probe_path, raw, model, loss_fn)
         call, x, labels, target, loss_fn = (
-            loaded.call, loaded.inputs, loaded.labels, loaded.target, loaded.loss_fn)  # fmt: skip
+            loaded.call,
+            loaded.inputs,
+            loaded.labels,
+            loaded.target,
+            loaded.loss_fn,
+        )
         build_model = _installed(build_model, call)
         build_model()  # the call fits the model: one forward at load
         if target == "label" or (labels is not None and not call.computes_f):

@@ -76,8 +76,15 @@ def _parts(spec: SpecFile, raw: dict[str, torch.Tensor], where: str) -> list[Inp
                 hint="store the tensor under that key, or set key: to the probe's name for it",
             )
         parts.append(
-            InputPart(name, key, item.role, item.arg, item.kwarg, item.embedding,
-                      item.baseline or spec.baseline)  # fmt: skip
+            InputPart(
+                name,
+                key,
+                item.role,
+                item.arg,
+                item.kwarg,
+                item.embedding,
+                item.baseline or spec.baseline,
+            )
         )
     order = {"attributed": 0, "embedded": 0, "fixed": 1}
     return sorted(parts, key=lambda p: order[p.role])  # stable: differentiated ones first
@@ -86,8 +93,10 @@ def _parts(spec: SpecFile, raw: dict[str, torch.Tensor], where: str) -> list[Inp
 def _check_tensor(part: InputPart, tensor: torch.Tensor, where: str, probe_path: Path) -> None:
     dtype = str(tensor.dtype).removeprefix("torch.")
     if tensor.dim() < 1 or tensor.shape[0] < 1:
-        raise InputError(f"{where}: probe key {part.key!r} has shape {tuple(tensor.shape)}; "
-                         "expected (N, ...) with N >= 1")  # fmt: skip
+        raise InputError(
+            f"{where}: probe key {part.key!r} has shape {tuple(tensor.shape)}; "
+            "expected (N, ...) with N >= 1"
+        )
     if part.role == "attributed" and not tensor.is_floating_point():
         raise InputError(
             f"{where}: input {part.name!r} is role: attributed but probe key {part.key!r} has "
@@ -103,9 +112,7 @@ def _check_tensor(part: InputPart, tensor: torch.Tensor, where: str, probe_path:
     check_finite(probe_path, part.key, tensor)
 
 
-def _embeddings(
-    part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
-) -> torch.Tensor:
+def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str) -> torch.Tensor:
     """The ids' embeddings from the trained embedding module (the embedded part of x)."""
     assert part.embedding is not None
     try:
@@ -126,26 +133,33 @@ def _embeddings(
             hint="embedding: names the module that maps the ids to vectors",
         ) from None
     if not isinstance(out, torch.Tensor) or not out.is_floating_point():
-        raise ConfigError(f"{where}: embedding module {part.embedding!r} does not return "
-                          "a floating tensor")  # fmt: skip
+        raise ConfigError(
+            f"{where}: embedding module {part.embedding!r} does not return a floating tensor"
+        )
     return out.detach().to(torch.float32)
 
 
 def _heads(spec: SpecFile, spec_dir: Path, where: Path, raw: dict[str, Any]) -> list[Head]:
-    def resolve(name: str | None, what: str) -> Any:
+    def resolve(name: Any, what: str) -> Any:
         return resolve_callable(name, spec_dir, what=what, spec_path=where) if name else None
 
     def labels_key(key: str | None) -> str | None:
         if key is not None and key not in raw:
-            raise InputError(f"spec {where}: head labels {key!r} are not in the probe "
-                             f"(it holds {sorted(raw)})")  # fmt: skip
+            raise InputError(
+                f"spec {where}: head labels {key!r} are not in the probe (it holds {sorted(raw)})"
+            )
         return key
 
     if spec.heads:
         return [
-            Head(name, output_path_parts(h.output), h.target,
-                 resolve(h.target, "target") if _is_fn(h.target) else None,
-                 resolve(h.loss, "loss"), labels_key(h.labels))  # fmt: skip
+            Head(
+                name,
+                output_path_parts(h.output),
+                h.target,
+                resolve(h.target, "target") if _is_fn(h.target) else None,
+                resolve(h.loss, "loss"),
+                labels_key(h.labels),
+            )
             for name, h in spec.heads.items()
         ]
     if _is_fn(spec.target):  # a target function: one head, the spec's output and loss
@@ -175,8 +189,10 @@ def load_call(
     parts = _parts(spec, raw, where)
     sizes = {int(raw[p.key].shape[0]) for p in parts if raw[p.key].dim()}
     if len(sizes) != 1:
-        raise InputError(f"{where}: the named probe tensors disagree on the batch size N: "
-                         f"{sorted(sizes)}", hint="every input holds the same N examples")  # fmt: skip
+        raise InputError(
+            f"{where}: the named probe tensors disagree on the batch size N: {sorted(sizes)}",
+            hint="every input holds the same N examples",
+        )
     n = sizes.pop()
     values: dict[str, torch.Tensor] = {}
     for part in parts:

@@ -35,8 +35,6 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
-from attest.spec.sections import output_path_parts
-
 __all__ = ["Head", "InputPart", "ModelCall", "class_scalar", "labels_like", "select_output"]
 
 
@@ -112,7 +110,9 @@ def select_output(output: Any, path: Sequence[str] | None) -> torch.Tensor:
                 have = f"a {type(value).__name__} of {len(value)}"
             raise ValueError(f"output path {'.'.join(path)!r}: no {where!r} in {have}")
     if not isinstance(value, torch.Tensor):
-        raise ValueError(f"output path {'.'.join(path)!r} is a {type(value).__name__}, not a tensor")
+        raise ValueError(
+            f"output path {'.'.join(path)!r} is a {type(value).__name__}, not a tensor"
+        )
     return value
 
 
@@ -190,7 +190,9 @@ class ModelCall:
     def n(self) -> int:
         return int(next(iter(self.probe.values())).shape[0])
 
-    def pack(self, values: dict[str, torch.Tensor], rows: torch.Tensor | None = None) -> torch.Tensor:
+    def pack(
+        self, values: dict[str, torch.Tensor], rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``x`` from each differentiated part (N, *shape) and the row numbers (N,)."""
         parts = self.differentiated
         if not self.flat:
@@ -240,7 +242,7 @@ class ModelCall:
         on each embedding module (both survive ``copy.deepcopy``)."""
         model.__dict__["_attest_call"] = self
         model.__dict__["_attest_forward"] = type(model).forward
-        model.forward = _attested_forward.__get__(model)  # type: ignore[method-assign]
+        model.forward = _attested_forward.__get__(model)
         for part in self.parts:
             if part.role == "embedded":
                 assert part.embedding is not None

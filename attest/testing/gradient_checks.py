@@ -134,8 +134,9 @@ def check_gradients(
     call = None
     if not isinstance(inputs, torch.Tensor) or roles or output is not None:
         plain = inputs if not isinstance(inputs, torch.Tensor) else (inputs,)
-        loaded = named_call(frozen, plain, roles=roles, output=output, target=target,
-                            loss=loss, name=name)  # fmt: skip
+        loaded = named_call(
+            frozen, plain, roles=roles, output=output, target=target, loss=loss, name=name
+        )
         call, inputs, labels = loaded.call, loaded.inputs, loaded.labels
         loss = loaded.loss_fn
         build = lambda: loaded.call.install(copy.deepcopy(frozen))  # noqa: E731
@@ -159,8 +160,8 @@ def check_gradients(
     asked = tuple(checks)
     failures, warnings = _item_lines(evidence, asked)
     if policy is not None:
-        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-        failures = _policy_lines(evidence, loaded, asked)
+        rules = policy if isinstance(policy, Policy) else load_policy(policy)
+        failures = _policy_lines(evidence, rules, asked)
     return GradientCheckResult(
         checks=asked, evidence=evidence, failures=failures, warnings=warnings
     )

@@ -294,8 +294,11 @@ def _parameter_items(
                 CheckItem(
                     subject=subject,
                     status="pass",
-                    metrics={"has_grad": grad is not None, "frozen": False,
-                             "reason_kind": "unselected_output"},  # fmt: skip
+                    metrics={
+                        "has_grad": grad is not None,
+                        "frozen": False,
+                        "reason_kind": "unselected_output",
+                    },
                     message=f"no gradient from F by the spec's design: it feeds only "
                     f"{outside[name]}; not a dead branch",
                 )

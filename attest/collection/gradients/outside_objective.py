@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from attest.collection.capture.run import flat_tensors, model_output_tensor
+from attest.collection.capture.run import model_output_tensor
+from attest.collection.capture.tensors import flat_tensors
 from attest.spec import LoadedSpec
 
 __all__ = ["embedding_gradients", "unselected_output_parameters"]
@@ -80,7 +81,9 @@ def unselected_output_parameters(
         ]
         if not others:
             return {}
-        total = sum((t.to(torch.float64).sum() for t in others), torch.zeros((), dtype=torch.float64))
+        total = sum(
+            (t.to(torch.float64).sum() for t in others), torch.zeros((), dtype=torch.float64)
+        )
         grads = torch.autograd.grad(total, [params[n] for n in wanted], allow_unused=True)
     what = f"{len(others)} model output(s) that F does not read (output:/heads: select others)"
     return {n: what for n, g in zip(wanted, grads, strict=True) if g is not None and bool(g.any())}
