@@ -28,6 +28,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from attest.collection.context import CollectContext
+from attest.collection.export.deployed_call import eager_call, input_names
 from attest.collection.export.onnx_export import ExportResult, export_onnx
 from attest.deployment.environment import (
     COMPARED_KEYS,
@@ -193,18 +194,6 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     spec = ctx.spec
     if spec.export != "onnx":
         return _not_computed("spec does not request export", started, status="not_applicable")
-    if spec.call is not None and spec.call.flat:
-        # The checks call the model with the inputs packed into one tensor (attest.spec.
-        # model_call); exporting that call would bake the fixed inputs into the graph as
-        # constants and take a packed tensor no server sends. Export with the model's own
-        # named arguments is not built yet: say so rather than export the packing.
-        return _not_computed(
-            "export of a model with several or non-floating named inputs (or heads) is not "
-            "implemented yet: the deployed graph must take the model's own arguments, not "
-            "the checks' packed tensor; export: onnx works for a single attributed input",
-            started,
-            status="not_applicable",
-        )
     precision = spec.precision
     if precision not in DEFAULT_RTOL:
         return _not_computed(
@@ -224,7 +213,9 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     }
     out_dir = _output_dir(ctx)
     onnx_path = out_dir / ONNX_FILE_NAME
-    result = export_onnx(ctx, None, onnx_path)
+    deployed, args = eager_call(ctx)
+    names = input_names(ctx) if ctx.spec.call is not None and ctx.spec.call.flat else None
+    result = export_onnx(deployed, args, onnx_path, operators=ctx.operators, input_names=names)
     parameters["exporter"] = result.exporter
     if not result.ok:
         return [_failure_result(result, parameters, started)]
@@ -282,10 +273,10 @@ def _run_models(
     onnxruntime, on the probe inputs. A float64 run that raises is recorded in ``parameters``
     (the outputs are then judged against eager alone); any other failure raises
     :class:`_RuntimeProblem`."""
-    inputs_deployed = ctx.inputs()
+    model, args = eager_call(ctx)
     try:
         with torch.no_grad():
-            eager = _flat_tensors(ctx.fresh_model()(inputs_deployed))
+            eager = _flat_tensors(model(*args))
     except Exception as exc:  # the model's own code: report, never crash the collection
         raise _RuntimeProblem(
             f"eager PyTorch raised on the probe inputs: {type(exc).__name__}: {exc}"
@@ -294,13 +285,14 @@ def _run_models(
     float64_problem: str | None = None
     try:
         with torch.no_grad():
-            exact = list(_flat_tensors(ctx.fresh_model(torch.float64)(ctx.inputs(torch.float64))))
+            model64, args64 = eager_call(ctx, torch.float64)
+            exact = list(_flat_tensors(model64(*args64)))
     except Exception as exc:  # e.g. a custom kernel without a float64 implementation
         float64_problem = f"the float64 reference run raised {type(exc).__name__}: {exc}"
         exact = [None] * len(eager)
     if float64_problem is not None:
         parameters["float64_reference"] = float64_problem
-    feed = [inputs_deployed.detach().cpu().numpy()]
+    feed = [a.detach().cpu().numpy() for a in args]
     if len(result.input_names) != len(feed):
         raise _RuntimeProblem(
             f"the ONNX graph takes {len(result.input_names)} inputs, the probe has {len(feed)}"

@@ -411,3 +411,34 @@ def test_check_gradients_takes_a_tuple_and_keeps_integer_inputs(tmp_path: Path) 
     mask = torch.arange(6)[None] >= torch.tensor([6, 4, 5, 3])[:, None]
     result = check_gradients(model, (x, mask), checks=("gradient_flow", "numerics"))
     assert result.passed, result.summary()
+
+
+def test_export_takes_the_named_inputs_not_the_packed_tensor(tmp_path: Path) -> None:
+    import onnx
+
+    from attest.collection.context import CollectContext
+    from attest.collection.export import check
+
+    spec_text = """
+    inputs:
+      probe: probe.safetensors
+      image: {role: attributed, arg: 0}
+      tabular: {key: tab, role: attributed, arg: 1}
+      mask: {key: cls, role: fixed, kwarg: unused}
+    heads:
+      diagnosis: {output: 0, target: label, labels: cls}
+      risk: {output: 1}
+    export: onnx
+    """
+    source = FUSION.replace(
+        "def forward(self, image, tabular):", "def forward(self, image, tabular, unused=None):"
+    )
+    ctx = CollectContext(spec=load_spec(_folder(tmp_path, source, FUSION_TRAIN, spec_text)))
+    ctx.output_dir = tmp_path / "out"
+    result = check.run(ctx)[0]
+    assert result.status == "computed" and result.summary["outputs"] == 2, result
+    assert all(i.status == "pass" for i in result.items), result.items
+    graph = onnx.load(str(tmp_path / "out" / "model.onnx")).graph
+    names = [i.name for i in graph.input]
+    assert names[:2] == ["image", "tabular"], names
+    assert ctx.export is not None
