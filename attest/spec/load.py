@@ -80,7 +80,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
             loaded.loss_fn,
         )
         build_model = _installed(build_model, call)
-        build_model()  # the call fits the model: one forward at load
+        _first_call(build_model(), x, spec_path)
         if target == "label" or (labels is not None and not call.computes_f):
             _check_labels(spec, spec_path, probe_path, labels, loss_fn)
     else:
@@ -156,6 +156,23 @@ def _model_builder(
         return model.cpu().eval()
 
     return build_model
+
+
+def _first_call(model: nn.Module, x: torch.Tensor, spec_path: Path) -> None:
+    """One forward of the first probe example through the spec's call, at load: arguments
+    placed wrongly or an output path that names nothing fail here, with the reason."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(x[:1])
+    except Exception as exc:
+        raise ConfigError(
+            f"spec {spec_path}: calling the model with the named inputs raised "
+            f"{type(exc).__name__}: {first_line(exc)}",
+            hint="check each input's arg:/kwarg: against the model's forward, and output:/"
+            "heads: against what it returns (docs/spec.md)",
+        ) from None
 
 
 def _is_target_fn(target: Any) -> bool:

@@ -168,7 +168,7 @@ def _heads(spec: SpecFile, spec_dir: Path, where: Path, raw: dict[str, Any]) -> 
         label = "target" if "target" in raw else None
         if loss is not None and label is None:
             raise ConfigError(f"spec {where}: loss: needs the probe's 'target' tensor")
-        return [Head("output", path, "argmax", resolve(spec.target, "target"), loss, label)]
+        return [Head("output", path, spec.target, resolve(spec.target, "target"), loss, label)]
     return []
 
 

@@ -235,6 +235,39 @@ class ModelCall:
         """The probe's tensors at ``rows``: the ``batch`` a target function receives."""
         return {key: tensor[rows] for key, tensor in self.probe.items()}
 
+    def describe(self) -> dict[str, Any]:
+        """What the evidence records of the call (``model.call``): each named input (its probe
+        key, role, place, stored dtype and shape per example), the output path and heads,
+        and how x is packed."""
+        return {
+            "inputs": [
+                {
+                    "name": p.name,
+                    "key": p.key,
+                    "role": p.role,
+                    "arg": p.arg,
+                    "kwarg": p.kwarg,
+                    "embedding": p.embedding,
+                    "baseline": None if p.role == "fixed" else p.baseline,
+                    "dtype": str(self.probe[p.key].dtype).removeprefix("torch."),
+                    "shape": list(self.probe[p.key].shape[1:]),
+                }
+                for p in self.parts
+            ],
+            "output": None if self.output is None else ".".join(self.output),
+            "heads": [
+                {
+                    "name": h.name,
+                    "output": None if h.path is None else ".".join(h.path),
+                    "target": h.target,
+                    "loss": h.loss_fn is not None,
+                    "labels": h.labels,
+                }
+                for h in self.heads
+            ],
+            "packed": {"flat": self.flat, "row_column": self.rows},
+        }
+
     # -- calling ----------------------------------------------------------------------------
 
     def install(self, model: nn.Module) -> nn.Module:

@@ -38,6 +38,7 @@ from attest.collection.ig.attribution import (
     encode_attributions,
 )
 from attest.collection.ig.baselines import call_baseline
+from attest.collection.ig.named import named_attributions
 from attest.collection.ig.path_checks import (
     finite_or_none,
     first_nonfinite,
@@ -132,11 +133,17 @@ def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
     results.append(
         _from_pieces("ig_determinism", [repeats], lambda: _with(repeats["result"], base_params))
     )
+    shown = main.attributions.cpu().numpy()
+    shown_inputs = inputs.detach().cpu().to(torch.float64).numpy()
+    named: dict[str, Any] = {}
+    if spec.call is not None and spec.call.flat:  # split back into the named inputs
+        shown, shown_inputs, named = named_attributions(spec.call, main.attributions, inputs)
     ctx.ig.attributions = encode_attributions(
-        main.attributions.cpu().numpy(),
-        inputs.detach().cpu().to(torch.float64).numpy(),
+        shown,
+        shown_inputs,
         max_bytes=settings.ig_attribution_max_bytes,
         extra={
+            **named,
             "method": main.method,
             "baseline": spec.baseline,
             "target_classes": None if main.target_classes is None else main.target_classes.tolist(),

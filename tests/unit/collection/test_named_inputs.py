@@ -55,9 +55,12 @@ def _folder(tmp_path: Path, source: str, train: str, spec: str) -> Path:
     return path
 
 
-def _failing(path: Path) -> list[tuple[str, str, str]]:
-    """(rule, subject, message) of each failing clinical-strict finding but the settings'."""
+def _failing(path: Path, keep: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
+    """(rule, subject, message) of each failing clinical-strict finding but the settings';
+    the evidence goes into ``keep["evidence"]`` when given."""
     evidence = collect(path)
+    if keep is not None:
+        keep["evidence"] = evidence
     findings = evaluate(evidence, POLICY)
     return [
         (f.rule, f.subject.name or f.subject.module or f.subject.kind, f.message)
@@ -224,7 +227,17 @@ def test_bert_token_ids_and_attention_mask_certify(tmp_path: Path) -> None:
     # the ids are never cast: the probe keeps them int64, x holds their embeddings
     assert spec.call.probe["input_ids"].dtype == torch.int64
     assert spec.inputs.shape == (8, 10 * 32 + 1)
-    failing = _failing(path)
+    kept: dict[str, Any] = {}
+    failing = _failing(path, kept)
+    evidence = kept["evidence"]
+    # with the mask held fixed the path is smooth: completeness to IG's tolerance
+    assert evidence.checks["ig_completeness"].summary["max_completeness_rel_error"] < 1e-3
+    # attributions per token: the embeddings' attributions summed over the hidden size
+    named = evidence.attributions["named_inputs"]
+    assert [(n["name"], n["role"]) for n in named] == [("input_ids", "embedded")]
+    per_token = torch.tensor(named[0]["per_token"], dtype=torch.float64)
+    assert per_token.shape == (8, 10)
+    torch.testing.assert_close(per_token.sum(dim=1).tolist(), named[0]["total"])
     # BERT's word embeddings have padding_idx 0: PyTorch gives the pad row no gradient by
     # design, which gradcheck's central differences on the embedding operator do not know
     # (issue 34's gradcheck item, fixed in attest/collection/gradients/)
@@ -442,3 +455,56 @@ def test_export_takes_the_named_inputs_not_the_packed_tensor(tmp_path: Path) -> 
     names = [i.name for i in graph.input]
     assert names[:2] == ["image", "tabular"], names
     assert ctx.export is not None
+
+
+DICT_OUTPUT = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 6)
+        self.risk = nn.Linear(6, 2)
+        self.grade = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.body(x))
+        return {"heads": {"risk": self.risk(h), "grade": self.grade(h)}}
+
+def build():
+    return Net()
+
+def score(out, batch):
+    # F: the risk logit difference, weighted per example by the probe's "weight"
+    return (out[:, 1] - out[:, 0]) * batch["weight"]
+"""
+
+DICT_TRAIN = """
+g = torch.Generator().manual_seed(1)
+probe.update(x=torch.randn(6, 4, generator=g), weight=torch.tensor([1.0, 2, 3, 4, 5, 6]))
+"""
+
+
+def test_dotted_output_path_and_a_target_function(tmp_path: Path) -> None:
+    spec_text = "inputs: {probe: probe.safetensors}\noutput: heads.risk\ntarget: model:score\n"
+    spec = load_spec(_folder(tmp_path, DICT_OUTPUT, DICT_TRAIN, spec_text))
+    assert spec.call is not None and spec.call.computes_f and spec.target == 0
+    model = spec.build_model()
+    x = spec.call.probe["x"]
+    risk = model.__dict__["_attest_forward"](model, x)["heads"]["risk"]
+    by_hand = (risk[:, 1] - risk[:, 0]) * torch.tensor([1.0, 2, 3, 4, 5, 6])
+    # a sub-batch in another order: each example keeps its own weight (its probe row)
+    order = torch.tensor([4, 1, 5])
+    out = model(spec.inputs[order])
+    torch.testing.assert_close(out[:, 0], by_hand[order])
+    torch.testing.assert_close(out[:, 1:], risk[order])
+    described = spec.call.describe()
+    assert described["heads"][0]["output"] == "heads.risk"
+    assert described["heads"][0]["target"] == "model:score"
+
+
+def test_a_wrong_output_path_names_what_is_there(tmp_path: Path) -> None:
+    spec_text = "inputs: {probe: probe.safetensors}\noutput: heads.size\n"
+    with pytest.raises(ConfigError, match=r"no 'heads.size' in keys \['risk', 'grade'\]"):
+        load_spec(_folder(tmp_path, DICT_OUTPUT, DICT_TRAIN, spec_text))
