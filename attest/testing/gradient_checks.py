@@ -132,7 +132,10 @@ def check_gradients(
     build: Callable[[], nn.Module] = lambda: copy.deepcopy(frozen)  # noqa: E731
     labels = target.detach() if target is not None else None
     call = None
-    if not isinstance(inputs, torch.Tensor) or roles or output is not None:
+    # integer ids go through the named call too: refused there unless a role says how to
+    # differentiate them (never cast to float)
+    named = not isinstance(inputs, torch.Tensor) or not inputs.is_floating_point()
+    if named or roles or output is not None:
         plain = inputs if not isinstance(inputs, torch.Tensor) else (inputs,)
         loaded = named_call(
             frozen, plain, roles=roles, output=output, target=target, loss=loss, name=name

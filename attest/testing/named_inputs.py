@@ -67,7 +67,8 @@ def named_call(
     except ValidationError as exc:
         raise InputError(
             f"named inputs of {name}: {validation_problems(exc)}",
-            hint="roles take the keys of attest.yaml's inputs: (docs/spec.md)",
+            hint="integer token ids need roles={NAME: {'role': 'embedded', 'embedding': "
+            "MODULE}}; roles take the keys of attest.yaml's inputs: (docs/spec.md)",
         ) from None
     where = Path(name)
     return load_call(spec, where, where, raw, model, loss)

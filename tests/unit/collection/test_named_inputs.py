@@ -508,3 +508,33 @@ def test_a_wrong_output_path_names_what_is_there(tmp_path: Path) -> None:
     spec_text = "inputs: {probe: probe.safetensors}\noutput: heads.size\n"
     with pytest.raises(ConfigError, match=r"no 'heads.size' in keys \['risk', 'grade'\]"):
         load_spec(_folder(tmp_path, DICT_OUTPUT, DICT_TRAIN, spec_text))
+
+
+def test_check_gradients_refuses_integer_ids_without_a_role_and_embeds_them_with_one() -> None:
+    from attest.testing.gradient_checks import check_gradients
+    from torch import nn
+
+    class Bag(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(12, 4)
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.head(torch.tanh(self.emb(ids)).mean(1))
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 12, (3, 5))
+    with pytest.raises(InputError, match="at least one input must be role: attributed") as info:
+        check_gradients(Bag(), ids, checks=("gradient_flow",))
+    assert "'role': 'embedded'" in (info.value.hint or "")
+    result = check_gradients(
+        Bag(),
+        ids,
+        roles={"arg0": {"role": "embedded", "embedding": "emb"}},
+        checks=("gradient_flow",),
+    )
+    assert result.passed, result.summary()
+    flow = result.evidence.checks["gradient_flow"]
+    emb = next(i for i in flow.items if i.subject.name == "emb.weight")
+    assert emb.status == "pass" and emb.metrics["has_grad"]
