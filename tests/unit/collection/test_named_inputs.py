@@ -511,8 +511,9 @@ def test_a_wrong_output_path_names_what_is_there(tmp_path: Path) -> None:
 
 
 def test_check_gradients_refuses_integer_ids_without_a_role_and_embeds_them_with_one() -> None:
-    from attest.testing.gradient_checks import check_gradients
     from torch import nn
+
+    from attest.testing.gradient_checks import check_gradients
 
     class Bag(nn.Module):
         def __init__(self) -> None:
