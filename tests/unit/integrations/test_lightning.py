@@ -14,13 +14,14 @@ import pytest
 
 # This machine's shared environment has a torchvision built for another torch (its C ops do
 # not load, and torchmetrics imports it when its metadata is present): the script tells
-# lightning's import helpers torchvision is absent, only when it is broken like that.
+# lightning's import helpers torchvision is absent, only when it is broken like that (or not
+# installed at all: the except also takes the ImportError).
 SCRIPT = textwrap.dedent(
     """
     import json, sys
     try:
         import torchvision  # noqa: F401
-    except RuntimeError:
+    except (ImportError, RuntimeError):
         import importlib.metadata, lightning_utilities.core.imports as li
         for name in [m for m in sys.modules if m.startswith("torchvision")]:
             del sys.modules[name]
