@@ -69,6 +69,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
     model = build_model()  # fail now, at load, if the factory raises or the weights do not fit
     target: Any = spec.target
     call = None
+    signatures, signature_labels = None, None
     if needs_call(spec):
         raw = read_probe_tensors(probe_path, spec_path)
         loaded = load_call(spec, spec_path, probe_path, raw, model, loss_fn)
@@ -79,6 +80,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
             loaded.target,
             loaded.loss_fn,
         )
+        signatures, signature_labels = loaded.signatures, loaded.signature_labels
+
         build_model = _installed(build_model, call)
         _first_call(build_model(), x, spec_path)
         if target == "label" or (labels is not None and not call.computes_f):
@@ -97,6 +100,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
         labels=labels,
         target=target,
         call=call,
+        signatures=signatures,
+        signature_labels=signature_labels or [],
         loss_fn=loss_fn,
         loss=spec.loss,
         baseline=spec.baseline,

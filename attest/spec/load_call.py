@@ -39,6 +39,34 @@ class LoadedCall:
     labels: torch.Tensor | None
     target: int | str
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None
+    signatures: list[int] | None = None
+    signature_labels: list[str] | None = None
+
+
+def shape_signatures(
+    spec: SpecFile, call: ModelCall, n: int
+) -> tuple[list[int] | None, list[str] | None]:
+    """``dynamic:``: each example's signature (the index of its distinct values of the dynamic
+    inputs, in order of first appearance) and each signature's label."""
+    if not spec.dynamic:
+        return None, None
+    keys = {p.name: p.key for p in call.parts}
+    seen: dict[tuple[Any, ...], int] = {}
+    labels: list[str] = []
+    signatures = []
+    for i in range(n):
+        values = tuple(
+            tuple(call.probe[keys[name]][i].reshape(-1).tolist()) for name in spec.dynamic
+        )
+        if values not in seen:
+            seen[values] = len(seen)
+            shown = [
+                f"{name}={v[0] if len(v) == 1 else list(v[:8])}{'...' if len(v) > 8 else ''}"
+                for name, v in zip(spec.dynamic, values, strict=True)
+            ]
+            labels.append(", ".join(shown))
+        signatures.append(seen[values])
+    return signatures, labels
 
 
 def needs_call(spec: SpecFile) -> bool:
@@ -221,9 +249,10 @@ def load_call(
     flat = rows or len(differentiated) > 1
     call = ModelCall(parts, probe, path, heads, rows=rows, flat=flat)
     x = call.pack(values)
+    signatures, signature_labels = shape_signatures(spec, call, n)
     if heads:
         loss = call.loss if any(h.loss_fn is not None for h in heads) else None
-        return LoadedCall(call, x, torch.arange(n), 0, loss)
+        return LoadedCall(call, x, torch.arange(n), 0, loss, signatures, signature_labels)
     target = raw.get("target")
     labels = None if target is None else check_target(probe_path, target, n)
-    return LoadedCall(call, x, labels, spec.target, loss_fn)
+    return LoadedCall(call, x, labels, spec.target, loss_fn, signatures, signature_labels)

@@ -187,6 +187,9 @@ class SpecFile(_Strict):
     loss: str | None = None
     output: OutputPath | None = None  # which output is F's: a key, an index or a dotted path
     heads: dict[str, HeadSection] | None = None  # several outputs, each its target and loss
+    # named inputs whose values set the shapes the model works with (sequence lengths, what
+    # packs a sequence): topology compares examples of the same values (docs/spec.md)
+    dynamic: list[str] | None = None
     baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"
     precision: Literal["float32", "bfloat16", "float16"] = "float32"
     device: str = "cpu"
@@ -217,6 +220,16 @@ class SpecFile(_Strict):
         if value is not None:
             output_path_parts(value)
         return value
+
+    @model_validator(mode="after")
+    def _dynamic_inputs(self) -> SpecFile:
+        for name in self.dynamic or []:
+            if name not in self.inputs.named:
+                raise ValueError(
+                    f"dynamic: {name!r} is not a named input; name the inputs under inputs: "
+                    "(e.g. lengths: {role: fixed, arg: 1}) and list them here"
+                )
+        return self
 
     @model_validator(mode="after")
     def _heads_alone(self) -> SpecFile:
@@ -271,6 +284,10 @@ class LoadedSpec:
     target: TargetSpec = "argmax"
     # how the model is called and what F is read from (None: the single-input form, model(x))
     call: ModelCall | None = None
+    # ``dynamic:``: each probe example's shape signature (examples with equal values of the
+    # dynamic inputs share one) and a label per signature ("lengths=7"); None: not declared
+    signatures: list[int] | None = None
+    signature_labels: list[str] = field(default_factory=list)
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     loss: str | None = None
     baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"

@@ -140,9 +140,12 @@ def check_gradients(
         loaded = named_call(
             frozen, plain, roles=roles, output=output, target=target, loss=loss, name=name
         )
-        call, inputs, labels = loaded.call, loaded.inputs, loaded.labels
+        call, x, labels = loaded.call, loaded.inputs, loaded.labels
         loss = loaded.loss_fn
         build = lambda: loaded.call.install(copy.deepcopy(frozen))  # noqa: E731
+    else:
+        assert isinstance(inputs, torch.Tensor)
+        x = inputs
     spec = LoadedSpec(
         path=Path(name),
         name=name,
@@ -150,7 +153,7 @@ def check_gradients(
         factory=f"{type(model).__module__}:{type(model).__qualname__}",
         factory_args={},
         build_model=build,
-        inputs=inputs.detach(),
+        inputs=x.detach(),
         labels=labels,
         call=call,
         target="label" if target is not None else "argmax",

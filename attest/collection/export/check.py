@@ -217,6 +217,18 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     names = input_names(ctx) if ctx.spec.call is not None and ctx.spec.call.flat else None
     result = export_onnx(deployed, args, onnx_path, operators=ctx.operators, input_names=names)
     parameters["exporter"] = result.exporter
+    if not result.ok and spec.signatures is not None and result.failure is not None:
+        # ``dynamic:`` (packed sequences, per-length paths): a graph the exporter cannot
+        # trace for every length is not offered; the certificate says why, binds no ONNX
+        # file, and no server-side probe is written (docs/spec.md, "Variable shapes").
+        return _not_computed(
+            "the model with dynamic inputs could not be exported for every shape signature "
+            f"({result.failure.sentence()}); the certificate binds no ONNX model and offers "
+            "no server-side probe",
+            started,
+            status="not_applicable",
+            **parameters,
+        )
     if not result.ok:
         return [_failure_result(result, parameters, started)]
     parameters["opset"] = result.opset

@@ -36,6 +36,7 @@ IG_READINGS = {"ig_baseline.neutral", "ig_randomization.cascade"}
 def _folder(tmp_path: Path, source: str, train: str, spec: str) -> Path:
     """model.py, weights trained by ``train`` (run with ``model`` built, seeded), the probe
     it writes, and attest.yaml; returns the spec's path."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "model.py").write_text(textwrap.dedent(source), encoding="utf-8")
     namespace: dict[str, Any] = {}
     exec(compile(textwrap.dedent(source), str(tmp_path / "model.py"), "exec"), namespace)
@@ -539,3 +540,71 @@ def test_check_gradients_refuses_integer_ids_without_a_role_and_embeds_them_with
     flow = result.evidence.checks["gradient_flow"]
     emb = next(i for i in flow.items if i.subject.name == "emb.weight")
     assert emb.status == "pass" and emb.metrics["has_grad"]
+
+
+GRU = """
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+class Risk(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(3, 8, batch_first=True)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x, lengths):
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        _, h = self.gru(packed)
+        return self.head(h[-1])
+
+def build():
+    return Risk()
+"""
+
+GRU_TRAIN = """
+g = torch.Generator().manual_seed(1)
+lengths = torch.tensor([7, 5, 3, 7, 5, 3, 7, 5])
+x = torch.randn(8, 7, 3, generator=g) * (torch.arange(7)[None, :, None] < lengths[:, None, None])
+target = (x[:, 0, 0] > 0).long()
+opt = torch.optim.Adam(model.parameters(), 1e-2)
+for _ in range(30):
+    l = torch.nn.functional.cross_entropy(model(x, lengths), target)
+    opt.zero_grad(); l.backward(); opt.step()
+probe.update(x=x, lengths=lengths, target=target)
+"""
+
+GRU_SPEC = """
+inputs:
+  probe: probe.safetensors
+  x: {role: attributed, arg: 0}
+  lengths: {role: fixed, arg: 1}
+target: label
+export: onnx
+"""
+
+
+def test_packed_sequences_are_judged_per_length_with_dynamic(tmp_path: Path) -> None:
+    from attest.cli.collect import _summary_lines
+
+    plain = _folder(tmp_path / "plain", GRU, GRU_TRAIN, GRU_SPEC)
+    evidence = collect(plain)
+    # without dynamic: examples of other lengths take other paths (true, and reported)
+    assert evidence.checks["topology"].summary["diverging_inputs"] == 5
+    # the per-operator checks were not computed, and the summary never says "computed"
+    line = next(t for t in _summary_lines(evidence, plain) if t.strip().startswith("determinism"))
+    assert "not computed" in line and "topology failed" in line, line
+
+    dynamic = _folder(tmp_path / "dynamic", GRU, GRU_TRAIN, GRU_SPEC + "dynamic: [lengths]\n")
+    spec = load_spec(dynamic)
+    assert spec.signatures == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert spec.signature_labels == ["lengths=7", "lengths=5", "lengths=3"]
+    evidence = collect(dynamic)
+    topology = evidence.checks["topology"]
+    assert topology.summary["diverging_inputs"] == 0 and topology.summary["shape_signatures"] == 3
+    determinism = evidence.checks["determinism"]
+    assert any(i.status == "pass" for i in determinism.items)
+    export = evidence.checks["export"]
+    # pack_padded_sequence does not export: said, with the exporter's reason, no probe offered
+    assert export.status == "not_applicable" and "no server-side probe" in (export.reason or "")
+    assert evidence.export is None
