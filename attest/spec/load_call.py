@@ -171,11 +171,20 @@ def _heads(spec: SpecFile, spec_dir: Path, where: Path, raw: dict[str, Any]) -> 
     def resolve(name: Any, what: str) -> Any:
         return resolve_callable(name, spec_dir, what=what, spec_path=where) if name else None
 
-    def labels_key(key: str | None) -> str | None:
+    def labels_key(key: str | None, target: Any = None) -> str | None:
         if key is not None and key not in raw:
             raise InputError(
                 f"spec {where}: head labels {key!r} are not in the probe (it holds {sorted(raw)})"
             )
+        if key is not None and target == "label":
+            labels = raw[key]
+            if labels.is_floating_point() or labels.dim() != 1 or bool((labels < 0).any()):
+                raise InputError(
+                    f"spec {where}: a head with target: label reads {key!r}, which must hold one "
+                    f"non-negative integer class per example (it is "
+                    f"{str(labels.dtype).removeprefix('torch.')} {tuple(labels.shape)})",
+                    hint="float targets are read by the head's loss; use target: argmax or a class",
+                )
         return key
 
     if spec.heads:
@@ -186,7 +195,7 @@ def _heads(spec: SpecFile, spec_dir: Path, where: Path, raw: dict[str, Any]) -> 
                 h.target,
                 resolve(h.target, "target") if _is_fn(h.target) else None,
                 resolve(h.loss, "loss"),
-                labels_key(h.labels),
+                labels_key(h.labels, h.target),
             )
             for name, h in spec.heads.items()
         ]

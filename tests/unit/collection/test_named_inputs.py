@@ -608,3 +608,30 @@ def test_packed_sequences_are_judged_per_length_with_dynamic(tmp_path: Path) -> 
     # pack_padded_sequence does not export: said, with the exporter's reason, no probe offered
     assert export.status == "not_applicable" and "no server-side probe" in (export.reason or "")
     assert evidence.export is None
+
+
+def test_a_head_reading_float_targets_as_classes_is_refused(tmp_path: Path) -> None:
+    spec_text = """
+    inputs:
+      probe: probe.safetensors
+      image: {role: attributed, arg: 0}
+      tabular: {key: tab, role: attributed, arg: 1}
+    heads:
+      diagnosis: {output: 0, target: label, labels: risk}
+    """
+    with pytest.raises(InputError, match="one non-negative integer class per example"):
+        load_spec(_folder(tmp_path, FUSION, FUSION_TRAIN, spec_text))
+
+
+def test_every_head_has_a_loss_or_none_does(tmp_path: Path) -> None:
+    spec_text = """
+    inputs:
+      probe: probe.safetensors
+      image: {role: attributed, arg: 0}
+      tabular: {key: tab, role: attributed, arg: 1}
+    heads:
+      diagnosis: {output: 0, target: label, loss: model:cls_loss, labels: cls}
+      risk: {output: 1}
+    """
+    with pytest.raises(ConfigError, match="give every head a loss"):
+        load_spec(_folder(tmp_path, FUSION, FUSION_TRAIN, spec_text))
