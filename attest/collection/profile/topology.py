@@ -73,40 +73,12 @@ def _signature(spec: Any, signature: int) -> dict[str, Metric]:
     return {"shape_signature": spec.signature_labels[signature]}
 
 
-def run(ctx: CollectContext) -> list[CheckResult]:
-    """Check runner for ``topology``."""
-    started = time.perf_counter()
-    spec = ctx.spec
-    failure = ctx.profiler.failure
-    if failure is not None:
-        ctx.topology_ok = False
-        ctx.topology_reason = f"not computed: {failure.describe()}"
-        return [CheckResult(check="topology", status="error", reason=failure.describe())]
-    model = ctx.fresh_model()
-    x = ctx.inputs()
-    n = int(x.shape[0])
-    sequences: list[Sequence_ | None] = []
-    items: list[CheckItem] = []
-    classes: int | None = None  # the model's class dimension (output dim 1), once seen
-    for i in range(n):
-        labels = spec.labels[i : i + 1] if spec.labels is not None else None
-        outcome = run_model(
-            model, x[i : i + 1], spec, (), labels=labels, backward=False, seed=ctx.settings.seed
-        )
-        if outcome.failure is not None:
-            sequences.append(None)
-            items.append(
-                CheckItem(
-                    subject=Subject(kind="input", input_index=i, module=outcome.failure.module),
-                    status="error",
-                    metrics={"operators": len(outcome.ops)},
-                    message=outcome.failure.describe(),
-                )
-            )
-            continue
-        sequences.append(outcome.ops)
-        if classes is None and outcome.output is not None and outcome.output.dim() >= 2:
-            classes = int(outcome.output.shape[1])
+def _compare(
+    spec: Any, sequences: list[Sequence_ | None], items: list[CheckItem]
+) -> tuple[list[int], Sequence_ | None, int]:
+    """Each example's sequence against its reference; appends the items and returns the
+    diverging examples, the first sequence and the number of shape signatures."""
+    n = len(sequences)
     # ``dynamic:``: each example is compared with the first of its shape signature (the same
     # lengths), since examples of different lengths take different paths by design
     signatures = spec.signatures or [0] * n
@@ -159,6 +131,44 @@ def run(ctx: CollectContext) -> list[CheckResult]:
                 details={"reference_input": ref_index, "reference": ref_at, "this": this_at},
             )
         )
+    return diverging, reference, len(references)
+
+
+def run(ctx: CollectContext) -> list[CheckResult]:
+    """Check runner for ``topology``."""
+    started = time.perf_counter()
+    spec = ctx.spec
+    failure = ctx.profiler.failure
+    if failure is not None:
+        ctx.topology_ok = False
+        ctx.topology_reason = f"not computed: {failure.describe()}"
+        return [CheckResult(check="topology", status="error", reason=failure.describe())]
+    model = ctx.fresh_model()
+    x = ctx.inputs()
+    n = int(x.shape[0])
+    sequences: list[Sequence_ | None] = []
+    items: list[CheckItem] = []
+    classes: int | None = None  # the model's class dimension (output dim 1), once seen
+    for i in range(n):
+        labels = spec.labels[i : i + 1] if spec.labels is not None else None
+        outcome = run_model(
+            model, x[i : i + 1], spec, (), labels=labels, backward=False, seed=ctx.settings.seed
+        )
+        if outcome.failure is not None:
+            sequences.append(None)
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="input", input_index=i, module=outcome.failure.module),
+                    status="error",
+                    metrics={"operators": len(outcome.ops)},
+                    message=outcome.failure.describe(),
+                )
+            )
+            continue
+        sequences.append(outcome.ops)
+        if classes is None and outcome.output is not None and outcome.output.dim() >= 2:
+            classes = int(outcome.output.shape[1])
+    diverging, reference, signature_count = _compare(spec, sequences, items)
     items.sort(key=lambda item: item.subject.input_index or 0)
     errors = [item for item in items if item.status == "error"]
     batch = [(r.op, r.module) for r in ctx.operators or []]
@@ -170,7 +180,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "operators_per_input": len(reference) if reference is not None else None,
         "batch_matches_inputs": batch_k is None if reference is not None else None,
         **_class_coverage(spec, classes),
-        **({"shape_signatures": len(references)} if spec.signatures else {}),
+        **({"shape_signatures": signature_count} if spec.signatures else {}),
     }
     if diverging or errors or reference is None:
         ctx.topology_ok = False
