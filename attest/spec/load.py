@@ -83,7 +83,9 @@ def load_spec(path: str | Path) -> LoadedSpec:
         signatures, signature_labels = loaded.signatures, loaded.signature_labels
 
         build_model = _installed(build_model, call)
-        _first_call(build_model(), x, spec_path)
+        first = build_model()
+        _first_call(first, x, spec_path)
+        call.fix_classes(first, x)
         if target == "label" or (labels is not None and not call.computes_f):
             _check_labels(spec, spec_path, probe_path, labels, loss_fn)
     else:

@@ -146,6 +146,9 @@ class Head:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     labels: str | None = None  # the probe key of its targets
     shape: tuple[int, ...] | None = None  # per example, learned at the first call
+    # ``target: argmax``: each probe example's predicted class at its input, fixed at load so
+    # that F reads the same class all along an IG path (as IG's classes for one output)
+    classes: torch.Tensor | None = None
 
 
 def _replace_embedding(module: nn.Module, _args: Any, output: Any) -> Any:
@@ -364,7 +367,26 @@ class ModelCall:
                     f"({out.shape[0]}), got {getattr(f, 'shape', type(f).__name__)}"
                 )
             return f.reshape(-1)
+        if head.target == "argmax" and head.classes is not None:
+            return class_scalar(out, "label", head.classes[rows])
         return class_scalar(out, head.target, self._head_labels(head, rows, out.device))
+
+    def fix_classes(self, model: nn.Module, x: torch.Tensor) -> None:
+        """Each ``target: argmax`` head's class per probe example, read at the probe inputs."""
+        pending = [h for h in self.heads if h.target == "argmax" and h.target_fn is None]
+        if not pending:
+            return
+        with torch.no_grad():
+            raw = self.raw_output(model, x)
+            rows = self.last_rows
+            assert rows is not None
+            for head in pending:
+                out = select_output(raw, head.path)
+                classes = torch.zeros(self.n, dtype=torch.long)
+                if out.dim() >= 2:
+                    flat = out.detach().reshape(out.shape[0], out.shape[1], -1).sum(dim=2)
+                    classes[rows] = flat.argmax(dim=1).cpu()
+                head.classes = classes
 
     def split(self, output: torch.Tensor) -> list[torch.Tensor]:
         """Each head's output (k, *shape) from ``[F | heads flattened]``."""

@@ -635,3 +635,31 @@ def test_every_head_has_a_loss_or_none_does(tmp_path: Path) -> None:
     """
     with pytest.raises(ConfigError, match="give every head a loss"):
         load_spec(_folder(tmp_path, FUSION, FUSION_TRAIN, spec_text))
+
+
+def test_an_argmax_head_reads_the_class_predicted_at_the_input_all_along_the_path(
+    tmp_path: Path,
+) -> None:
+    spec_text = """
+    inputs:
+      probe: probe.safetensors
+      image: {role: attributed, arg: 0}
+      tabular: {key: tab, role: attributed, arg: 1}
+    heads:
+      diagnosis: {output: 0}
+    """
+    spec = load_spec(_folder(tmp_path, FUSION, FUSION_TRAIN, spec_text))
+    assert spec.call is not None
+    model = spec.build_model()
+    raw = model.__dict__["_attest_forward"](model, spec.call.probe["image"], spec.call.probe["tab"])
+    predicted = raw[0].argmax(dim=1)
+    head = spec.call.heads[0]
+    assert head.classes is not None and torch.equal(head.classes, predicted)
+    baseline = spec.inputs.clone()
+    baseline[:, :-1] = 0  # the zero baseline, each example's row kept
+    at_baseline = model.__dict__["_attest_forward"](
+        model, torch.zeros_like(spec.call.probe["image"]), torch.zeros_like(spec.call.probe["tab"])
+    )[0]
+    torch.testing.assert_close(
+        model(baseline)[:, 0], at_baseline.gather(1, predicted.view(-1, 1))[:, 0]
+    )
