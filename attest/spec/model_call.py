@@ -191,7 +191,7 @@ class ModelCall:
 
     @property
     def n(self) -> int:
-        return int(next(iter(self.probe.values())).shape[0])
+        return int(self.probe[self.parts[0].key].shape[0])
 
     def pack(
         self, values: dict[str, torch.Tensor], rows: torch.Tensor | None = None
@@ -235,8 +235,14 @@ class ModelCall:
         return self.unpack(x)[0]
 
     def batch(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The probe's tensors at ``rows``: the ``batch`` a target function receives."""
-        return {key: tensor[rows] for key, tensor in self.probe.items()}
+        """The probe's per-example tensors (first dim N) at ``rows``: the ``batch`` a target
+        function receives."""
+        n = self.n
+        return {
+            key: tensor[rows]
+            for key, tensor in self.probe.items()
+            if tensor.dim() and tensor.shape[0] == n
+        }
 
     def describe(self) -> dict[str, Any]:
         """What the evidence records of the call (``model.call``): each named input (its probe

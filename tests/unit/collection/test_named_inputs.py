@@ -663,3 +663,30 @@ def test_an_argmax_head_reads_the_class_predicted_at_the_input_all_along_the_pat
     torch.testing.assert_close(
         model(baseline)[:, 0], at_baseline.gather(1, predicted.view(-1, 1))[:, 0]
     )
+
+
+@pytest.mark.slow
+def test_training_checks_run_through_the_named_call(tmp_path: Path) -> None:
+    source = FUSION + (
+        "\ndef make_optimizer(params):\n    return torch.optim.SGD(params, lr=0.01)\n"
+    )
+    spec_text = """
+    inputs:
+      probe: probe.safetensors
+      image: {role: attributed, arg: 0}
+      tabular: {key: tab, role: attributed, arg: 1}
+    heads:
+      diagnosis: {output: 0, target: label, loss: model:cls_loss, labels: cls}
+      risk: {output: 1, loss: model:risk_loss, labels: risk}
+    training:
+      optimizer: model:make_optimizer
+      autocast: bfloat16
+      checkpoint: ["img"]
+      batch_sizes: [1, 4]
+    """
+    evidence = collect(_folder(tmp_path, source, FUSION_TRAIN, spec_text))
+    for check in ("mixed_precision", "recompute", "batch_invariance", "resume", "accumulation"):
+        result = evidence.checks[check]
+        assert result.status == "computed", (check, result.reason)
+        bad = [(i.status, i.message) for i in result.items if i.status in ("fail", "error")]
+        assert not bad, (check, bad)
