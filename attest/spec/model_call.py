@@ -377,6 +377,17 @@ class ModelCall:
             return class_scalar(out, "label", head.classes[rows])
         return class_scalar(out, head.target, self._head_labels(head, rows, out.device))
 
+    def head_classes(self, head: Head, rows: torch.Tensor) -> torch.Tensor | None:
+        """The class each example's F reads in ``head`` (None: a target function's F)."""
+        if head.target_fn is not None:
+            return None
+        if isinstance(head.target, int):
+            return torch.full((int(rows.shape[0]),), head.target, dtype=torch.long)
+        if head.target == "label":
+            assert head.labels is not None
+            return self.probe[head.labels][rows].to(torch.long)
+        return None if head.classes is None else head.classes[rows]
+
     def fix_classes(self, model: nn.Module, x: torch.Tensor) -> None:
         """Each ``target: argmax`` head's class per probe example, read at the probe inputs."""
         pending = [h for h in self.heads if h.target == "argmax" and h.target_fn is None]

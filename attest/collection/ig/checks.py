@@ -39,6 +39,11 @@ from attest.collection.ig.attribution import (
 )
 from attest.collection.ig.baselines import call_baseline
 from attest.collection.ig.named import named_attributions
+from attest.collection.ig.neutrality import (
+    head_judgements,
+    judge_neutrality,
+    target_probability_limit,
+)
 from attest.collection.ig.path_checks import (
     finite_or_none,
     first_nonfinite,
@@ -358,15 +363,6 @@ def _convergence(
 # ----------------------------------------------------------------------------- baseline
 
 
-def target_probability_limit(share: float, classes: int) -> float:
-    """The baseline's target probability at which ``ig_baseline`` fails: ``share`` of the way
-    from uniform (``1/C``) to certain (1). With the default share 0.5 it is ``(1 + 1/C) / 2``:
-    0.75 for a binary classifier (0.5 is its decision boundary, where a neutral baseline
-    sits), 0.55 for ten classes."""
-    uniform = 1.0 / max(1, classes)
-    return uniform + float(share) * (1.0 - uniform)
-
-
 def _baseline(
     ctx: CollectContext,
     model: torch.nn.Module,
@@ -396,44 +392,24 @@ def _baseline(
             for kind in BASELINES
         }
         chosen = baseline_neutrality(output(main.baseline.to(inputs.dtype)), out_x, classes)
-    items = []
-    for i in range(inputs.shape[0]):
-        metrics = {
-            k: finite_or_none(v[i]) if isinstance(v, np.ndarray) else v for k, v in chosen.items()
-        }
-        status: ItemStatus
-        if chosen["classifier"]:
-            p_b, entropy = (
-                chosen["baseline_target_probability"][i],
-                chosen["baseline_entropy_ratio"][i],
+    if computed and call is not None and call.heads:  # each head judged as the output it is
+        with torch.no_grad():
+            rows = call.unpack(inputs)[1]
+            assert rows is not None
+            judged = head_judgements(
+                call,
+                settings,
+                model_output_tensor(model(main.baseline.to(inputs.dtype))),
+                model_output_tensor(model(inputs)),
+                rows,
             )
-            limit = target_probability_limit(
-                settings.ig_baseline_max_target_probability, int(out_x.shape[1])
-            )
-            metrics["target_probability_limit"] = limit
-            if p_b >= limit:
-                status = "fail"
-                message = (
-                    f"the model reads the baseline as the target class (p = {p_b:.3f} >= "
-                    f"{limit:.3f}, {settings.ig_baseline_max_target_probability:g} of the way "
-                    f"from uniform 1/{int(out_x.shape[1])} to certain)"
-                )
-            elif entropy < settings.ig_baseline_min_entropy_ratio:
-                status = "warn"
-                message = (
-                    f"softmax at the baseline is far from uniform (entropy ratio {entropy:.3f})"
-                )
-            else:
-                status, message = "pass", f"baseline near uniform (entropy ratio {entropy:.3f})"
-        else:
-            ratio = chosen["baseline_output_ratio"][i]
-            if not np.isfinite(ratio) or ratio > settings.ig_baseline_max_output_ratio:
-                status, message = "fail", f"|F(baseline)| is {ratio:.3g} of |F(x)|"
-            else:
-                status, message = "pass", f"|F(baseline)| is {ratio:.3g} of |F(x)|"
-        items.append(
-            CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
-        )
+    else:
+        count = int(out_x.shape[1]) if out_x.dim() >= 2 else 1
+        judged = [judge_neutrality(settings, chosen, i, count) for i in range(inputs.shape[0])]
+    items = [
+        CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
+        for i, (status, message, metrics) in enumerate(judged)
+    ]
     summary: dict[str, Metric] = {**status_counts(items), "classifier": bool(chosen["classifier"])}
     for kind, reading in readings.items():
         for key in (
