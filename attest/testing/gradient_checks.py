@@ -25,14 +25,13 @@ import torch
 from torch import nn
 
 from attest.collection import CHECK_RUNNERS, RUNNER_CHECKS, collect
-from attest.collection.context import CheckSettings
 from attest.errors import InputError
 from attest.evidence.model import CHECK_IDS, TOPOLOGY_CHECKS, Evidence
 from attest.policy.engine import evaluate
 from attest.policy.model import Policy, load_policy
 from attest.spec.compiled import unwrap_compiled
 from attest.spec.model import LoadedSpec
-from attest.testing.bound_inputs import BATCH_CHECKS, bind_inputs
+from attest.testing.named_inputs import named_call
 
 __all__ = ["DEFAULT_CHECKS", "GradientCheckResult", "check_gradients"]
 
@@ -101,9 +100,11 @@ def _policy_lines(evidence: Evidence, policy: Policy, checks: Sequence[str]) -> 
 
 def check_gradients(
     model: nn.Module,
-    inputs: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor],
+    inputs: torch.Tensor | tuple[torch.Tensor, ...] | Mapping[str, torch.Tensor],
     *,
     target: torch.Tensor | None = None,
+    roles: Mapping[str, Mapping[str, Any]] | None = None,
+    output: str | int | None = None,
     loss: Callable[[Any, Any], torch.Tensor] | None = None,
     checks: Sequence[str] = DEFAULT_CHECKS,
     policy: str | Path | Policy | None = None,
@@ -114,11 +115,12 @@ def check_gradients(
     """Run ``checks`` of ``attest collect`` on ``model`` at ``inputs`` (see the module doc).
 
     ``target`` and ``loss``: the gradients of ``loss(model(inputs), target)``; without them,
-    of the predicted class's score (the spec's ``target: argmax``). ``inputs`` is a tensor, or
-    a tuple (positional) or mapping (keyword arguments) of tensors: floating-point ones are
-    differentiated, the others (token ids, masks) passed unchanged
-    (:mod:`attest.testing.bound_inputs`). A ``torch.compile``'d model is checked as its
-    eager original (:mod:`attest.spec.compiled`).
+    of the predicted class's score (the spec's ``target: argmax``). ``inputs`` may be a tuple
+    (positional arguments) or a mapping (keyword arguments) of tensors: floating ones are
+    attributed, others fixed (never cast); ``roles`` sets any input's role as ``attest.yaml``
+    does (e.g. ``{"input_ids": {"role": "embedded", "kwarg": "input_ids", "embedding":
+    "embeddings.word"}}``) and ``output`` selects the output (docs/spec.md). A
+    ``torch.compile``'d model is checked as its eager original (:mod:`attest.spec.compiled`).
     """
     unknown = [c for c in checks if c not in CHECK_IDS]
     if unknown or not checks:
@@ -129,41 +131,33 @@ def check_gradients(
     if (target is None) != (loss is None):
         raise InputError("give target and loss together (or neither, for the argmax target)")
     frozen, compiled = unwrap_compiled(copy.deepcopy(model).eval())  # never the caller's module
-    settings = CheckSettings()
-    if isinstance(inputs, (tuple, list)) and len(inputs) == 1:
-        inputs = inputs[0]
-    if isinstance(inputs, torch.Tensor):
-        if not inputs.is_floating_point():
-            raise InputError(
-                f"gradient_check got {inputs.dtype} inputs: integer inputs such as token ids "
-                "have no gradient, and casting them to float would change what the model reads",
-                hint="pass the float input the gradients are taken with respect to; ids and "
-                "masks go beside it, as a tuple or dict of inputs",
-            )
-        x = inputs.detach()
+    build: Callable[[], nn.Module] = lambda: copy.deepcopy(frozen)  # noqa: E731
+    labels = target.detach() if target is not None else None
+    call = None
+    # integer ids go through the named call too: refused there unless a role says how to
+    # differentiate them (never cast to float)
+    named = not isinstance(inputs, torch.Tensor) or not inputs.is_floating_point()
+    if named or roles or output is not None:
+        plain = inputs if not isinstance(inputs, torch.Tensor) else (inputs,)
+        loaded = named_call(
+            frozen, plain, roles=roles, output=output, target=target, loss=loss, name=name
+        )
+        call, x, labels = loaded.call, loaded.inputs, loaded.labels
+        loss = loaded.loss_fn
+        build = lambda: loaded.call.install(copy.deepcopy(frozen))  # noqa: E731
     else:
-        bound, x, fixed = bind_inputs(frozen, inputs)
-        frozen = bound.eval()
-        refused = [c for c in checks if c in BATCH_CHECKS]
-        if fixed and refused:
-            raise InputError(
-                f"gradient checks {', '.join(refused)} cannot run with fixed inputs "
-                f"({', '.join(fixed)}) yet: they call the model on other batches than the "
-                "probe's, whose rows the fixed inputs would no longer match",
-                hint="ask for the other checks here, and certify these with attest collect",
-            )
-        if fixed:  # the fixed inputs' rows are the probe's: no sub-batch, no crop
-            settings.second_order_batch = None
-            settings.second_order_crop = False
+        assert isinstance(inputs, torch.Tensor)
+        x = inputs
     spec = LoadedSpec(
         path=Path(name),
         name=name,
         version="test",
         factory=f"{type(model).__module__}:{type(model).__qualname__}",
         factory_args={},
-        build_model=lambda: copy.deepcopy(frozen),
-        inputs=x,
-        labels=target.detach() if target is not None else None,
+        build_model=build,
+        inputs=x.detach(),
+        labels=labels,
+        call=call,
         target="label" if target is not None else "argmax",
         loss_fn=loss,
         loss=getattr(loss, "__name__", None) if loss is not None else None,
@@ -171,12 +165,12 @@ def check_gradients(
         repeats=repeats,
         compiled=compiled if compiled.compiled else None,
     )
-    evidence = collect(spec, runners=_runners(checks), settings=settings)
+    evidence = collect(spec, runners=_runners(checks))
     asked = tuple(checks)
     failures, warnings = _item_lines(evidence, asked)
     if policy is not None:
-        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-        failures = _policy_lines(evidence, loaded, asked)
+        rules = policy if isinstance(policy, Policy) else load_policy(policy)
+        failures = _policy_lines(evidence, rules, asked)
     return GradientCheckResult(
         checks=asked, evidence=evidence, failures=failures, warnings=warnings
     )
