@@ -377,6 +377,10 @@ class ModelCall:
             return class_scalar(out, "label", head.classes[rows])
         return class_scalar(out, head.target, self._head_labels(head, rows, out.device))
 
+    def head_value(self, head: Head, out: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``head``'s F per example (k,) from its output ``out`` at probe ``rows``."""
+        return self._head_f(head, out, rows)
+
     def head_classes(self, head: Head, rows: torch.Tensor) -> torch.Tensor | None:
         """The class each example's F reads in ``head`` (None: a target function's F)."""
         if head.target_fn is not None:

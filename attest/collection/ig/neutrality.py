@@ -2,7 +2,8 @@
 says (a classifier: the target's softmax probability and the entropy at the baseline; any
 other output: ``|F(b)| / |F(x)|``), and the same rule applied head by head when ``heads:``
 gives the model several outputs (docs/spec.md): each head is judged as the output it is (a
-classification head by its softmax, a regression head by its ratio), not their sum.
+classification head by its softmax, a regression head by its ratio, a head with a target
+function by the ratio of that function's F), not their sum.
 """
 
 from __future__ import annotations
@@ -83,6 +84,10 @@ def head_judgements(
     status of the heads, their messages named, and their metrics prefixed by the head."""
     per_head = []
     for head, b, x in zip(call.heads, call.split(out_baseline), call.split(out_input), strict=True):
+        if head.target_fn is not None:
+            # judged on the F its target function reads, not on the whole output it reads it
+            # from (a causal LM's logits at every position, summed, say nothing of F)
+            b, x = call.head_value(head, b, rows)[:, None], call.head_value(head, x, rows)[:, None]
         classes = call.head_classes(head, rows)
         reading = baseline_neutrality(b, x, classes)
         count = int(x.shape[1]) if x.dim() >= 2 else 1

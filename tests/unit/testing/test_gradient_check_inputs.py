@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attest.errors import InputError
-from attest.testing.bound_inputs import bind_inputs
 from attest.testing.gradient_checks import check_gradients
+from attest.testing.named_inputs import named_call
 
 CHECKS = ("topology", "gradcheck", "gradient_flow", "numerics")
 
@@ -65,13 +65,19 @@ def test_a_tuple_of_float_inputs_is_differentiated_in_both() -> None:
     image, tabular = torch.randn(2, 1, 6, 6), torch.randn(2, 5)
     result = check_gradients(model, (image, tabular), checks=CHECKS)
     assert result.passed, result.summary()
-    bound, packed, fixed = bind_inputs(model, (image, tabular))
-    assert fixed == [] and packed.shape == (2, 36 + 5)
-    packed.requires_grad_(True)
+    # both inputs are attributed, packed side by side per example into the one probe tensor
+    loaded = named_call(
+        model, (image, tabular), roles=None, output=None, target=None, loss=None, name="fusion"
+    )
+    assert [p.role for p in loaded.call.parts] == ["attributed", "attributed"]
+    bound = loaded.call.install(Fusion())
+    bound.load_state_dict(model.state_dict())
+    packed = loaded.inputs.clone().requires_grad_(True)
     bound(packed).sum().backward()
     assert packed.grad is not None
-    assert bool(packed.grad[:, :36].abs().sum() > 0) and bool(packed.grad[:, 36:].abs().sum() > 0)
-    assert torch.equal(bound(packed.detach()), model(image, tabular))  # the same call
+    parts, _ = loaded.call.unpack(packed.grad)
+    assert bool(parts["arg0"].abs().sum() > 0) and bool(parts["arg1"].abs().sum() > 0)
+    assert torch.equal(bound(loaded.inputs), model(image, tabular))  # the same call
 
 
 def test_token_ids_and_masks_are_passed_unchanged() -> None:
@@ -96,21 +102,27 @@ def test_a_dict_of_inputs_is_passed_as_keyword_arguments() -> None:
 
 def test_integer_inputs_alone_are_refused_not_cast() -> None:
     _, ids, mask = probe()
-    with pytest.raises(InputError, match="integer inputs such as token ids have no gradient"):
-        check_gradients(Tokens(), ids)
-    with pytest.raises(InputError, match=r"no floating-point input .*input 0, input 1"):
-        check_gradients(Tokens(), (ids, mask))
+    for inputs in (ids, (ids, mask)):
+        with pytest.raises(InputError, match="at least one input must be role: attributed") as e:
+            check_gradients(Tokens(), inputs)
+        # the way out: a role that says how integer ids are differentiated
+        assert "'role': 'embedded'" in (e.value.hint or "")
 
 
-def test_checks_that_rebatch_are_refused_with_fixed_inputs() -> None:
-    features, ids, _ = probe()
-    with pytest.raises(InputError, match="ig_completeness cannot run with fixed inputs"):
-        check_gradients(Tokens(), (features, ids), checks=("gradcheck", "ig_completeness"))
+def test_checks_that_rebatch_run_with_fixed_inputs() -> None:
+    # the fixed inputs' rows follow the probe rows each call takes (the ModelCall's row numbers)
+    torch.manual_seed(0)
+    features, ids, mask = probe()
+    result = check_gradients(
+        Tokens(), (features, ids, mask), checks=("gradcheck", "ig_completeness")
+    )
+    assert result.passed, result.summary()
+    assert result.evidence.checks["ig_completeness"].status == "computed"
 
 
 def test_inputs_must_share_the_batch_dimension() -> None:
     features, ids, _ = probe()
-    with pytest.raises(InputError, match="must share the batch dimension"):
+    with pytest.raises(InputError, match=r"disagree on the batch size N: \[1, 2\]"):
         check_gradients(Tokens(), (features, ids[:1]))
 
 
