@@ -359,8 +359,9 @@ TRUE_FINDINGS: dict[str, dict[str, tuple[str, str]]] = {
     # mean): the all-zero input lies on the decision boundary, outside the training data, and
     # the trained model reads it as class 1 (softmax at the zero input: 0.987-0.999 for the
     # GRU, 1.000 for the encoder, 0.9999 for the fusion model's diagnosis head), so the zero
-    # baseline is not neutral for the probe examples of class 1; the mean, blur and uniform
-    # baselines are not either.
+    # baseline is not neutral for the probe examples of class 1; the mean and blur baselines
+    # are not either (a uniform-noise one is neutral for the encoder, whose IG path then fails
+    # ig_monotonicity).
     "gru-packed": {"ig_baseline": (r"reads the baseline as the target class", "class 1")},
     "transformer-encoder-masks": {
         "ig_baseline": (r"reads the baseline as the target class", "class 1"),
