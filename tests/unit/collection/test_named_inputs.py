@@ -690,3 +690,29 @@ def test_training_checks_run_through_the_named_call(tmp_path: Path) -> None:
         assert result.status == "computed", (check, result.reason)
         bad = [(i.status, i.message) for i in result.items if i.status in ("fail", "error")]
         assert not bad, (check, bad)
+
+
+def test_ig_baseline_judges_each_head_as_the_output_it_is(tmp_path: Path) -> None:
+    spec_text = """
+    inputs:
+      probe: probe.safetensors
+      image: {role: attributed, arg: 0}
+      tabular: {key: tab, role: attributed, arg: 1}
+    heads:
+      diagnosis: {output: 0, target: label, labels: cls}
+      risk: {output: 1}
+    """
+    runners = [
+        "attest.collection.profile.topology:run",
+        "attest.collection.profile.profiler:run",
+        "attest.collection.ig.checks:run",
+    ]
+    evidence = collect(_folder(tmp_path, FUSION, FUSION_TRAIN, spec_text), runners=runners)
+    items = evidence.checks["ig_baseline"].items
+    assert len(items) == 8
+    for item in items:
+        # the classification head by its softmax, the regression head by |F(b)| / |F(x)|
+        assert item.message.startswith("diagnosis: ") and "; risk: |F(baseline)| is" in item.message
+        assert "diagnosis.baseline_entropy_ratio" in item.metrics
+        assert "risk.baseline_output_ratio" in item.metrics
+    assert evidence.checks["ig_completeness"].summary["max_completeness_rel_error"] < 1e-2
