@@ -26,7 +26,7 @@ POLICY = Path(__file__).resolve().parents[3] / "policies" / "clinical-strict.yam
 SETTINGS_RULES = {"min_repeats", "min_probe_examples", "probe_class_coverage"}
 # What IG's sanity checks read off these tiny models and their baselines, true by the checks'
 # definitions (the figures are in each failing finding): a zero or mean baseline is not
-# neutral for a regression value or a sum of heads (|F(b)| / |F(x)| above 0.5), an encoder
+# neutral for a regression value or a regression head (|F(b)| / |F(x)| above 0.5), an encoder
 # reads a zero sequence as a confident class, and a 16-unit model's attributions stay
 # correlated with the input after randomization (Spearman 0.55-0.68 against 0.5). They judge
 # the baseline and the model, not the calling of named inputs, which these tests are about.
