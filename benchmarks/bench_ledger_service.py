@@ -16,7 +16,7 @@ cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvico
 What the writers do, exactly. They run as ``--client-processes`` (2) processes on the same
 machine as the service and PostgreSQL. Before the timed window each client signs
 ``duration x --presign-rate / clients`` writes (2500/s: 4,688 each for 60 s), each a fresh
-entry (its own ``host`` and time) with a fresh nonce and the current time, signed with the
+entry (its own time, for the host the client is listed for) with a fresh nonce and the current time, signed with the
 client's Ed25519 key exactly as :func:`attest.ledger.service.submission.sign_submission`
 does (the service's 300 s freshness window allows it: a write whose signed time is over 240 s
 old is re-signed instead), and opens one keep-alive HTTP/1.1 connection. The processes then
@@ -57,13 +57,12 @@ from attest.ledger.service.tiles import tile_path
 
 
 def _body_maker(key_path: str, number: int) -> Any:
-    """A cheap maker of signed write bodies: one entry template, a fresh ``host`` and nonce per
-    write, the leaf data and signed message encoded with the standard library's sorted
+    """A cheap maker of signed write bodies: one entry template (its ``host`` the one listed for
+    the client in clients.yaml), a fresh time and nonce per write, the leaf data and signed message encoded with the standard library's sorted
     compact JSON (byte-identical to RFC 8785 for these number-free objects, as the service's own
     :func:`~attest.certificate.signing.canonical_json_text`: a body that were not would be
     refused 401 and counted), signed with the client's Ed25519 key as a real client does."""
     import hashlib
-    import uuid
 
     from attest.ledger.entries import utc_now
     from attest.ledger.service.submission import DOMAIN, SUBMISSION_FORMAT
@@ -75,7 +74,7 @@ def _body_maker(key_path: str, number: int) -> Any:
         return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
     def make() -> bytes:
-        item = {**template, "host": uuid.uuid4().hex, "time": utc_now()}
+        item = {**template, "time": utc_now()}
         header = {"format": SUBMISSION_FORMAT, "origin": ORIGIN, "client": "bench",
                   "nonce": new_nonce(), "time": item["time"]}  # fmt: skip
         # the leaf data the service hashes: the entry without an unset revocation (LedgerEntry.plain)

@@ -11,14 +11,19 @@ nor a cosigned one escapes it)::
                    "reason": ..., "revoked_at": ..., "revoked_by": ...}}
 
 It is a DSSE envelope like the certificate. The verifier honours it only when it is signed by a
-trusted key that the trust store allows to revoke (``revocation_roles``).
+trusted key that was valid when it signed and that the trust store allows to revoke
+(``revocation_roles``; :mod:`attest.verification.revocations`). With a ``timestamper`` (an RFC
+3161 TSA, ``attest revoke --tsa URL``) the signature carries a signer attestation (the revoker's
+name, ``role``, meaning ``responsibility``) and a token over it: the verifier then judges the
+key at the token's time, so a revocation signed before the key expired or was revoked still
+counts afterwards. Without one the key is judged at verification time.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -52,8 +57,11 @@ def revocation_envelope(
     reason: str,
     revoked_by: str,
     revoked_at: datetime | None = None,
+    role: str = "release-engineer",
+    timestamper: Callable[[bytes], bytes] | None = None,
 ) -> dict[str, Any]:
-    """A signed revocation of ``certificate`` (its envelope as JSON data)."""
+    """A signed revocation of ``certificate`` (its envelope as JSON data); with
+    ``timestamper``, a signer attestation (``revoked_by``, ``role``) with a trusted time."""
     if not reason.strip() or not revoked_by.strip():
         raise InputError("a revocation needs a reason and the revoker's name")
     payload, statement = certificate_payload(certificate)
@@ -78,4 +86,11 @@ def revocation_envelope(
             "revoked_by": revoked_by,
         },
     }
-    return dsse_envelope(canonical_json(revocation), PAYLOAD_TYPE, [key])
+    if timestamper is None:
+        return dsse_envelope(canonical_json(revocation), PAYLOAD_TYPE, [key])
+    from attest.certificate.signers import SignerIdentity, sign_payload
+
+    who = SignerIdentity(revoked_by, role, "responsibility")
+    return sign_payload(
+        canonical_json(revocation), PAYLOAD_TYPE, [key], [who], timestamper=timestamper
+    )

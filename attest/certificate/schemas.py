@@ -27,6 +27,7 @@ SCHEMAS: dict[str, str] = {
     "ledger-entry.schema.json": "attest.ledger.entries:LedgerEntry",
     "ledger-inclusion-proof.schema.json": "attest.ledger.proofs:InclusionProofFile",
     "ledger-consistency-proof.schema.json": "attest.ledger.proofs:ConsistencyProofFile",
+    "archive-manifest.schema.json": "attest.archive.manifest:ArchiveStatement",
 }
 
 ROOT = Path(__file__).resolve().parents[2] / "schemas"

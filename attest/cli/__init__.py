@@ -47,7 +47,7 @@ _HELP: dict[str, str] = {
     "cosign": "Add a signature (name, role, meaning) to a certificate, later.",
     "revoke": "Withdraw one certificate with a signed revocation statement.",
     "archive": "Pack a certificate and its evidence into a verifiable audit archive.",
-    "verify-archive": "Reproduce an archived verdict offline from the archive alone.",
+    "verify-archive": "Reproduce an archived verdict offline, proven against your trust store.",
     "trust": "Manage the verifier's trust store (add, revoke, list keys).",
     "verify": "Verify a certificate offline against a trust store and artifacts.",
     "inspect": "Print what a certificate says (NOT verified).",

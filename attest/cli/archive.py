@@ -1,4 +1,4 @@
-"""``attest archive`` and ``attest verify-archive``: the audit archive (attest/archive.py)."""
+"""``attest archive`` and ``attest verify-archive``: the audit archive (attest/archive/)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
 @click.option("--ledger", type=_FILE, default=None, help="Include the ledger inclusion proof.")
 @click.option("--ledger-key", type=_FILE, default=None, help="The ledger's checkpoint public key.")
 @click.option("--at", "at_text", default=None, help="Archive time (RFC 3339; default now).")
+@click.option("--key", "key_path", type=_FILE, default=None,
+              help="The archivist's private key: signs the manifest (verify-archive refuses an "
+              "unsigned archive).")  # fmt: skip
 def archive(
     certificate: Path,
     output: Path,
@@ -36,15 +39,19 @@ def archive(
     ledger: Path | None,
     ledger_key: Path | None,
     at_text: str | None,
+    key_path: Path | None,
 ) -> None:
     """Pack a certificate and everything needed to re-verify it offline into one zip."""
     from attest.archive import build_archive
+    from attest.certificate.signing import load_private_key
     from attest.cli.verify import _at, _revocations
 
+    key = load_private_key(key_path) if key_path is not None else None
     written = build_archive(
         certificate,
         output,
         trust=trust_path,
+        key=key,
         evidence=evidence,
         findings=findings,
         report=report,
@@ -54,6 +61,16 @@ def archive(
         at=_at(at_text),
     )
     click.echo(f"archive: {written}")
+    if key is None:
+        click.echo(
+            "note: the archive is unsigned: attest verify-archive refuses it (ARCHIVE_UNSIGNED); "
+            "sign it with --key ARCHIVIST.key",
+            err=True,
+        )
+    else:
+        click.echo(
+            f"signed by key {key.keyid[:16]} (give it the archivist role in auditors' stores)"
+        )
 
 
 @click.command("verify-archive")
@@ -62,7 +79,8 @@ def archive(
     "--at", "at_text", default=None, help="Verify as of this time [default: archive time]."
 )
 @click.option("--trust", "trust_path", type=_FILE, default=None,
-              help="A trust store you hold: the archive's snapshot must be it.")  # fmt: skip
+              help="A trust store you hold, with the archivist key(s) and the ledger key: "
+              "without it nothing is proven and the archive is never VERIFIED.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def verify_archive(
@@ -72,7 +90,8 @@ def verify_archive(
     trust_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Reproduce an archived release's verdict from the archive alone (exit 0 verified, 1 not)."""
+    """Reproduce an archived release's verdict, proven against a trust store you hold (exit 0
+    verified, 1 not: rejected, or unproven without --trust)."""
     from attest.archive import verify_archive as run
     from attest.cli.verify import _at
 
@@ -82,7 +101,10 @@ def verify_archive(
     else:
         cert = result.certificate or {}
         model = cert.get("model") or {}
+        codes = [code for code, _ in result.reasons]
         head = "VERIFIED" if result.verified else "REJECTED"
+        if codes == ["TRUST_REQUIRED"]:
+            head = "UNPROVEN"
         click.echo(f"{head}: {safe_text(archive_path)} {safe_text(model.get('name'))} "
                    f"{safe_text(model.get('version'))}")  # fmt: skip
         for code, message in result.reasons:
@@ -91,6 +113,8 @@ def verify_archive(
 
         for sig in cert.get("signatures") or []:
             click.echo(f"  {signature_line(sig)}")
+        for signer in result.signed_by:
+            click.echo(f"  {safe_text(signer, 300)}")
         click.echo(f"  trust snapshot sha256: {result.trust_sha256}")
         for note in result.notes + list(cert.get("notes") or []):
             click.echo(f"  note: {safe_text(note, 2000)}")

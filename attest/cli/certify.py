@@ -7,7 +7,6 @@ collect side are imported when a command runs. Exit codes: 0 pass, 1 policy fail
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from attest.cli.cosign import identity, signer_options
+from attest.cli.output import echo_json
 from attest.cli.verify import is_url, remote_ledger_options
 from attest.errors import EXIT_NEGATIVE, InputError
 
@@ -100,17 +100,14 @@ def evaluate(
     if output is not None:
         atomic_write_text(output, dumps_pretty(findings.model_dump(mode="json")))
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "verdict": findings.verdict,
-                    "counts": findings.counts,
-                    "policy": findings.policy.model_dump(mode="json"),
-                    "findings_file": str(output) if output else None,
-                    "failed": [f.model_dump(mode="json") for f in findings.failed],
-                },
-                indent=2,
-            )
+        echo_json(
+            {
+                "verdict": findings.verdict,
+                "counts": findings.counts,
+                "policy": findings.policy.model_dump(mode="json"),
+                "findings_file": str(output) if output else None,
+                "failed": [f.model_dump(mode="json") for f in findings.failed],
+            }
         )
     else:
         for line in findings_summary(findings):
@@ -363,19 +360,16 @@ def _print_result(result: CertifyResult, output: Path, as_json: bool) -> None:
     }
     if as_json:
         statement = result.statement
-        click.echo(
-            json.dumps(
-                {
-                    "verdict": result.verdict,
-                    "counts": result.findings.counts,
-                    "policy": result.findings.policy.model_dump(mode="json"),
-                    "certificate_id": statement.predicate.certificate_id if statement else None,
-                    "outputs": outputs,
-                    "failed": [f.model_dump(mode="json") for f in result.findings.failed],
-                    "targets": [t.model_dump(mode="json") for t in result.findings.targets],
-                },
-                indent=2,
-            )
+        echo_json(
+            {
+                "verdict": result.verdict,
+                "counts": result.findings.counts,
+                "policy": result.findings.policy.model_dump(mode="json"),
+                "certificate_id": statement.predicate.certificate_id if statement else None,
+                "outputs": outputs,
+                "failed": [f.model_dump(mode="json") for f in result.findings.failed],
+                "targets": [t.model_dump(mode="json") for t in result.findings.targets],
+            }
         )
     else:
         for line in findings_summary(result.findings):

@@ -4,19 +4,22 @@
     attest collect --merge cpu.json cuda.json -o all.json [--json]
     attest collect attest.yaml --ray auto --targets targets.yaml -o evidence.json
 
-Exit codes: 0 when evidence was written (whatever it shows), 2 on bad input. Progress goes
+Exit codes: 0 when evidence was written and its checks ran (whatever they show), 2 on bad
+input, on a model that cannot run one forward and backward of its probe (the preflight, before
+any check), and when the model raised in the reference run or every check that ran errored
+(the evidence is written for the record, but it judges nothing). Progress goes
 to stderr on a terminal only (attest.core.progress), never with --json or --quiet. torch is imported only when the command runs.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from attest.errors import InputError
+from attest.cli.output import echo_json
+from attest.errors import CollectError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from attest.evidence.model import Evidence
@@ -34,6 +37,8 @@ def _summary_lines(evidence: Evidence, out: Path) -> list[str]:
             f", operator {f.operator_id} {f.op}" if f.op else ""
         )
         lines.append(f"  model raised {f.error_type} in {f.phase} at {where}: {f.message}")
+    if evidence.compile is not None:
+        lines.append(f"  {evidence.compile.note}")
     metrics = evidence.model_metrics
     lines.append(
         f"  {metrics.get('operators')} operators; bit-exact reproducibility "
@@ -59,7 +64,43 @@ def _summary_lines(evidence: Evidence, out: Path) -> list[str]:
             status, note = "not computed", f" (all {skipped} items)"
             reason = f": {result.reason}" if result.reason else ""
         lines.append(f"  {check_id:<18} {status}{note}{reason}")
+    errored, ran = _errored(evidence)
+    if errored:
+        lines.append(
+            f"  {len(errored)} of {len(ran)} checks that ran errored: {', '.join(errored)}"
+        )
     return lines
+
+
+def _errored(evidence: Evidence) -> tuple[list[str], list[str]]:
+    """The checks that errored, and those that ran (neither not applicable nor missing)."""
+    ran = [
+        c
+        for c, r in evidence.checks.items()
+        if r.status not in ("not_applicable", "not_implemented")
+    ]
+    return [c for c in ran if evidence.checks[c].status == "error"], ran
+
+
+def require_a_verdict(evidence: Evidence, out: Path) -> None:
+    """Exit 2, never 0, when the evidence judges nothing: the model raised in the reference run,
+    or every check that ran errored (the evidence stays written, for the record)."""
+    errored, ran = _errored(evidence)
+    failure = evidence.model_failure
+    if failure is None and (not ran or len(errored) < len(ran)):
+        return
+    why = (
+        f"the model raised {failure.error_type} in {failure.phase} of the reference run "
+        f"(module {failure.module or '<root>'!r}): {failure.message}"
+        if failure is not None
+        else "every check that ran errored"
+    )
+    first = next((evidence.checks[c].reason for c in errored if evidence.checks[c].reason), None)
+    raise CollectError(
+        f"{why}; {len(errored)} of {len(ran)} checks errored, so the evidence written to {out} "
+        "judges nothing" + (f" (first: {first})" if first and failure is None else ""),
+        hint="fix what the errors name and collect again",
+    )
 
 
 def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
@@ -68,6 +109,8 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
         "model": {k: evidence.model.get(k) for k in ("name", "version", "digest")},
         "targets": evidence.targets,
         "model_failure": evidence.model_failure.model_dump() if evidence.model_failure else None,
+        "compile": evidence.compile.model_dump() if evidence.compile else None,
+        "errored": _errored(evidence)[0],
         "model_metrics": evidence.model_metrics,
         "checks": {
             check_id: {
@@ -176,10 +219,11 @@ def collect(
     else:
         evidence = _collect_here(paths, out, budget, quiet, as_json, workers, ray_address)
     if as_json:
-        click.echo(json.dumps(_json_summary(evidence, out), indent=2))
+        echo_json(_json_summary(evidence, out))
     else:
         for line in _summary_lines(evidence, out):
             click.echo(line)
+    require_a_verdict(evidence, out)
 
 
 def _one_spec(paths: tuple[Path, ...]) -> Path:

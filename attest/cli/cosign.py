@@ -191,6 +191,19 @@ def cosign(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also append the signed revocation to this audit ledger.",
 )
+@click.option(
+    "--tsa",
+    default=None,
+    metavar="URL",
+    help="RFC 3161 timestamp authority: the revocation then counts as of the token's time.",
+)
+@click.option(
+    "--role",
+    "revoker_role",
+    default="release-engineer",
+    show_default=True,
+    help="Your role, stated in the signer attestation (with --tsa).",
+)
 def revoke(
     certificate: Path,
     key_path: Path,
@@ -198,6 +211,8 @@ def revoke(
     revoker: str | None,
     output: Path,
     ledger: Path | None,
+    tsa: str | None,
+    revoker_role: str,
 ) -> None:
     """Withdraw one certificate: write a signed revocation statement (and record it in the
     ledger). `attest verify --revocations FILE` or `--ledger LEDGER` then rejects the
@@ -210,7 +225,11 @@ def revoke(
     key = load_private_key(key_path)
     data = read_json_file(certificate, what="certificate")
     name = revoker if revoker is not None else default_identity().name
-    envelope = revocation_envelope(data, key, reason=reason, revoked_by=name)
+    from attest.certificate.timestamp import timestamper
+
+    envelope = revocation_envelope(
+        data, key, reason=reason, revoked_by=name, role=revoker_role, timestamper=timestamper(tsa)
+    )
     written = atomic_write_json(output, envelope)
     click.echo(f"revocation: {written}")
     if ledger is not None:

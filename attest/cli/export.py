@@ -3,7 +3,8 @@
     attest export bundle CERT -o cert.sigstore.json
     attest export test-result CERT --trust trust.yaml --key release.key -o test-result.json
     attest export cyclonedx CERT --trust trust.yaml -o bom.cdx.json
-    attest export verify FILE --trust trust.yaml [--certificate CERT]
+    attest export verify FILE --trust trust.yaml [--certificate CERT [--revocations R]]
+                         [--at TIME] [--json]
 
 Exit codes: 0 written (or, for verify, the export holds), 1 the export does not hold,
 2 bad input (an unreadable file, a certificate that does not verify).
@@ -122,19 +123,58 @@ def spdx(certificate: Path, trust_path: Path, output: Path) -> None:
               help="Trust store (signatures of bundles and test results).")  # fmt: skip
 @click.option("--certificate", type=_FILE, default=None,
               help="Also check that FILE restates this (verified) certificate.")  # fmt: skip
+@click.option("--revocations", "revocation_files", multiple=True, type=_FILE,
+              help="A signed revocation of the certificate to honour (repeatable).")  # fmt: skip
+@click.option("--at", "at_text", default=None,
+              help="Judge keys and validity as of this time (RFC 3339; default now).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def verify_export(
-    ctx: click.Context, file: Path, trust_path: Path, certificate: Path | None
+    ctx: click.Context,
+    file: Path,
+    trust_path: Path,
+    certificate: Path | None,
+    revocation_files: tuple[Path, ...],
+    at_text: str | None,
+    as_json: bool,
 ) -> None:
-    """Check an export (bundle, test result, BOM) and tie it back to its certificate."""
-    from attest.interop.check import check_export
+    """Check an export (bundle, test result, BOM) and tie it back to its certificate.
 
-    cert = _verified(certificate, trust_path) if certificate is not None else None
-    kind, reasons = check_export(file, trust_path, cert)
-    if reasons:
-        click.echo(f"REJECTED ({kind}): {safe_text(file)}")
-        for reason in reasons:
-            click.echo(f"  {safe_text(reason, 2000)}")
+    Signatures are judged exactly as attest verify judges a certificate's (threshold, key
+    validity windows, revoked keys, role requirements, trusted time)."""
+    from datetime import datetime, timezone
+
+    from attest.cli.output import echo_json
+    from attest.core.files import read_bytes_checked
+    from attest.core.io import MAX_JSON_BYTES
+    from attest.core.times import parse_moment
+    from attest.interop.check import check_export
+    from attest.interop.source import verified_statement
+    from attest.verification.trust import load_trust_store
+
+    at = parse_moment(at_text) if at_text else datetime.now(timezone.utc)
+    store = load_trust_store(trust_path)
+    revocations = [
+        (safe_text(p), read_bytes_checked(p, what="revocation", max_bytes=MAX_JSON_BYTES))
+        for p in revocation_files
+    ]
+    if revocations and certificate is None:
+        raise InputError("--revocations applies to the certificate: give --certificate too")
+    cert = None
+    if certificate is not None:
+        cert = verified_statement(certificate, store, at=at, revocations=revocations)
+    result = check_export(file, store, cert, at)
+    if as_json:
+        echo_json(result.to_dict(file, cert is not None))
+    elif result.reasons:
+        click.echo(f"REJECTED ({result.kind}): {safe_text(file)}")
+        for code, reason in result.reasons:
+            click.echo(f"  {code}: {safe_text(reason, 2000)}")
+    else:
+        tied = " and restates the certificate" if cert is not None else ""
+        click.echo(f"OK ({result.kind}): {safe_text(file)} holds{tied}")
+    if not as_json:
+        for note in result.notes:
+            click.echo(f"  note: {safe_text(note, 2000)}")
+    if result.reasons:
         ctx.exit(EXIT_NEGATIVE)
-    tied = " and restates the certificate" if cert is not None else ""
-    click.echo(f"OK ({kind}): {safe_text(file)} holds{tied}")

@@ -178,6 +178,8 @@ def verify_remote(
     state: Path | None,
     skip_entries: bool,
     as_json: bool,
+    *,
+    origin: str | None = None,
 ) -> None:
     """``attest ledger verify URL``: audit the whole remote log from its tiles."""
     from attest.ledger.checkpoint import load_checkpoint_key
@@ -188,7 +190,14 @@ def verify_remote(
             "attest ledger verify URL needs the log's public key: --key LEDGER.pub (once)"
         )
     key, name = load_checkpoint_key(key_paths[0])
-    report = audit_remote(url, key, key_name=name, state_path=state, check_entries=not skip_entries)
+    report = audit_remote(
+        url,
+        key,
+        key_name=name,
+        state_path=state,
+        check_entries=not skip_entries,
+        origin=origin,
+    )
     if as_json:
         click.echo(printable_json(json_safe(report.to_json())))
     else:
@@ -261,7 +270,16 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
         )
     for seq, index in result.submitted:
         click.echo(
-            f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}", err=True
+            f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}"
+            " (proven in the log's signed checkpoint)",
+            err=True,
+        )
+    for seq, reason in result.unproven:
+        click.echo(
+            f"ledger: event {seq} submitted, not proven: {safe_text(reason, 500)}; kept pending"
+            f" in {path} until attest ledger flush {safe_text(target.url)} --key LEDGER.pub"
+            " proves it",
+            err=True,
         )
     if result.unreachable:
         click.echo(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from attest.cli.output import echo_json
 from attest.errors import AttestError
 
 _existing = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -68,17 +68,14 @@ def report(
         source, out, findings=findings, trust=trust, evidence=evidence, artifacts=list(artifacts)
     )
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "report": str(result.path),
-                    "certified": result.certified,
-                    "verification": result.verification.status,
-                    "reasons": [{"code": c, "message": m} for c, m in result.verification.reasons],
-                    "operators": result.operators,
-                },
-                indent=2,
-            )
+        echo_json(
+            {
+                "report": str(result.path),
+                "certified": result.certified,
+                "verification": result.verification.status,
+                "reasons": [{"code": c, "message": m} for c, m in result.verification.reasons],
+                "operators": result.operators,
+            }
         )
     else:
         state = "CERTIFIED" if result.certified else "NOT CERTIFIED"

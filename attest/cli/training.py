@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from attest.cli.output import echo_json
 from attest.errors import AttestError
 
 _log_path = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -30,7 +30,7 @@ def summary(log: Path, run_id: str | None, as_json: bool) -> None:
 
     result = summarize_training_log(read_training_log(log), run_id)
     if as_json:
-        click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
+        echo_json(result.model_dump(mode="json"))
         return
     rsd = result.memory.rsd_pct
     lines = [

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import click
 
+from attest.cli.output import echo_json
 from attest.errors import InputError, KeyError_
 
 _TRUST_OPTION = click.option(
@@ -268,7 +268,7 @@ def list_keys(trust_path: Path, as_json: bool) -> None:
             "requirements": [r.label() for r in store.requirements],
             "timestamp_authorities": [t.name for t in store.timestamp_authorities],
         }
-        click.echo(json.dumps(data, indent=2))
+        echo_json(data)
         return
     click.echo(f"{trust_path}: threshold {store.threshold}, {len(rows)} key(s)")
     for row in rows:

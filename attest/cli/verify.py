@@ -124,9 +124,11 @@ def remote_ledger_options(f: F) -> F:
         default=None,
         envvar="ATTEST_LEDGER_LOG_KEY",
         type=click.Path(dir_okay=False, path_type=Path),
-        help="With --ledger URL: the log's public key; the service's answer (signed checkpoint, "
-        "inclusion proof) is then checked, and verify also reads the revocations the log holds, "
-        "rejecting the certificate when they cannot be read (env ATTEST_LEDGER_LOG_KEY).",
+        help="With --ledger URL: the log's public key; an event leaves the local spool only when "
+        "the service's answer proves it (a checkpoint signed by this key, the entry's inclusion "
+        "proof, consistency with the last checkpoint seen), else it is 'submitted, not proven' "
+        "and stays pending; verify also reads the revocations the log holds, rejecting the "
+        "certificate when they cannot be read (env ATTEST_LEDGER_LOG_KEY).",
     )(f)
     f = click.option(
         "--ledger-client-key",

@@ -30,6 +30,7 @@ from pathlib import Path
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
+from attest.collection.preflight import preflight
 from attest.collection.runners import (
     CHECK_RUNNERS,
     RUNNER_CHECKS,
@@ -78,7 +79,10 @@ def collect(
     export check writes model.onnx and the probe bundle (default: a new temporary folder; the
     evidence records where). A model that raises gives
     evidence saying where (``Evidence.model_failure`` and ``error`` results), not an
-    exception; a spec that cannot be loaded raises :class:`~attest.errors.AttestError`.
+    exception, but a model that cannot run one forward and backward of its probe in float32
+    and float64 at all raises :class:`~attest.errors.CollectError` before any check
+    (:mod:`attest.collection.preflight`); a spec that cannot be loaded raises
+    :class:`~attest.errors.AttestError`.
     ``workers`` > 1 splits the check runners' independent pieces (gradcheck's operator
     groups, IG's input groups and randomization stages, the determinism repeats...) over that
     many processes (Ray tasks on the cluster at ``ray_address`` when given;
@@ -111,6 +115,9 @@ def collect(
             output_dir=Path(output_dir) if output_dir is not None else None,
             progress=progress,
         )
+        if progress is not None:
+            progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
+        preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
         phases = [measure_capture(ctx)]
@@ -153,6 +160,7 @@ def collect(
             export=ctx.export,
             phases=phases,
             budget=planner.record(ctx.settings, ctx.spec) if planner is not None else None,
+            compile=rows.compile_record(loaded),
         )
         evidence.modules = rows.module_rows(evidence.operators, evidence.annotations)
         _attach_attributions(ctx, evidence)

@@ -21,7 +21,7 @@ from attest.collection.profile.results import (
     fidelity_figures,
 )
 from attest.core.io import sha256_file
-from attest.evidence.model import CheckResult, Metric, ModelFailure, OperatorRow
+from attest.evidence.model import CheckResult, CompileRecord, Metric, ModelFailure, OperatorRow
 from attest.evidence.rollup import module_rows
 
 __all__ = [
@@ -57,6 +57,23 @@ def model_section(spec: LoadedSpec) -> dict[str, Any]:
         # named inputs, output path, heads (docs/spec.md); absent in the single-input form
         **({"call": spec.call.describe()} if spec.call is not None else {}),
     }
+
+
+def compile_record(spec: LoadedSpec) -> CompileRecord | None:
+    """``Evidence.compile``: what of the model was torch.compile'd and how (None: nothing)."""
+    info = spec.compiled
+    if info is None:
+        return None
+    return CompileRecord(
+        compiled=info.compiled,
+        modules=list(info.modules),
+        backend=info.backend,
+        mode=info.mode,
+        fullgraph=info.fullgraph,
+        dynamic=info.dynamic,
+        stripped_keys=info.stripped_keys,
+        note=info.note(),
+    )
 
 
 def artifact_digests(spec: LoadedSpec) -> dict[str, dict[str, Any]]:

@@ -16,6 +16,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from attest.core.text import safe_text
 from attest.errors import AttestError, InputError
@@ -26,6 +27,26 @@ _MISSING_HINT = "check the path"
 # Regular files only: opened without blocking (a FIFO would wait for a writer), then refused.
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
+
+
+_PIECE = 1 << 20
+
+
+def _read_at_most(fh: BinaryIO, limit: int, size: int | None) -> bytes:
+    """Up to ``limit`` bytes of ``fh``. ``BufferedReader.read(n)`` allocates ``n`` bytes before
+    it reads, so one read of the limit would cost the limit (512 MiB for an archive of 2 MB):
+    a regular file is read as its size plus one byte (to see one that grew), then in pieces."""
+    parts: list[bytes] = []
+    left = limit
+    step = min(left, size + 1) if size is not None else min(left, _PIECE)
+    while left > 0:
+        piece = fh.read(min(left, step))
+        if not piece:
+            break
+        parts.append(piece)
+        left -= len(piece)
+        step = _PIECE
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def read_bytes_checked(
@@ -59,7 +80,7 @@ def read_bytes_checked(
             elif regular_only:
                 raise error(f"{what} {p} is not a regular file")
             if size is None or size <= max_bytes:
-                data = fh.read(max_bytes + 1)
+                data = _read_at_most(fh, max_bytes + 1, size)
     except FileNotFoundError:
         raise error(f"{what} {p} does not exist", hint=missing_hint) from None
     except IsADirectoryError:

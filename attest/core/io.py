@@ -1,8 +1,9 @@
 """Small file helpers shared by every stage: atomic writes, strict JSON, file digests.
 
 Strict JSON is hand-written on top of :mod:`json` because the standard parser accepts
-duplicate keys (last one wins), ``NaN``/``Infinity`` and unbounded nesting, all of which
-a verifier must refuse before looking at anything else.
+duplicate keys (last one wins), ``NaN``/``Infinity``, numbers that overflow to infinity
+(``1e999``) and unbounded nesting, all of which a verifier must refuse before looking at
+anything else. A non-finite number is refused with its line and column.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -37,8 +39,42 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class _NonFinite(ValueError):
+    """Raised inside the parser's hooks; :func:`loads_strict` adds the position."""
+
+
 def _no_constant(name: str) -> Any:
-    raise StrictJSONError(f"non-finite number {name} is not JSON")
+    raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 overflows to infinity: not a number JSON can carry
+        raise _NonFinite(text)
+    return value
+
+
+# Number tokens and the constants the standard parser knows, outside strings (strings are
+# blanked first, keeping every offset).
+_NUMBER_TOKEN = re.compile(r"-?(?:Infinity|NaN|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)")
+
+
+def _non_finite_error(text: str, literal: str) -> StrictJSONError:
+    """The error for the first non-finite number of ``text`` (the one the parser met first),
+    with its line and column (1-based, as editors count)."""
+    blanked = _JSON_STRING.sub(lambda m: " " * len(m.group()), text)
+    for match in _NUMBER_TOKEN.finditer(blanked):
+        token = match.group()
+        floating = any(c in token for c in ".eE")  # the parser reads only these as floats
+        if token.lstrip("-") in ("Infinity", "NaN") or (floating and math.isinf(float(token))):
+            line = text.count("\n", 0, match.start()) + 1
+            column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
+            shown = token if len(token) <= 40 else token[:37] + "..."
+            return StrictJSONError(
+                f"non-finite number {shown} at line {line} column {column} "
+                "(JSON numbers must be finite; NaN, Infinity and overflowing numbers are refused)"
+            )
+    return StrictJSONError(f"non-finite number {literal[:40]} is not JSON")
 
 
 # A JSON string as the parser reads it (escapes included), or an unterminated one running to
@@ -64,7 +100,8 @@ def _check_depth_text(text: str, max_depth: int) -> None:
 def loads_strict(
     data: bytes, *, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH
 ) -> Any:
-    """Parse JSON bytes strictly: UTF-8 only, no duplicate keys, no NaN/Infinity, bounded size and depth."""
+    """Parse JSON bytes strictly: UTF-8 only, no duplicate keys, only finite numbers (no NaN,
+    Infinity or 1e999), bounded size and depth."""
     if len(data) > max_bytes:
         raise StrictJSONError(f"{len(data)} bytes is over the {max_bytes}-byte limit")
     try:
@@ -79,9 +116,12 @@ def loads_strict(
             text,
             object_pairs_hook=_no_duplicates,
             parse_constant=_no_constant,
+            parse_float=_finite_float,
         )
     except StrictJSONError:
         raise
+    except _NonFinite as exc:
+        raise _non_finite_error(text, str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise StrictJSONError(f"invalid JSON: {exc}") from None
 

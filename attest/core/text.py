@@ -10,16 +10,28 @@ UTF-8). Every such string goes through :func:`safe_text` before it is printed an
 
 The escaping is visible and unambiguous enough to read: ``\\x1b``, ``\\n``, ``\\u202e``,
 ``\\udcff``. Plain Python, no imports beyond the standard library: the verifier loads it.
+
+JSON written for a person or a program (every ``--json``) is always valid JSON: a figure that
+is not finite (NaN, an infinity) is written as ``null`` (:func:`finite_json` says where, so
+the caller can note it), never as the ``NaN``/``Infinity`` that :mod:`json` would print.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from typing import Any
 
-__all__ = ["check_path_text", "json_safe", "printable_json", "safe_lines", "safe_text"]
+__all__ = [
+    "check_path_text",
+    "finite_json",
+    "json_safe",
+    "printable_json",
+    "safe_lines",
+    "safe_text",
+]
 
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # Anything outside printable ASCII is a candidate; unicodedata decides (fast path for ASCII).
@@ -78,12 +90,36 @@ def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+def finite_json(data: Any, where: str = "") -> tuple[Any, list[str]]:
+    """A copy of JSON data with every non-finite float (NaN, +-inf) replaced by ``None``, and
+    the JSON pointers (RFC 6901) of the figures replaced."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None, [where or "/"]
+    found: list[str] = []
+    if isinstance(data, dict):
+        out: dict[Any, Any] = {}
+        for key, value in data.items():
+            token = str(key).replace("~", "~0").replace("/", "~1")
+            out[key], paths = finite_json(value, f"{where}/{token}")
+            found += paths
+        return out, found
+    if isinstance(data, list | tuple):
+        items = []
+        for index, value in enumerate(data):
+            item, paths = finite_json(value, f"{where}/{index}")
+            items.append(item)
+            found += paths
+        return items, found
+    return data, found
+
+
 def printable_json(data: Any, *, indent: int | None = 2) -> str:
     """JSON text of ``data`` that is safe on a terminal and encodes as UTF-8: readable letters
     stay as they are, every character :func:`safe_text` would escape is a ``\\uXXXX`` escape
     (json.dumps already escapes control characters inside strings; the rest can only stand
-    inside strings too, since JSON's structure is ASCII)."""
-    text = json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
+    inside strings too, since JSON's structure is ASCII). Non-finite figures are ``null``
+    (:func:`finite_json`)."""
+    text = json.dumps(finite_json(data)[0], indent=indent, ensure_ascii=False, allow_nan=False)
     return _CANDIDATE.sub(_json_escape, text)
 
 

@@ -212,6 +212,7 @@ def merge_evidence(evidences: list[Evidence], names: list[str] | None = None) ->
         targets=targets,
         export=next((ev.export for ev in evidences if ev.export is not None), None),
         dispatch=[record for ev in evidences for record in ev.dispatch],
+        compile=first.compile,  # one model: built (and compiled) by the same factory
     )
     merged.modules = module_rows(merged.operators, merged.annotations)
     return merged

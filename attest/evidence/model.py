@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from attest.core.io import read_json_file
 from attest.core.validation import validation_problems
 from attest.errors import EvidenceError
+from attest.evidence.compile_record import CompileRecord
 from attest.evidence.training_summary import TrainingSummary
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "CheckItem",
     "CheckResult",
     "CheckStatus",
+    "CompileRecord",
     "DispatchRecord",
     "Evidence",
     "ExportDeployment",
@@ -459,6 +461,7 @@ class Evidence(_Strict):
     budget: BudgetRecord | None = None
     training_log: TrainingLogRecord | None = None
     dispatch: list[DispatchRecord] = Field(default_factory=list)
+    compile: CompileRecord | None = None  # torch.compile settings (None: nothing compiled)
 
 
 def load_evidence(path: str | Path) -> Evidence:

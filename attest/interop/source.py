@@ -10,6 +10,7 @@ for, or refuses with the verifier's reason codes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,28 @@ class VerifiedCertificate:
         return {s["name"]: s["digest"]["sha256"] for s in self.statement["subject"]}
 
 
-def verified_statement(certificate: str | Path, trust: str | Path) -> VerifiedCertificate:
-    """Verify ``certificate`` (native or Sigstore bundle form) and return what it says."""
+def verified_statement(
+    certificate: str | Path,
+    trust: Any,
+    *,
+    at: datetime | None = None,
+    revocations: list[tuple[str, bytes]] | None = None,
+) -> VerifiedCertificate:
+    """Verify ``certificate`` (native or Sigstore bundle form) against ``trust`` (a trust
+    store or its path), as of ``at`` (default now) and honouring ``revocations``, and return
+    what it says."""
     from attest.verification.verifier import verify
 
     path = Path(certificate)
-    report = verify(path, trust=trust, artifacts=[], require_artifacts=False, record_state=False)
+    report = verify(
+        path,
+        trust=trust,
+        artifacts=[],
+        at=at,
+        require_artifacts=False,
+        record_state=False,
+        revocations=revocations or [],
+    )
     if not report.verified or report.statement is None:
         reasons = "; ".join(f"{code}: {message}" for code, message in report.reasons)
         raise InputError(

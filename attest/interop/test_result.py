@@ -24,7 +24,12 @@ from typing import Any, Final
 from attest.certificate.signing import PrivateKey, canonical_json, dsse_envelope
 from attest.interop.source import VerifiedCertificate
 
-__all__ = ["TEST_RESULT_PREDICATE", "sign_test_result", "test_result_statement"]
+__all__ = [
+    "TEST_RESULT_PREDICATE",
+    "TEST_RESULT_SCHEMA",
+    "sign_test_result",
+    "test_result_statement",
+]
 
 TEST_RESULT_PREDICATE: Final = "https://in-toto.io/attestation/test-result/v0.1"
 STATEMENT_TYPE: Final = "https://in-toto.io/Statement/v1"
@@ -78,3 +83,46 @@ def test_result_statement(cert: VerifiedCertificate) -> dict[str, Any]:
 def sign_test_result(cert: VerifiedCertificate, key: PrivateKey) -> dict[str, Any]:
     """The test-result statement signed into a DSSE envelope by ``key``."""
     return dsse_envelope(canonical_json(test_result_statement(cert)), PAYLOAD_TYPE, [key])
+
+
+def _descriptors(digest_required: bool) -> dict[str, Any]:
+    digest = {
+        "type": "object",
+        "properties": {"sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+        "required": ["sha256"] if digest_required else [],
+    }
+    return {
+        "type": "array",
+        "maxItems": 10_000,
+        "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 4096}, "digest": digest},
+            "required": ["name", "digest"],
+        },
+    }
+
+
+# What `attest export verify` holds a test-result statement to before reading any field
+# (checked with jsonschema, so that no hostile shape reaches the code that compares it).
+_TESTS: Final = {"type": "array", "maxItems": 100_000, "items": {"type": "string"}}
+TEST_RESULT_SCHEMA: Final[dict[str, Any]] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "_type": {"const": STATEMENT_TYPE},
+        "subject": {**_descriptors(True), "minItems": 1},
+        "predicateType": {"const": TEST_RESULT_PREDICATE},
+        "predicate": {
+            "type": "object",
+            "properties": {
+                "result": {"enum": ["PASSED", "WARNED", "FAILED"]},
+                "configuration": _descriptors(False),
+                "passedTests": _TESTS,
+                "warnedTests": _TESTS,
+                "failedTests": _TESTS,
+            },
+            "required": ["result"],
+        },
+    },
+    "required": ["_type", "subject", "predicateType", "predicate"],
+}

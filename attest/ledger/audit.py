@@ -32,9 +32,9 @@ from typing import Any
 from attest.certificate.signing import PublicKey
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from attest.ledger.entries import entry_from_leaf_data
 from attest.ledger.merkle import EMPTY_ROOT, frontier_push, frontier_root, leaf_hash
 from attest.ledger.storage import LAST_CHECKPOINT_META, LedgerStorage, StoredCheckpoint
+from attest.ledger.writers import entry_of_leaf
 
 __all__ = ["AuditReport", "Problem", "audit_ledger"]
 
@@ -248,7 +248,7 @@ def _replay(
             )
         if check_entries:
             try:
-                entry_from_leaf_data(leaf.data)
+                entry_of_leaf(leaf.data)
             except LedgerError as exc:
                 out.add(index, "malformed", f"entry {index}: {exc.message}")
         report.entries_checked += 1

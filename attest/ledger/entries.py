@@ -161,7 +161,8 @@ MAX_LEAF_BYTES = 64 * 1024
 def entry_from_leaf_data(data: bytes) -> LedgerEntry:
     """Parse leaf data back into an entry, refusing anything that is not its canonical form.
 
-    pydantic's JSON parser reads the bytes (it keeps the last of duplicate keys, but then the
+    A log's leaf may also be a service-written leaf: read those with
+    :func:`attest.ledger.writers.entry_of_leaf`. pydantic's JSON parser reads the bytes (it keeps the last of duplicate keys, but then the
     re-encoding below differs from ``data``, so duplicates are refused too).
     """
     if len(data) > MAX_LEAF_BYTES:

@@ -24,7 +24,7 @@ from attest.ledger.checkpoint import (
     open_checkpoint,
     sign_checkpoint,
 )
-from attest.ledger.entries import LedgerEntry, entry_from_leaf_data, utc_now
+from attest.ledger.entries import LedgerEntry, utc_now
 from attest.ledger.merkle import (
     EMPTY_ROOT,
     consistency_proof,
@@ -46,6 +46,7 @@ from attest.ledger.storage import (
     StoredLeaf,
     TreeHead,
 )
+from attest.ledger.writers import entry_of_leaf
 
 __all__ = [
     "LEDGER_ENV",
@@ -141,7 +142,7 @@ class Ledger:
                 f"entry {index} does not match its stored leaf hash: the row was edited",
                 hint="run attest ledger verify",
             )
-        return leaf, entry_from_leaf_data(leaf.data)
+        return leaf, entry_of_leaf(leaf.data)
 
     # -- proofs -----------------------------------------------------------------------------
 

@@ -30,9 +30,9 @@ from attest.core.files import read_bytes_checked
 from attest.core.io import MAX_JSON_BYTES, StrictJSONError, loads_strict
 from attest.errors import InputError, LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from attest.ledger.entries import entry_from_leaf_data
 from attest.ledger.log import ConsistencyResult, InclusionResult
 from attest.ledger.merkle import leaf_hash, verify_consistency, verify_inclusion
+from attest.ledger.writers import entry_of_leaf
 
 __all__ = [
     "CONSISTENCY_FORMAT",
@@ -172,7 +172,7 @@ def _verify_inclusion_file(
         return verdict
     data = _decode(proof.leaf_data, "leaf_data")
     try:
-        entry = entry_from_leaf_data(data)
+        entry = entry_of_leaf(data)
     except LedgerError as exc:
         verdict.reasons.append(("LEAF_MALFORMED", exc.message))
         return verdict

@@ -32,6 +32,7 @@ Example::
 
 from __future__ import annotations
 
+import importlib.resources
 import operator
 import re
 from collections.abc import Callable
@@ -202,7 +203,11 @@ class Policy(_Strict):
     description: str = ""
     accept_annotations: bool = False
     require_every_check: bool = False
-    extends: str | None = Field(default=None, description="base policy file this one extends")
+    extends: str | None = Field(
+        default=None,
+        description="the base policy: a file relative to this one, or a shipped policy by name "
+        "(clinical-strict, research)",
+    )
     settings: dict[str, float | int | bool | str | list[int]] = Field(
         default_factory=dict,
         description="check settings (attest.collection.context.CheckSettings fields) that certify "
@@ -362,8 +367,12 @@ def _resolved_policy_data(path: Path, chain: tuple[Path, ...] = ()) -> dict[str,
     if base_name is None:
         return data
     if not isinstance(base_name, str) or not base_name:
-        raise PolicyError(f"policy file {path}: extends must be a path to another policy file")
-    base_path = (path.parent / base_name).resolve()
+        raise PolicyError(
+            f"policy file {path}: extends must be a path to another policy file or the name "
+            "of a shipped policy",
+            hint=f"shipped policies: {', '.join(shipped_policy_names())}",
+        )
+    base_path = _base_path(path, base_name)
     if base_path in chain or base_path == path.resolve() or len(chain) >= _MAX_EXTENDS:
         raise PolicyError(
             f"policy file {path}: extends {base_name!r} makes a cycle or a chain over {_MAX_EXTENDS} deep"
@@ -378,7 +387,39 @@ def _resolved_policy_data(path: Path, chain: tuple[Path, ...] = ()) -> dict[str,
     return merged
 
 
-BUILTIN_POLICIES = Path(__file__).resolve().parents[1] / "policies"
+def _base_path(path: Path, base_name: str) -> Path:
+    """``extends``: a file relative to the policy that names it, else a shipped policy's name."""
+    relative = (path.parent / base_name).resolve()
+    if relative.exists() or not _BUILTIN_NAME.match(base_name):
+        return relative
+    shipped = _shipped_policy(base_name)
+    if shipped is None:
+        raise PolicyError(
+            f"policy file {path}: extends {base_name!r}, which is neither a file next to it "
+            f"({relative} does not exist) nor a shipped policy",
+            hint=f"give a path relative to {path.name}, or one of the shipped policies: "
+            f"{', '.join(shipped_policy_names())}",
+        )
+    return shipped
+
+
+def _shipped_folder() -> Path:
+    """The policies shipped in the package (``attest/policies``: a link to the repository's
+    policies/ in a checkout, package data in an installed wheel), found the way
+    importlib.resources finds package data."""
+    return Path(str(importlib.resources.files("attest").joinpath("policies")))
+
+
+def shipped_policy_names() -> list[str]:
+    """The names of the shipped policies (``clinical-strict``, ``research``)."""
+    return sorted(q.stem for q in _shipped_folder().glob("*.yaml"))
+
+
+def _shipped_policy(name: str) -> Path | None:
+    shipped = _shipped_folder() / f"{name}.yaml"
+    return shipped.resolve() if shipped.is_file() else None
+
+
 _BUILTIN_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -387,13 +428,12 @@ def resolve_policy_path(path: str | Path) -> Path:
     of the policies shipped with the package (``policies/NAME.yaml``)."""
     p = Path(path)
     if not p.exists() and _BUILTIN_NAME.match(str(path)):
-        shipped = BUILTIN_POLICIES / f"{path}.yaml"
-        if shipped.is_file():
+        shipped = _shipped_policy(str(path))
+        if shipped is not None:
             return shipped
-        known = ", ".join(sorted(q.stem for q in BUILTIN_POLICIES.glob("*.yaml")))
         raise PolicyError(
             f"no policy file {str(path)!r} and no shipped policy of that name",
-            hint=f"give a path, or one of the shipped policies: {known}",
+            hint=f"give a path, or one of the shipped policies: {', '.join(shipped_policy_names())}",
         )
     return p
 
@@ -402,9 +442,9 @@ def load_policy(path: str | Path) -> Policy:
     """Load and validate a policy YAML (or JSON) file, or a shipped policy by name
     (``clinical-strict``, ``research``).
 
-    A policy may name a base with ``extends: RELATIVE/PATH.yaml`` (a site policy adding its
-    waivers to clinical-strict, say): the base's rules and waivers come first; the digest covers
-    the resolved whole.
+    A policy may name a base with ``extends: RELATIVE/PATH.yaml`` or a shipped policy's name
+    (``extends: clinical-strict``: a site policy adding its waivers, say): the base's rules and
+    waivers come first; the digest covers the resolved whole.
     """
     p = resolve_policy_path(path)
     return parse_policy(_resolved_policy_data(p), source=f"policy file {p}")

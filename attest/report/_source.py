@@ -113,6 +113,7 @@ class ReportSource:
     attributions: dict[str, Any] | None = None
     attributions_source: str | None = None
     model_failure: dict[str, Any] | None = None
+    compile_note: str | None = None  # evidence.compile's note: the model runs torch.compile'd
     targets: list[str] = field(default_factory=list)
     evidence_digest: str | None = None
     evidence_path: str | None = None  # --evidence given with a certificate
@@ -193,6 +194,8 @@ def _from_evidence(path: Path, digest: str, evidence: Evidence) -> ReportSource:
     src.targets = list(evidence.targets)
     if evidence.model_failure is not None:
         src.model_failure = evidence.model_failure.model_dump()
+    if evidence.compile is not None:
+        src.compile_note = evidence.compile.note
     if evidence.attributions:
         src.attributions = dict(evidence.attributions)
         src.attributions_source = str(path)
@@ -338,6 +341,7 @@ def attach_evidence(path: str | Path, source: ReportSource) -> None:
         raise InputError(f"--evidence {path} is not an evidence file")
     source.evidence_path = str(path)
     source.training_log = extra.training_log
+    source.compile_note = source.compile_note or extra.compile_note
     if extra.attributions:
         source.attributions = extra.attributions
         source.attributions_source = str(path)

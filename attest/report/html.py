@@ -255,6 +255,11 @@ def _summary(src: ReportSource, ver: Verification) -> str:
             f"{' at ' + esc(where) if where else ''}<small>{esc(f.get('error_type'))}: "
             f"{esc(f.get('message'))}</small></div>"
         )
+    if src.compile_note:
+        failure += (
+            f'<div class="banner info">The model is compiled (torch.compile)'
+            f"<small>{esc(src.compile_note)}</small></div>"
+        )
     targets = (
         f"<p>Hardware targets covered: {esc(', '.join(src.targets))}</p>" if src.targets else ""
     )

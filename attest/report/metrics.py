@@ -196,8 +196,8 @@ def training_log_families(summary: TrainingSummary, log: str, base: Labels) -> l
 
 
 def _ledger_families(path: Path, src: ReportSource, base: Labels) -> Iterable[_Family]:
-    from attest.ledger.entries import entry_from_leaf_data
     from attest.ledger.log import open_ledger
+    from attest.ledger.writers import entry_of_leaf
 
     if not path.exists():
         raise InputError(f"ledger {path} does not exist", hint="check --ledger PATH")
@@ -206,7 +206,7 @@ def _ledger_families(path: Path, src: ReportSource, base: Labels) -> Iterable[_F
     events: Counter[str] = Counter()
     with open_ledger(path) as ledger:
         for leaf in ledger.storage.iter_leaves():
-            entry = entry_from_leaf_data(leaf.data)
+            entry = entry_of_leaf(leaf.data)
             if entry.model.name == src.model.get("name"):
                 events[entry.event] += 1
             same = (

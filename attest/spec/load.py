@@ -10,11 +10,13 @@ what is wrong.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attest.errors import ConfigError, InputError
+from attest.spec.compiled import CompileInfo, strip_compile_prefix, unwrap_compiled
 from attest.spec.factory import resolve_callable
 from attest.spec.files import (
     existing_file,
@@ -65,7 +67,10 @@ def load_spec(path: str | Path) -> LoadedSpec:
     )
     state = read_state_dict(weights_path, spec_path)
     factory_args = dict(spec.model.factory_args)
-    build_model = _model_builder(spec, spec_path, weights_path, factory, factory_args, state)
+    compiled: list[CompileInfo] = []  # what the first build found
+    build_model = _model_builder(
+        spec, spec_path, weights_path, factory, factory_args, state, compiled
+    )
     model = build_model()  # fail now, at load, if the factory raises or the weights do not fit
     target: Any = spec.target
     call = None
@@ -115,6 +120,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
         artifacts={"spec": spec_path, "weights": weights_path, "probe": probe_path},
         training=_training(spec, spec_dir, spec_path),
         budget_s=budget_seconds(spec.budget) if spec.budget is not None else None,
+        compiled=compiled[0] if compiled[0].compiled or compiled[0].stripped_keys else None,
     )
 
 
@@ -125,10 +131,16 @@ def _model_builder(
     factory: Callable[..., Any],
     factory_args: dict[str, Any],
     state: dict[str, Any],
+    compiled: list[CompileInfo],
 ) -> Callable[[], nn.Module]:
     """``build_model``: a fresh module from the factory with the trained weights, on the CPU
-    in eval mode; a factory that raises or weights that do not fit are a ConfigError."""
+    in eval mode; a factory that raises or weights that do not fit are a ConfigError. A
+    ``torch.compile``'d model is unwrapped, and weights saved from one load with their
+    ``_orig_mod.`` prefix removed (:mod:`attest.spec.compiled`); the first build appends what
+    it found to ``compiled``."""
     from torch import nn
+
+    loadable: list[dict[str, Any]] = []  # the weights as they fit, decided at the first build
 
     def build_model() -> nn.Module:
         try:
@@ -144,8 +156,13 @@ def _model_builder(
                 f"factory {spec.model.factory!r} in {spec_path} returned {type(model).__name__}, "
                 "not a torch.nn.Module"
             )
+        model, info = unwrap_compiled(model)
+        if not loadable:
+            fitted, stripped = strip_compile_prefix(state, set(model.state_dict()))
+            loadable.append(fitted)
+            compiled.append(dataclasses.replace(info, stripped_keys=stripped))
         try:
-            model.load_state_dict(state, strict=True)
+            model.load_state_dict(loadable[0], strict=True)
         except Exception as exc:
             hint = "the weights must be the state_dict of exactly this architecture"
             keys_mismatch = str(exc).startswith("Error(s) in loading state_dict")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from attest.spec.compiled import CompileInfo
     from attest.spec.model_call import ModelCall
 
 __all__ = [
@@ -299,3 +300,5 @@ class LoadedSpec:
     artifacts: dict[str, Path] = field(default_factory=dict)  # role -> path (weights, spec, probe)
     training: TrainingConfig | None = None  # the ``training:`` mapping; None: not declared
     budget_s: float | None = None  # ``budget:`` in seconds; None: the full work
+    # torch.compile: what was compiled and how, weights keys stripped (None: nothing compiled)
+    compiled: CompileInfo | None = None

@@ -128,13 +128,15 @@ def _signer_block(raw: Any, where: str) -> SignerBlock:
 _SIGNER_FIELDS = {"attestation", "sig", "timestamp"}
 
 
-def parse_envelope(data: bytes) -> Envelope:
+def parse_envelope(data: bytes, what: str = "the certificate") -> Envelope:
+    """The DSSE envelope in ``data`` (``what`` names the document in messages), or
+    :class:`Rejected` (MALFORMED) saying what is wrong with its shape."""
     try:
         doc = loads_strict(data)
     except StrictJSONError as exc:
-        raise Rejected("MALFORMED", f"the certificate is not strict JSON: {exc}") from None
+        raise Rejected("MALFORMED", f"{what} is not strict JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise Rejected("MALFORMED", "the certificate is not a JSON object (a DSSE envelope)")
+        raise Rejected("MALFORMED", f"{what} is not a JSON object (a DSSE envelope)")
     try:  # the Sigstore bundle form carries the same envelope (attest.certificate.bundle)
         doc = envelope_of(doc)
     except BundleError as exc:

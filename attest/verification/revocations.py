@@ -2,10 +2,18 @@
 
 Each revocation is a DSSE envelope (:mod:`attest.certificate.revocation`). It withdraws the
 certificate whose signed payload has the sha256 it names, from its ``revoked_at`` on, provided
-one of its signatures verifies under a trusted key the trust store allows to revoke
-(``revocation_roles``; by default any trusted key that is not itself revoked). A revocation that
-does not verify, or is signed by a key not allowed to revoke, is ignored and reported in the
-notes; one naming another certificate does not apply.
+one of its signatures *counts*: judged by the very function that judges a certificate's
+signatures (:func:`attest.verification.signatures.judge_signature`), it verifies under a
+trusted key that was valid when it signed (inside its ``not_before``/``not_after`` window, not
+revoked by then), and the trust store gives that key a role allowed to revoke
+(``revocation_roles``; by default any trusted key). "When it signed" is the time of its RFC 3161
+token when the signature carries one that verifies under a TSA root of the trust store, else
+the verification time.
+
+A revocation that does not count (not a revocation, no trusted signature, a key outside its
+window or revoked, a token that does not verify, a key without a revoking role) does not
+reject the certificate: it is listed in the notes as ``ignored revocation SOURCE: CODE: why``.
+One naming another certificate does not apply.
 """
 
 from __future__ import annotations
@@ -16,12 +24,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from attest.certificate.format import PAYLOAD_TYPE, STATEMENT_TYPE
-from attest.certificate.signing import pae, verify_signature
+from attest.certificate.signing import pae
 from attest.core.io import StrictJSONError, loads_strict
 from attest.core.text import safe_text
 from attest.core.times import format_timestamp, parse_timestamp
-from attest.verification.envelope import Rejected, parse_envelope
-from attest.verification.trust import TrustStore
+from attest.verification.envelope import Envelope, Rejected, parse_envelope
+from attest.verification.signatures import judge_signature
+from attest.verification.trust import TrustedKey, TrustStore
 
 __all__ = ["REVOCATION_PREDICATE_TYPE", "Revocation", "check_revocations"]
 
@@ -50,7 +59,36 @@ def _statement(payload: bytes) -> dict[str, Any] | None:
     return data
 
 
-def _parse(data: bytes, trust: TrustStore, source: str, notes: list[str]) -> Revocation | None:
+def _revoker(
+    env: Envelope, trust: TrustStore, at: datetime, skew: timedelta
+) -> tuple[TrustedKey | None, str]:
+    """The first key whose signature counts and which may revoke, or why there is none."""
+    message = pae(env.payload_type, env.payload)
+    why: list[str] = []
+    for index, item in enumerate(env.signatures):
+        checked, problem = judge_signature(item, index, env, message, trust, at, skew)
+        if problem is not None:
+            why.append(f"{problem[0]}: {problem[1]}")
+        elif checked.key is not None and not trust.may_revoke(checked.key):
+            why.append(
+                f"SIGNATURES_INSUFFICIENT: signature {index} is by {checked.key.label()}, which "
+                "the trust store does not allow to revoke certificates (revocation_roles)"
+            )
+        elif checked.key is not None:
+            return checked.key, ""
+    return None, "; ".join(why) or "it has no signature"
+
+
+def _parse(
+    data: bytes,
+    mine: str,
+    trust: TrustStore,
+    notes: list[str],
+    source: str,
+    moment: tuple[datetime, timedelta],
+) -> Revocation | None:
+    """The revocation in ``data`` if it names the certificate ``mine`` and counts; ``None``
+    (with a note saying why, when it names this certificate) otherwise."""
     try:
         env = parse_envelope(data)
     except Rejected as exc:
@@ -70,23 +108,17 @@ def _parse(data: bytes, trust: TrustStore, source: str, notes: list[str]) -> Rev
     except (KeyError, TypeError, ValueError):
         notes.append(f"ignored revocation {source}: not a revocation statement")
         return None
-    message = pae(env.payload_type, env.payload)
-    signers = [
-        k
-        for k in trust.keys
-        for item in env.signatures
-        if verify_signature(k.public_key, item.sig, message)
-    ]
-    allowed = [k for k in signers if trust.may_revoke(k)]
-    if not allowed:
-        who = ", ".join(k.label() for k in signers) or "no trusted key"
+    if digest != mine:
+        return None  # about another certificate: nothing to judge
+    signer, why = _revoker(env, trust, *moment)
+    if signer is None:
         notes.append(
             f"ignored revocation {source} of certificate {safe_text(p['certificate_id'], 100)}: "
-            f"signed by {who}, which the trust store does not allow to revoke certificates"
+            f"{why}"
         )
         return None
     return Revocation(
-        digest, p["certificate_id"], p["reason"], revoked_at, p["revoked_by"], allowed[0].label()
+        digest, p["certificate_id"], p["reason"], revoked_at, p["revoked_by"], signer.label()
     )
 
 
@@ -102,8 +134,8 @@ def check_revocations(
     mine = hashlib.sha256(payload).hexdigest()
     reasons = []
     for source, data in revocations:
-        revocation = _parse(data, trust, source, notes)
-        if revocation is None or revocation.payload_sha256 != mine:
+        revocation = _parse(data, mine, trust, notes, source, (at, skew))
+        if revocation is None:
             continue
         if revocation.revoked_at > at + skew:
             notes.append(

@@ -39,6 +39,7 @@ __all__ = [
     "SignatureCheck",
     "SignerClaim",
     "check_signatures",
+    "judge_signature",
     "signature_line",
 ]
 
@@ -170,7 +171,7 @@ def _key_status(
     return None
 
 
-def _one(
+def judge_signature(
     item: EnvelopeSignature,
     index: int,
     env: Envelope,
@@ -179,6 +180,9 @@ def _one(
     at: datetime,
     skew: timedelta,
 ) -> tuple[CheckedSignature, tuple[str, str] | None]:
+    """One signature judged (steps 1-3 of the module docstring): which trusted key made it,
+    its checked signer claim and trusted time, and why it does not count (``None``: it does).
+    Certificates, exports and revocations are all judged by this one function."""
     checked = CheckedSignature(index)
     what = f"signature {index}"
     order = sorted(trust.keys, key=lambda k: k.keyid != item.hint)  # hinted key first
@@ -258,7 +262,7 @@ def check_signatures(
     counted: dict[str, TrustedKey] = {}
     sig_problems: list[tuple[str, str]] = []
     for index, item in enumerate(env.signatures):
-        checked, problem = _one(item, index, env, message, trust, at, skew)
+        checked, problem = judge_signature(item, index, env, message, trust, at, skew)
         check.signatures.append(checked)
         if problem is not None:
             sig_problems.append(problem)

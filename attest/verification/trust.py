@@ -147,9 +147,8 @@ class TrustStore:
     revocation_roles: tuple[str, ...] | None = None  # None: any trusted key may revoke
 
     def may_revoke(self, key: TrustedKey) -> bool:
-        """Whether ``key`` may revoke certificates (revoked keys never may)."""
-        if self.is_revoked(key.keyid):
-            return False
+        """Whether ``key`` holds a role that may revoke certificates (whether the key itself was
+        valid and unrevoked when it signed is the signature's judgement, not the role's)."""
         return self.revocation_roles is None or bool(set(key.roles) & set(self.revocation_roles))
 
     def is_revoked(self, keyid: str) -> bool:

@@ -389,7 +389,7 @@ def test_missing_file_is_bad_input(
     assert not (tmp_path / "evidence.json").exists()  # nothing collected before inputs are checked
 
 
-def test_model_that_raises_gives_evidence_saying_where(
+def test_model_that_cannot_run_its_probe_is_refused_before_any_check(
     tmp_path: Path, key: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = write_tiny(tmp_path / "model", broken=True)
@@ -407,16 +407,14 @@ def test_model_that_raises_gives_evidence_saying_where(
         ],
         capsys,
     )
-    assert code == 1, out + err
+    assert code == 2, out + err  # bad input, not a verdict on a model that never ran
     assert "Traceback" not in err
     assert not (tmp_path / "c.json").exists()
-    assert "the model raised during forward: RuntimeError: shape bug in the head" in out
-    evidence = json.loads((tmp_path / "evidence.json").read_text())
-    assert evidence["model_failure"]["error_type"] == "RuntimeError"
-    assert evidence["model_failure"]["phase"] == "forward"
-    findings = json.loads((tmp_path / "findings.json").read_text())
-    failing = [f["message"] for f in findings["findings"] if f["verdict"] == "fail"]
-    assert any("shape bug in the head" in m for m in failing), failing
+    assert not (tmp_path / "evidence.json").exists()
+    assert (
+        "the model cannot run its probe (3, 6) in float32: forward raised RuntimeError in "
+        "module '<root>' (Tiny) given (3, 6): shape bug in the head" in err
+    )
 
 
 def test_random_op_in_forward_fails_clinical_strict_rules(

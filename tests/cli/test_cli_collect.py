@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -38,6 +39,7 @@ def test_collect_writes_evidence_and_exits_0(
     assert (
         summary["evidence"] == str(out) and summary["checks"]["determinism"]["status"] == "computed"
     )
+    assert summary["errored"] == [] and summary["compile"] is None
     data = json.loads(out.read_text())
     assert data["model"]["name"] == "tiny" and len(data["operators"]) == 3
     assert stderr == ""  # no progress when stderr is not a terminal
@@ -54,7 +56,7 @@ def test_bad_spec_exits_2_without_traceback(
     assert not (tmp_path / "e.json").exists()
 
 
-def test_raising_model_still_writes_evidence(
+def test_model_that_cannot_run_its_probe_exits_2_in_the_preflight(
     spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (spec.parent / "model.py").write_text(
@@ -68,10 +70,70 @@ def test_raising_model_still_writes_evidence(
         "    return m\n"
     )
     out = tmp_path / "e.json"
-    code, stdout, _ = invoke(["collect", str(spec), "-o", str(out)], capsys)
-    assert code == 0
-    assert "model raised RuntimeError in forward at module 'boom'" in stdout
-    assert json.loads(out.read_text())["model_failure"]["module"] == "boom"
+    code, _, stderr = invoke(["collect", str(spec), "-o", str(out)], capsys)
+    assert code == 2 and "Traceback" not in stderr
+    assert (
+        "the model cannot run its probe (3, 4) in float32: forward raised RuntimeError in "
+        "module 'boom' (Boom) given (3, 3): planted" in stderr
+    )
+    assert "hint: use a probe the architecture supports" in stderr
+    assert not out.exists()  # stopped before any check
+
+
+# Runs the preflight's two calls (float32, float64), then raises: the reference run fails.
+RAISES_FROM_THE_THIRD_CALL = (
+    "from torch import nn\n"
+    "class Flaky(nn.Module):\n"
+    "    calls = 0\n"
+    "    def forward(self, x):\n"
+    "        Flaky.calls += 1\n"
+    "        if Flaky.calls > 2:\n"
+    "            raise RuntimeError('sensor went away')\n"
+    "        return x\n"
+    "def build():\n"
+    "    m = nn.Sequential(nn.Linear(4, 3), nn.ReLU())\n"
+    "    m.add_module('flaky', Flaky())\n"
+    "    return m\n"
+)
+
+
+def test_model_that_raises_in_the_reference_run_exits_2_with_evidence(
+    spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (spec.parent / "model.py").write_text(RAISES_FROM_THE_THIRD_CALL)
+    out = tmp_path / "e.json"
+    code, stdout, stderr = invoke(["collect", str(spec), "-o", str(out)], capsys)
+    assert code == 2, stdout + stderr
+    assert "model raised RuntimeError in forward at module 'flaky'" in stdout
+    assert "checks that ran errored" in stdout
+    assert "the model raised RuntimeError in forward of the reference run" in stderr
+    assert "judges nothing" in stderr and "Traceback" not in stderr
+    assert json.loads(out.read_text())["model_failure"]["module"] == "flaky"  # for the record
+
+
+def test_every_check_errored_exits_2(tmp_path: Path) -> None:
+    from attest.cli.collect import require_a_verdict
+    from attest.errors import CollectError
+    from attest.evidence.model import CheckResult
+
+    evidence = _evidence_with(
+        {"topology": "error", "determinism": "error", "export": "not_applicable"}
+    )
+    with pytest.raises(CollectError, match=r"every check that ran errored; 2 of 2 checks errored"):
+        require_a_verdict(evidence, tmp_path / "e.json")
+    evidence.checks["determinism"] = CheckResult(check="determinism", status="computed")
+    require_a_verdict(evidence, tmp_path / "e.json")  # one check judged: a verdict
+
+
+def _evidence_with(statuses: dict[str, str]) -> Any:
+    from attest.evidence.model import CheckResult, Evidence
+
+    return Evidence.model_construct(
+        model={},
+        targets=[],
+        model_failure=None,
+        checks={c: CheckResult(check=c, status=s) for c, s in statuses.items()},  # type: ignore[arg-type]
+    )
 
 
 def test_merge(spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

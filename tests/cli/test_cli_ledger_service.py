@@ -22,6 +22,7 @@ from attest.ledger.service.client import LedgerClient
 from attest.ledger.service.spool import Spool
 from attest.ledger.service.submission import new_nonce, sign_submission
 from attest.ledger.service.tiles import TilePath
+from attest.ledger.writers import entry_of_leaf
 
 
 @pytest.fixture
@@ -86,11 +87,13 @@ def test_verify_submits_through_the_spool_in_order_exactly_once(
     code, _, err = run(capsys, *args)
     assert code == 0, err
     assert [line for line in err.splitlines() if "recorded" in line] == [
-        f"ledger: event {n} recorded at {url} as entry {n - 1}" for n in (1, 2, 3)
+        f"ledger: event {n} recorded at {url} as entry {n - 1}"
+        " (proven in the log's signed checkpoint)"
+        for n in (1, 2, 3)
     ]
     with LedgerClient(url) as client:
         checkpoint, _ = client.checkpoint(load_public_key(world["keys"] / "service.pub"))
-        events = [entry_from_leaf_data(d).event for d in client.bundle(TilePath(None, 0, 3))]
+        events = [entry_of_leaf(d).event for d in client.bundle(TilePath(None, 0, 3))]
     assert checkpoint.size == 3 and events == ["rejected", "rejected", "verified"]
     with sqlite3.connect(tmp_path / "spool.sqlite") as db:
         assert db.execute("SELECT state, log_index FROM events ORDER BY seq").fetchall() == [
@@ -115,7 +118,12 @@ def test_an_answer_lost_in_transit_is_not_recorded_twice(
         # the first attempt reached the service, but its answer never came back
         body = sign_submission(item, origin=ORIGIN, client="infer-01", nonce=nonce, key=key)
         assert httpx.post(url + "add", json=body, timeout=10).json()["index"] == 0
+        # without the log's key the service's word proves nothing: the event stays pending
         result = spool.flush(url, key)
+        assert result.submitted == [] and result.pending == 1
+        assert result.unproven == [(seq, "no log key was given to check the service's answer")]
+        log_key = load_public_key(world["keys"] / "service.pub")
+        result = spool.flush(url, key, log_key=log_key)  # the 409 carries the stored entry
     assert result.submitted == [(seq, 0)] and result.pending == 0
     note = httpx.get(url + "checkpoint", timeout=5).text
     assert open_checkpoint(note, load_public_key(world["keys"] / "service.pub")).size == 1
@@ -198,7 +206,7 @@ def test_ledger_flush_sends_the_spool_now_in_order_exactly_once(
     assert report["pending"] == 0 and report["refused"] == []
     with LedgerClient(url) as client:
         bundle = client.bundle(TilePath(None, 0, 3))
-    assert entry_from_leaf_data(bundle[0]).actor == "lost-answer"
+    assert entry_of_leaf(bundle[0]).actor == "lost-answer"
     code, out, _ = run(capsys, *flush)  # nothing left: nothing sent again
     assert code == 0 and "0 event(s) still waiting" in out and "sent" not in out, out
     wrong = [*flush[:5], "--ledger-client-key", keys / "release2.key"]

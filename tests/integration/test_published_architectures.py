@@ -1,7 +1,7 @@
 """No false alarms on published architectures: collect + evaluate under clinical-strict.
 
 Each model is a small instance of an architecture from the literature (ResNet, ViT, MONAI's
-UNet, DenseNet and SegResNet, torchvision's MobileNetV3 and MNASNet) that the project was not
+UNet, DenseNet and SegResNet, a MobileNet) that the project was not
 tuned on. A clean model must pass every
 check of clinical-strict at float32 on the CPU; a failing finding here is a false alarm, except
 the true findings TRUE_FINDINGS documents (each must still be found).
@@ -141,61 +141,13 @@ ARCHITECTURES: dict[str, tuple[str, dict[str, Any], tuple[int, ...], int | str]]
     "fno": ("published_models:tiny_fno", {}, (1, 16, 16), 1),
     # Causal attention masked with -inf before the softmax.
     "mingpt": ("published_models:tiny_gpt", {}, (6, 4), "argmax"),
-    # torchvision, untrained. Deep in MobileNetV3 the activations shrink to ~1e-12, and its
-    # squeeze-and-excitation hardsigmoid gates got finite-difference steps lost in rounding
-    # (gradcheck false alarms; tests/unit/collection/gradients/test_grad_step_scale.py has the mechanism). MNASNet
-    # needs the state-dict version metadata that its .pt weights carry.
-    "tv-mobilenet-v3-small": (
-        "torchvision.models:mobilenet_v3_small",
-        {"num_classes": 3},
-        (3, 32, 32),
-        "argmax",
-    ),
-    "tv-mnasnet": ("torchvision.models:mnasnet0_5", {"num_classes": 3}, (3, 32, 32), "argmax"),
 }
-
-
-# Weights written with torch.save (a .pt state_dict keeps each module's state-dict version)
-PT_WEIGHTS = {"tv-mnasnet"}
-
-
-def import_torchvision() -> Any:
-    """torchvision, or a skip when it is not installed.
-
-    The torchvision wheel the package index serves for torch 2.13 on Linux is the CUDA build;
-    with the CPU build of torch its C++ operators (nms, roi_align: detection only) do not
-    load, and torchvision 0.28 then fails at import, registering fake kernels for
-    torchvision::nms and ::qnms unconditionally. The classification models are pure Python:
-    where the extension does not load, the two schemas are declared so the import goes
-    through.
-    """
-    import importlib.util
-
-    found = importlib.util.find_spec("torchvision")
-    if found is None or found.origin is None:
-        pytest.skip("torchvision is not installed")
-    try:
-        torch.ops.load_library(str(Path(found.origin).parent / "_C.so"))
-    except (OSError, ImportError):
-        for op in ("nms", "qnms"):
-            if not hasattr(torch.ops.torchvision, op):
-                if not _TORCHVISION_STUBS:
-                    _TORCHVISION_STUBS.append(torch.library.Library("torchvision", "FRAGMENT"))
-                _TORCHVISION_STUBS[0].define(
-                    f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
-                )
-    return pytest.importorskip("torchvision")
-
-
-_TORCHVISION_STUBS: list[Any] = []  # the library holding the declared schemas, kept alive
 
 
 def _build(factory: str, args: dict[str, Any]) -> Any:
     import importlib
     import sys
 
-    if factory.startswith("torchvision"):
-        import_torchvision()
     module_name, _, attr = factory.partition(":")
     sys.path.insert(0, str(HERE))
     try:
@@ -276,15 +228,12 @@ def write_spec(folder: Path, name: str, baseline: str | None = None) -> Path:
             torch.set_num_threads(threads)
     if factory.startswith("published_models:"):
         (folder / "published_models.py").write_text((HERE / "published_models.py").read_text())
-    weights = "weights.pt" if name in PT_WEIGHTS else "weights.safetensors"
-    if name in PT_WEIGHTS:
-        torch.save(model.state_dict(), folder / weights)
-    else:
-        safetensors_torch.save_file(
-            # clone: modules registered twice (DynUNet) share storage, which safetensors refuses
-            {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
-            str(folder / weights),
-        )
+    weights = "weights.safetensors"
+    safetensors_torch.save_file(
+        # clone: modules registered twice (DynUNet) share storage, which safetensors refuses
+        {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
+        str(folder / weights),
+    )
     gen = torch.Generator().manual_seed(1)
     x = torch.randn((3, *shape), generator=gen)
     safetensors_torch.save_file({"x": x}, str(folder / "probe.safetensors"))

@@ -3,13 +3,13 @@ the service as a real ``attest ledger serve`` process (uvicorn) on a free loopba
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,10 @@ from attest.ledger.entries import LedgerEntry, utc_now
 from attest.ledger.service.submission import new_nonce, sign_submission
 
 ORIGIN = "test.example/ledger"
+TEST_HOST = "test-host-01"
+# the hosts every test client may write for: the kit's own and this machine's (attest verify
+# --ledger records socket.gethostname())
+HOSTS = (TEST_HOST, socket.gethostname())
 
 
 def free_port() -> int:
@@ -38,13 +42,18 @@ class Keys:
         return key, pub
 
 
-def write_clients(path: Path, clients: list[tuple[str, Path, list[str]]]) -> Path:
+def write_clients(
+    path: Path,
+    clients: list[tuple[str, Path, list[str]]],
+    hosts: tuple[str, ...] | list[str] = HOSTS,
+) -> Path:
     lines = ["clients:"] if clients else ["clients: []"]
     for name, pub, types in clients:
         lines += [
             f"  - name: {name}",
             f"    public_key: {pub}",
             f"    entry_types: [{', '.join(types)}]",
+            f"    hosts: [{', '.join(repr(h) for h in hosts)}]",
         ]
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -120,14 +129,14 @@ class ServiceProcess:
                 self.kill()
 
 
-def entry(event: str = "verified", actor: str = "tester") -> LedgerEntry:
+def entry(event: str = "verified", actor: str = "tester", host: str = TEST_HOST) -> LedgerEntry:
     return LedgerEntry(
         event=event,  # type: ignore[arg-type]
         time=utc_now(),
         result="pass" if event == "verified" else "fail",
         certificate_checked=True,
         actor=actor,
-        host="host-" + uuid.uuid4().hex[:8],
+        host=host,
     )
 
 
@@ -171,6 +180,7 @@ def run_load(
     from collections import Counter
 
     from attest.ledger.merkle import leaf_hash
+    from attest.ledger.writers import read_leaf
 
     key = load_private_key(key_path, prompt=False)
     stop = threading.Event()
@@ -184,7 +194,6 @@ def run_load(
             while not stop.is_set():
                 item = entry(actor=f"load-{number}")
                 nonce = new_nonce()
-                lh = leaf_hash(item.leaf_data)
                 while not stop.is_set():
                     body = sign_submission(item, origin=ORIGIN, client=client, nonce=nonce, key=key)
                     started = time.perf_counter()
@@ -200,8 +209,12 @@ def run_load(
                     if response.status_code == 200 or (
                         response.status_code == 409 and index is not None
                     ):
+                        leaf = base64.b64decode(answer["leaf"])
+                        if read_leaf(leaf).entry_data != item.leaf_data:
+                            with lock:
+                                errors["answered with another entry"] += 1
                         with lock:
-                            acks.append((int(index), lh))
+                            acks.append((int(index), leaf_hash(leaf)))
                             latencies.append(time.perf_counter() - started)
                         break
                     with lock:

@@ -40,7 +40,7 @@ LAYERS: dict[str, int] = {
     "pipeline": 4,
     "integrations": 4,  # framework adapters of the collection stage (Lightning)
     "testing": 4,  # the pytest plugin: collect and the policy engine inside a test
-    "archive": 4,
+    "archive": 4,  # the audit archive package: build, signed manifest, bounded unpack, verify
     "interop": 4,
     # front: the command line, the demo, the public facade
     "cli": 5,

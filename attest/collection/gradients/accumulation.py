@@ -29,9 +29,10 @@ from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import CollectContext
 from attest.collection.gradients.finite_differences import finite_or_none
 from attest.collection.gradients.flow import probe_input
+from attest.collection.nonfinite import NonFinite, nonfinite
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
-__all__ = ["FIX_SENTENCE", "run"]
+__all__ = ["CANDIDATE", "FIX_SENTENCE", "REFERENCE", "nonfinite_item", "run"]
 
 FIX_SENTENCE = (
     "The loss most likely normalizes by a count taken inside each micro-batch (tokens, pixels, "
@@ -112,6 +113,16 @@ def run(ctx: CollectContext) -> CheckResult:
             f"{' '.join(str(exc).split())[:300]}",
         )
     full_norm = _total(_norms(full))
+    bad = nonfinite({REFERENCE: full}) if not math.isfinite(full_norm) else None
+    if bad is not None:  # a NaN reference is no reference: fail, naming it (not "nothing to do")
+        item = nonfinite_item(Subject(kind="model", name="full batch"), bad)
+        return CheckResult(
+            check="accumulation",
+            status="computed",
+            parameters=parameters,
+            summary={"max_rel_error": None, "failed": 1},
+            items=[item],
+        )
     if full_norm == 0.0 or not math.isfinite(full_norm):
         return CheckResult(
             check="accumulation",
@@ -130,6 +141,26 @@ def run(ctx: CollectContext) -> CheckResult:
     }
     return CheckResult(
         check="accumulation", status="computed", parameters=parameters, summary=summary, items=items
+    )
+
+
+# The two sides of the comparison, as messages name them.
+REFERENCE = "reference (full-batch gradient)"
+CANDIDATE = "candidate (accumulated micro-batch gradients)"
+
+
+def nonfinite_item(
+    subject: Subject, bad: NonFinite, metrics: dict[str, Any] | None = None
+) -> CheckItem:
+    """A failing item for a comparison with a NaN or infinity on a side (``bad`` names it)."""
+    return CheckItem(
+        subject=subject,
+        status="fail",
+        metrics={**(metrics or {}), "max_rel_error": None, "nonfinite_side": bad.label},
+        message=(
+            f"the accumulated and full-batch gradients cannot be compared: {bad.describe()} "
+            "(see gradient_flow and numerics for where it starts)"
+        ),
     )
 
 
@@ -176,8 +207,14 @@ class _FullBatch:
                 message=f"the loss of a micro-batch raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
             )
         distances = {"mean": self._distances(mean_acc), "sum": self._distances(sum_acc)}
-        del mean_acc, sum_acc
         errors = {c: _total(d) / self.norm for c, d in distances.items()}
+        # before min() picks a convention: it would compare NaN errors as it pleases
+        bad = None
+        if not all(math.isfinite(e) for e in errors.values()):
+            bad = nonfinite({REFERENCE: self.full, CANDIDATE: [mean_acc, sum_acc]})
+        del mean_acc, sum_acc
+        if bad is not None:
+            return nonfinite_item(subject, bad, {"microbatches": k, "rtol": rtol})
         convention = min(errors, key=lambda c: errors[c])
         error = errors[convention]
         worst_name, worst = self._worst_parameter(distances[convention])

@@ -14,7 +14,8 @@ Each call (up to ``custom_op_max_calls`` per class, default 3) is checked in flo
 required grad in the probe run. A backward that returns ``None`` for such an input counts as
 a zero gradient, so a Function that silently drops a gradient fails. If the captured point
 fails but a nearby point passes, the captured point lies on a kink of the function: the item
-passes and says so.
+passes and says so, unless the backward alone was NaN or infinite there (a defect at that
+point, never a kink: docs/gradient-checks.md, "Non-finite values").
 
 :func:`register_custom_op` adds user-supplied sample inputs (for a Function class, or for a
 plain function that calls one); an unregistered Function is still checked on the inputs
@@ -267,7 +268,10 @@ def _check_case(
     use = [i for i, f in enumerate(flags) if f] or list(range(len(flags)))
     fn, values = case_function(target, args64, kwargs64, use)
     first = check_backward(fn, values, settings)
-    if first.passed:
+    if first.passed or analytic_only(first):
+        # A backward that is NaN or infinite where the function and its differences are
+        # finite is wrong there, not on a kink: no nearby point excuses it (a real PyTorch
+        # ``prod`` backward was 0/0 at exact zeros and right everywhere else).
         return first, None
     generator = torch.Generator().manual_seed(settings.seed + 104729)
     nearby = []
@@ -276,6 +280,11 @@ def _check_case(
         noise = torch.randn(v.shape, generator=generator, dtype=torch.float64).to(v.device)
         nearby.append(v + 1e-3 * max(rms, 1e-3) * noise)
     return first, check_backward(fn, nearby, settings)
+
+
+def analytic_only(check: BackwardCheck) -> bool:
+    """Whether ``check`` failed on a non-finite analytic side alone (the numeric one finite)."""
+    return check.nonfinite is not None and list(check.nonfinite.sides) == ["analytic"]
 
 
 def _sample_cases(reg: _Registration) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:

@@ -16,6 +16,8 @@ from typing import Literal
 
 import torch
 
+from attest.collection.nonfinite import NonFinite
+
 DEFAULT_EPS = 1e-6
 EPS_SWEEP: tuple[float, ...] = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
 
@@ -75,6 +77,9 @@ class BackwardCheck:
     # from central ones (after forward ones failed, with ``forward_eps_error`` their error)
     difference: Literal["forward", "central"] = "central"
     forward_eps_error: float | None = None
+    # the sides that were NaN or infinite (attest.collection.nonfinite): a failure whatever the
+    # error says; None when both sides were finite
+    nonfinite: NonFinite | None = None
 
     def metrics(self) -> dict[str, float | int | bool | str | None]:
         """The figures a policy can threshold, with names that say what they are."""
@@ -96,6 +101,8 @@ class BackwardCheck:
         }
         if self.forward_eps_error is not None:
             out["forward_eps_error"] = finite_or_none(self.forward_eps_error)
+        if self.nonfinite is not None:
+            out["nonfinite_side"] = self.nonfinite.label
         return out
 
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -205,7 +205,11 @@ def _finite_part(fn: TensorFn, base: Sequence[torch.Tensor | None]) -> tuple[Ten
     Such an element (the ``-inf`` a padding mask writes into attention scores, say) has no
     derivative to check: central differences give ``inf - inf``, NaN, whatever the backward.
     Held at 0 (``torch.where`` with the mask taken at the inputs) it has derivative 0 both
-    ways, and every finite element is checked as before.
+    ways, and every finite element is checked as before. Its backward still multiplies the
+    zero cotangent by its own infinite derivative (``log`` at 0: ``0 / 0``), so the input
+    gradients are held finite too (:class:`_HeldFinite`): a non-finite gradient entry of such
+    a case is taken as coming from the elements held at 0, where the numeric side sees a
+    derivative of 0 (docs/gradient-checks.md, "Non-finite values").
     """
     masks = {
         i: ~torch.isfinite(o)
@@ -217,12 +221,32 @@ def _finite_part(fn: TensorFn, base: Sequence[torch.Tensor | None]) -> tuple[Ten
         return fn, 0
 
     def finite_fn(*xs: torch.Tensor) -> Sequence[torch.Tensor]:
-        outs = list(fn(*xs))
+        outs = list(fn(*(_HeldFinite.apply(x) for x in xs)))  # type: ignore[no-untyped-call]
         for i, bad in masks.items():
             outs[i] = torch.where(bad, 0.0, outs[i])
         return outs
 
     return finite_fn, sum(int(m.sum()) for m in masks.values())
+
+
+class _HeldFinite(torch.autograd.Function):
+    """The identity, whose backward holds non-finite gradient entries at 0 (for
+    :func:`_finite_part`); written with differentiable operators, so that double backward
+    (``second_order``) goes through it."""
+
+    generate_vmap_rule = True  # the full-Jacobian mode batches its evaluations with vmap
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
+        pass
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return torch.where(torch.isfinite(grad), grad, torch.zeros_like(grad))
 
 
 def _better(first: BackwardCheck, second: BackwardCheck | None) -> BackwardCheck:
@@ -303,6 +327,12 @@ def describe(check: BackwardCheck) -> str:
             "left out (no derivative there)"
         )
     verdict = "agrees with" if check.passed else "DISAGREES with"
+    if check.nonfinite is not None:  # no error to quote: name the side instead
+        return (
+            f"backward {verdict} {check.difference} differences in float64 over {how}: "
+            f"{check.nonfinite.describe()} (analytic: the backward; numeric: the finite "
+            f"differences){swept}"
+        )
     return (
         f"backward {verdict} {check.difference} differences in float64 over {how}: "
         f"max relative error {check.max_rel_error:.2e} (rtol {check.rtol:.0e}){swept}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -24,6 +25,7 @@ from attest.collection.gradients.fd_basics import (
     _pick_eps,
     _vjp,
 )
+from attest.collection.nonfinite import nonfinite
 
 __all__ = ["full_jacobian_check"]
 
@@ -152,42 +154,40 @@ def full_jacobian_check(
     """The full-Jacobian check of ``fn`` at ``inputs`` (see the module docstring)."""
     analytic, numeric = _jacobians(fn, inputs, leaves, outputs, keep)
     scales: dict[float, float] = {}
+    # The numeric Jacobian at the last step evaluated, and whether any step gave a finite one
+    # (a numeric side non-finite at every step fails naming it: attest.collection.nonfinite).
+    numeric_seen: dict[str, Any] = {"finite": False, "last": None}
 
     def error_at(eps: float) -> float:
         jac = numeric(eps)
+        numeric_seen["last"] = jac
         scales[eps] = float(jac.abs().max()) if jac.numel() else 0.0
         if not bool(torch.isfinite(jac).all()):
             return math.inf
+        numeric_seen["finite"] = True
         scale = float(jac.abs().max()) if jac.numel() else 0.0
         diff = float((analytic - jac).abs().max()) if jac.numel() else 0.0
         if scale == 0.0:
             return 0.0 if diff == 0.0 else math.inf
         return diff / scale
 
-    eps, error, default_error, curve = _pick_eps(error_at, settings)
-    # torch.autograd.gradcheck gives the verdict, at the chosen step, with an absolute
-    # tolerance scaled to the Jacobian's largest entry so that the verdict does not depend
-    # on the units of the operator's values.
-    jac_scale = scales.get(eps, 0.0)
-    jac_scale = jac_scale if math.isfinite(jac_scale) else 0.0
-    atol_abs = max(settings.atol * jac_scale, 1e-300)
-
-    def only_kept(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        outs = fn(*xs)
-        return tuple(outs[i] for i in keep)
-
-    verdict = torch.autograd.gradcheck(
-        only_kept,
-        tuple(x.detach().clone().requires_grad_(True) for x in inputs),
-        eps=eps,
-        atol=atol_abs,
-        rtol=settings.rtol,
-        raise_exception=False,
-        fast_mode=False,
-    )
+    # A non-finite analytic Jacobian fails at once, whatever the step (torch's max would carry
+    # its NaN into an error that compares False with everything); the numeric side at the
+    # default step says whether it is the only non-finite one.
+    bad = nonfinite({"analytic": analytic})
+    verdict = False
+    curve: dict[str, float | None]
+    if bad is not None:
+        bad = nonfinite({"analytic": analytic, "numeric": numeric(settings.eps)})
+        eps, error, default_error, curve = settings.eps, math.inf, math.inf, {}
+    else:
+        eps, error, default_error, curve = _pick_eps(error_at, settings)
+        if not numeric_seen["finite"]:
+            bad = nonfinite({"numeric": numeric_seen["last"]})
+        verdict = _torch_gradcheck(fn, inputs, keep, settings, eps, scales.get(eps, 0.0))
     return BackwardCheck(
         mode="full_jacobian",
-        passed=bool(verdict) and error <= settings.rtol,
+        passed=bad is None and verdict and error <= settings.rtol,
         max_rel_error=error,
         eps=eps,
         default_eps_error=default_error,
@@ -199,6 +199,38 @@ def full_jacobian_check(
         output_numel=sum(o.numel() for o in outputs),
         error_curve=curve,
         step_scale="absolute",
-        torch_gradcheck=bool(verdict),
+        torch_gradcheck=verdict if bad is None else None,
         cotangents=sum(o.numel() for o in outputs),
+        nonfinite=bad,
+    )
+
+
+def _torch_gradcheck(
+    fn: TensorFn,
+    inputs: Sequence[torch.Tensor],
+    keep: list[int],
+    settings: FiniteDifferenceSettings,
+    eps: float,
+    jac_scale: float,
+) -> bool:
+    """torch.autograd.gradcheck's verdict at the chosen step, with an absolute tolerance
+    scaled to the Jacobian's largest entry (``jac_scale``) so that the verdict does not
+    depend on the units of the operator's values."""
+    jac_scale = jac_scale if math.isfinite(jac_scale) else 0.0
+    atol_abs = max(settings.atol * jac_scale, 1e-300)
+
+    def only_kept(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outs = fn(*xs)
+        return tuple(outs[i] for i in keep)
+
+    return bool(
+        torch.autograd.gradcheck(
+            only_kept,
+            tuple(x.detach().clone().requires_grad_(True) for x in inputs),
+            eps=eps,
+            atol=atol_abs,
+            rtol=settings.rtol,
+            raise_exception=False,
+            fast_mode=False,
+        )
     )

@@ -5,6 +5,7 @@ verdict (:func:`identical_item`, :func:`inherit_identical`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from attest.collection.capture.aten_args import op_short_name
@@ -58,7 +59,8 @@ def operator_item(
     when all passed, with the inputs held fixed, the values nudged off kinks and the slice."""
     passed = all(c.passed for _, c in checks)
     main = checks[0][1]
-    worst = max(c.max_rel_error for _, c in checks)
+    # a NaN error counts as the worst (max() would keep whichever came first)
+    worst = max(math.inf if math.isnan(c.max_rel_error) else c.max_rel_error for _, c in checks)
     metrics = main.metrics()
     metrics["max_rel_error"] = finite_or_none(worst)
     metrics["full_jacobian_on_slice"] = sliced is not None

@@ -35,6 +35,7 @@ from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import LoadedSpec
 from attest.collection.gradients.finite_differences import finite_or_none
 from attest.collection.gradients.flow import probe_objective
+from attest.collection.nonfinite import NonFinite, nonfinite
 from attest.collection.pieces import piece_seed
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "Graph",
     "Unrepresentative",
     "hessian_vector_check",
+    "hvp_error",
     "missing_backward",
 ]
 
@@ -339,12 +341,14 @@ def _compare(
         hv = [h.to(w.dtype) for h, w in zip(products.pop(0), wrt, strict=True)]
         hv_norm = _norm(hv)
         direction = directions(k)
+        sides: dict[float, NonFinite | None] = {}  # per step: the sides not finite, if any
 
         def error_at(
             eps: float,
             direction: list[torch.Tensor] = direction,
             hv: list[torch.Tensor] = hv,
             hv_norm: float = hv_norm,
+            sides: dict[float, NonFinite | None] = sides,
         ) -> float:
             # The difference is formed in the gradient's own tensors (fresh from autograd),
             # then hv is taken from it in place: no weight-sized temporaries beyond them.
@@ -365,10 +369,8 @@ def _compare(
                 torch._foreach_sub_(fd, hv)
             diff = _norm(fd)
             del fd
-            if not math.isfinite(diff):
-                return math.inf
-            scale = max(hv_norm, fd_norm, atol * g_norm)
-            return diff / scale if scale > 0 else 0.0
+            error, sides[eps] = hvp_error(hv_norm, fd_norm, diff, atol * g_norm)
+            return error
 
         error, eps = error_at(HVP_EPS), HVP_EPS
         curve: dict[str, float | None] = {}
@@ -387,12 +389,26 @@ def _compare(
                 "eps": eps,
                 "difference": "forward" if eps <= FORWARD_MAX_EPS else "central",
                 "passed": error <= rtol,
+                # the sides non-finite at the step kept (attest.collection.nonfinite)
+                "nonfinite": sides.get(eps),
                 "hv_norm": finite_or_none(hv_norm),
                 "grad_norm": finite_or_none(g_norm),
                 "error_curve": curve,
             }
         )
     return outcomes
+
+
+def hvp_error(
+    hv_norm: float, fd_norm: float, diff: float, floor: float
+) -> tuple[float, NonFinite | None]:
+    """``diff / max(||Hv_ad||, ||Hv_fd||, floor)`` and None; or infinity and the sides that are
+    not finite (analytic: the double backward's Hv; numeric: the differences of the gradient)."""
+    bad = nonfinite({"analytic": hv_norm, "numeric": fd_norm})
+    if bad is not None or not math.isfinite(diff):
+        return math.inf, bad
+    scale = max(hv_norm, fd_norm, floor)
+    return (diff / scale if scale > 0 else 0.0), None
 
 
 def _first_graph(objective: _Objective, point: list[torch.Tensor] | None, sub_batch: bool) -> Graph:

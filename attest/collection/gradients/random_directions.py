@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -39,6 +39,7 @@ from attest.collection.gradients.fd_basics import (
     _pick_eps,
     _vjp,
 )
+from attest.collection.nonfinite import NonFinite, nonfinite
 
 __all__ = ["BATCH_NUMEL", "random_direction_check"]
 
@@ -100,35 +101,56 @@ def random_direction_check(
         fn, inputs, keep, settings.directions, scales, us, gs, pool, base
     )
     floor_factor = settings.atol / settings.rtol
+    # The numeric side at the last step evaluated, and whether any step gave a finite one: a
+    # numeric side non-finite at every step fails naming that side (attest.collection.nonfinite).
+    numeric_seen: dict[str, Any] = {"finite": False, "last": []}
 
     def error_at(eps: float, central: bool = True) -> float:
+        numeric = numeric_at(eps, central)
+        numeric_seen["last"] = numeric
+        if not all(math.isfinite(n) for n in numeric):
+            return math.inf
+        numeric_seen["finite"] = True
         worst = 0.0
-        for a, n, s in zip(analytic, numeric_at(eps, central), spread, strict=True):
-            if not math.isfinite(n):
-                return math.inf
+        for a, n, s in zip(analytic, numeric, spread, strict=True):
             # the floor: a = <g, v> is distributed as N(0, spread^2) over the draw of v
             scale = max(abs(a), abs(n), floor_factor * s)
-            worst = max(worst, abs(a - n) / scale if scale > 0 else 0.0)
+            error = abs(a - n) / scale if scale > 0 else 0.0
+            worst = max(worst, error if math.isfinite(error) else math.inf)
         return worst
 
-    # Forward differences first, where the settings ask for them: K evaluations of the
-    # operator instead of 2K (for gradcheck's float64 convolutions of a 64^3 volume, most of
-    # a collect's gradient phase). Their truncation error at the default step is O(eps) =
-    # 1e-6 of the derivative's scale, three orders under rtol, and they cross half as many
-    # kinks; a case they fail gets the central differences and the step sweep as before, so
-    # every case that passed with central differences still passes.
-    forward_error = error_at(settings.eps, False) if settings.one_sided else None
-    difference: Literal["forward", "central"]
-    curve: dict[str, float | None]
-    if forward_error is not None and forward_error <= settings.rtol:
-        difference, curve = "forward", {}
-        eps, error, default_error = settings.eps, forward_error, forward_error
+    difference: Literal["forward", "central"] = "central"
+    curve: dict[str, float | None] = {}
+    forward_error: float | None = None
+    # A non-finite analytic side fails at once (no step can change it): Python's max() would
+    # read its NaN error as 0. The numeric side at the default step says whether it is the
+    # only non-finite one.
+    bad = nonfinite({"analytic": analytic})
+    if bad is not None:
+        # the backward's gradients name the kinds (their dot products turn inf - inf into NaN)
+        bad = nonfinite({"analytic": [g for cotangent in gs for g in cotangent]}) or bad
+        numeric = nonfinite({"numeric": numeric_at(settings.eps, True)})
+        if numeric is not None:
+            bad = NonFinite({**bad.sides, **numeric.sides})
+        eps, error, default_error = settings.eps, math.inf, math.inf
     else:
-        difference = "central"
-        eps, error, default_error, curve = _pick_eps(error_at, settings)
+        # Forward differences first, where the settings ask for them: K evaluations of the
+        # operator instead of 2K (for gradcheck's float64 convolutions of a 64^3 volume, most
+        # of a collect's gradient phase). Their truncation error at the default step is
+        # O(eps) = 1e-6 of the derivative's scale, three orders under rtol, and they cross
+        # half as many kinks; a case they fail gets the central differences and the step
+        # sweep as before, so every case that passed with central differences still passes.
+        forward_error = error_at(settings.eps, False) if settings.one_sided else None
+        if forward_error is not None and forward_error <= settings.rtol:
+            difference = "forward"
+            eps, error, default_error = settings.eps, forward_error, forward_error
+        else:
+            eps, error, default_error, curve = _pick_eps(error_at, settings)
+        if not numeric_seen["finite"]:
+            bad = nonfinite({"numeric": numeric_seen["last"]})
     return BackwardCheck(
         mode="random_directions",
-        passed=error <= settings.rtol,
+        passed=bad is None and error <= settings.rtol,
         max_rel_error=error,
         eps=eps,
         default_eps_error=default_error,
@@ -143,6 +165,7 @@ def random_direction_check(
         step_scale="absolute" if absolute else "relative",
         difference=difference,
         forward_eps_error=forward_error if difference == "central" else None,
+        nonfinite=bad,
     )
 
 

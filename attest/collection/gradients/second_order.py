@@ -238,6 +238,9 @@ def _hvp_item(
         message += (
             "; failed at the probe point, agrees at a nearby point (the probe point lies on a kink)"
         )
+    bad = outcome.get("nonfinite")
+    if bad is not None:  # NaN or infinity on a side, named (attest.collection.nonfinite)
+        message += f"; {bad.describe()}"
     if outcome["hv_norm"] is None:  # the double backward itself gave NaN or Inf
         message += (
             "; the double-backward Hv is NaN or infinite (an operator's double-backward "

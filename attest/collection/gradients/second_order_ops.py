@@ -35,6 +35,7 @@ from attest.collection.gradients.gradcheck_cases import (
     nudge_off_kinks,
     prepare_case,
 )
+from attest.collection.nonfinite import nonfinite
 from attest.evidence.model import CheckItem, ItemStatus, Subject
 
 __all__ = [
@@ -108,6 +109,8 @@ def second_order_check(
         return _untracked_gradient_map(vjp, inputs, settings)
     if check.passed:
         return True, "its gradient map " + describe(check).removeprefix("backward "), check
+    if check.nonfinite is not None:  # analytic: the double backward; numeric: differences
+        return False, "its gradient map " + describe(check).removeprefix("backward "), check
     return (
         False,
         (
@@ -132,6 +135,9 @@ def _untracked_gradient_map(
         minus = vjp(*[x - 1e-4 * d for x, d in zip(inputs, direction, strict=True)])
         here = vjp(*inputs)
     change = _norm([a - b for a, b in zip(plus, minus, strict=True)]) / 2e-4
+    bad = nonfinite({"gradient": here, "numeric": change})
+    if bad is not None:  # ``nan > tol`` is False: it would read as "linear"
+        return False, f"its gradient map cannot be compared: {bad.describe()}", None
     if change > settings.rtol * max(_norm(here), 1e-300):
         return (
             False,

@@ -61,6 +61,7 @@ from attest.collection.ig.split import (
     run_piece,
 )
 from attest.collection.ig.stall import json_safe, stall_text
+from attest.collection.nonfinite import nonfinite
 from attest.collection.pieces import Split, run_split
 from attest.evidence.model import IG_CHECKS, CheckId, CheckItem, CheckResult, ItemStatus, Metric
 
@@ -236,8 +237,14 @@ def _completeness(
             "nonfinite_attributions": int((~np.isfinite(attributions[i])).sum()),
         }
         status: ItemStatus
-        if bad is not None:
-            status, message = "fail", f"non-finite attribution at index {tuple(bad)}"
+        # both sides of sum(attributions) = F(x) - F(b), asked before the error is trusted
+        sides = nonfinite(
+            {"F(x)": main.f_input[i], "F(b)": main.f_baseline[i], "attributions": attributions[i]}
+        )
+        if sides is not None:
+            status, message = "fail", f"completeness cannot hold: {sides.describe()}"
+            if bad is not None:
+                message = f"non-finite attribution at index {tuple(bad)}: {sides.describe()}"
         elif (
             np.isfinite(rel)
             and rel > tolerance
@@ -391,7 +398,8 @@ def _baseline(
             )
             for kind in BASELINES
         }
-        chosen = baseline_neutrality(output(main.baseline.to(inputs.dtype)), out_x, classes)
+        out_b = output(main.baseline.to(inputs.dtype))
+        chosen = baseline_neutrality(out_b, out_x, classes)
     if computed and call is not None and call.heads:  # each head judged as the output it is
         with torch.no_grad():
             rows = call.unpack(inputs)[1]
@@ -406,6 +414,15 @@ def _baseline(
     else:
         count = int(out_x.shape[1]) if out_x.dim() >= 2 else 1
         judged = [judge_neutrality(settings, chosen, i, count) for i in range(inputs.shape[0])]
+    for i, (_, _, metrics) in enumerate(judged):
+        # a NaN probability compares False with both limits: ask about the outputs first
+        sides = nonfinite({"output at the baseline": out_b[i], "output at the input": out_x[i]})
+        if sides is not None:
+            judged[i] = (
+                "fail",
+                f"baseline neutrality cannot be judged: {sides.describe()}",
+                metrics,
+            )
     items = [
         CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
         for i, (status, message, metrics) in enumerate(judged)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 from attest.collection.context import CheckSettings, CollectContext
 from attest.collection.ig.analysis import path_behaviour, spearman
 from attest.collection.ig.attribution import IGResult, path_gradients
+from attest.collection.nonfinite import nonfinite, one_sided_nonfinite
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric, Subject
 
 __all__ = [
@@ -185,7 +187,11 @@ def randomization(
         if stage is not None
     ]
     k = len(original)
-    items = [_randomization_item(i, original[i], curve, len(layers), settings) for i in range(k)]
+    randomized = [stage for stage in stages[1:] if stage is not None][-1]["maps"]
+    items = [
+        _randomization_item(i, original[i], randomized[i], curve, len(layers), settings)
+        for i in range(k)
+    ]
     return CheckResult(
         check="ig_randomization",
         status="computed",
@@ -213,12 +219,13 @@ def randomization(
 def _randomization_item(
     i: int,
     original: np.ndarray,
+    randomized: np.ndarray,
     curve: list[dict[str, Any]],
     count: int,
     settings: CheckSettings,
 ) -> CheckItem:
     """Input ``i``'s item: fails when its attributions (``original``) keep their rank order
-    after all ``count`` layers are randomized."""
+    after all ``count`` layers are randomized (``randomized``: the attributions then)."""
     per_layer = [c["spearman"][i] for c in curve]
     final = per_layer[-1]
     metrics: dict[str, Metric] = {
@@ -228,7 +235,11 @@ def _randomization_item(
         "layers_randomized": count,
     }
     status: ItemStatus
-    if not np.any(original):
+    # spearman() is None for a constant map and for a non-finite one alike: tell them apart
+    sides = nonfinite({"original": original, "randomized": randomized})
+    if sides is not None:
+        status, message = "fail", f"attributions cannot be rank-compared: {sides.describe()}"
+    elif not np.any(original):
         status, message = "not_computed", "the original attributions are all zero"
     elif final is None:
         status, message = (
@@ -343,6 +354,16 @@ def _determinism_item(
             first = [int(v) for v in mismatch[0][1:]]  # the tensor index (without the point)
             break
     bit_exact = all(equal)
+    # NaN where every repeat has it is repeatable (completeness fails on it); NaN or infinity
+    # in one repeat only is the difference to name (nanmax above skips it)
+    sides = None
+    for j, (r, v) in enumerate(zip(runs[1:], values[1:], strict=True), start=2):
+        sides = one_sided_nonfinite(
+            {"repeat 1": (reference, values[0][i]), f"repeat {j}": (r[i], v[i])}
+        )
+        if sides is not None:
+            max_diff = math.inf
+            break
     metrics: dict[str, Metric] = {
         "bit_exact": bit_exact,
         "bit_exact_rate": sum(equal) / len(equal),
@@ -352,6 +373,8 @@ def _determinism_item(
     }
     if bit_exact:
         message = "bit-exact"
+    elif sides is not None:
+        message = f"the repeats differ in where they are finite: {sides.describe()}"
     elif first is None:
         message = "F differs between repeats at the same path points"
     else:

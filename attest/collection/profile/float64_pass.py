@@ -29,7 +29,11 @@ from attest.collection.capture.tensors import (
     op_name,
 )
 from attest.collection.context import CollectContext, precision_dtype
-from attest.collection.profile.op_metrics import relative_error, squared_error_sums
+from attest.collection.profile.op_metrics import (
+    compared_error,
+    relative_error,
+    squared_error_sums,
+)
 
 if TYPE_CHECKING:
     from attest.collection.profile.measures import OpMeasure, Profile
@@ -133,6 +137,8 @@ class _FidelityObserver(CaptureObserver):
     def __init__(self, reference: list[OpMeasure], low: torch.dtype, pager: Pager) -> None:
         self.reference = reference
         self.low = low
+        # the two sides of every comparison, as messages name them
+        self.sides = (f"deployed-precision ({str(low).removeprefix('torch.')})", "float64")
         self.pager = pager  # gives back run 0's pages as the comparisons go
         # Comparisons work in float64 blocks whose two temporaries come to 1/8 of run 0's
         # saved activations (at least 16Ki elements): scratch memory in proportion to the
@@ -170,7 +176,9 @@ class _FidelityObserver(CaptureObserver):
         ]
         if not pairs:
             return
-        measure.out_err = relative_error(pairs, block=self.block)
+        measure.out_err, bad = compared_error(pairs, self.sides, block=self.block)
+        if bad is not None:
+            measure.nonfinite = f"outputs: {bad.describe()}"
         if measure.random:
             measure.local_out_failed = (
                 "random operator: re-running it alone draws different numbers"
@@ -220,7 +228,9 @@ class _FidelityObserver(CaptureObserver):
             self.grad_norms.setdefault(op_id, math.sqrt(reference_sq))
             return self._floor(op_id)
 
-        measure.grad_err = relative_error(pairs, block=self.block, floor=floor)
+        measure.grad_err, bad = compared_error(pairs, self.sides, block=self.block, floor=floor)
+        if bad is not None and measure.nonfinite is None:
+            measure.nonfinite = f"output gradients: {bad.describe()}"
 
     def _floor(self, op_id: int) -> float:
         """The scale to take this operator's gradient error relative to, when its float64

@@ -95,6 +95,7 @@ class OpMeasure:
     runs_exact: int = 0
     origin_runs: int = 0  # runs in which this operator is where a difference starts
     max_deviation: float = 0.0
+    repeat_nonfinite: str | None = None  # a tensor NaN or infinite in one run only, named
     # thread sensitivity
     thread_changed: bool | None = None
     thread_deviation: float | None = None
@@ -105,6 +106,8 @@ class OpMeasure:
     local_grad_sq: list[float] = field(default_factory=lambda: [0.0, 0.0])  # diff^2, ref^2
     local_grad_failed: str | None = None
     local_out_failed: str | None = None
+    # the side of an accumulated comparison that was NaN or infinite alone (a failure)
+    nonfinite: str | None = None
     float64_aligned: bool = False
     # memory
     saved_activation_bytes: int | None = None

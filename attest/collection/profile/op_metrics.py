@@ -15,9 +15,12 @@ from typing import Any
 
 import torch
 
+from attest.collection.nonfinite import NonFinite, one_sided_nonfinite
+
 __all__ = [
     "UNIT_ROUNDOFF",
     "bits_equal",
+    "compared_error",
     "fidelity_pct",
     "relative_deviation",
     "relative_error",
@@ -279,6 +282,40 @@ def relative_error(
     if den == 0.0:
         return 0.0 if num == 0.0 else math.inf
     return math.sqrt(num / den)
+
+
+def compared_error(
+    values: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    sides: tuple[str, str],
+    *,
+    block: int | None = None,
+    floor: float | Callable[[float], float] = 0.0,
+) -> tuple[float | None, NonFinite | None]:
+    """:func:`relative_error` of the ``(a, ref)`` pairs, and None; or, where it is undefined
+    because one side (``sides``: the names of ``a``'s and ``ref``'s) holds a NaN or infinity
+    where the other is finite, infinity and that side (attest.collection.nonfinite).
+
+    Non-finite values both sides hold at the same elements leave the error undefined (None)
+    as before: the computation repeats them, and ``numerics`` reports them. An infinity in
+    ``a`` where ``ref`` is beyond ``a``'s largest finite value, with the same sign, is ``a``'s
+    precision rounding ``ref`` as IEEE overflow does, and counts as agreement there."""
+    pairs = list(values)
+    error = relative_error(pairs, block=block, floor=floor)
+    if error is not None:
+        return error, None
+    cut: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for a, ref in pairs:
+        if a.shape != ref.shape:
+            continue
+        a, ref = a.detach(), ref.detach().to(a.device)
+        if a.is_floating_point() and ref.is_floating_point() and a.dtype != ref.dtype:
+            top = torch.finfo(a.dtype).max
+            overflow = torch.isinf(a) & (ref.abs() > top) & (torch.sign(a) == torch.sign(ref))
+            if bool(overflow.any()):  # both sides counted infinite there
+                ref = torch.where(overflow, a.to(ref.dtype), ref)
+        cut.append((a, ref))
+    bad = one_sided_nonfinite({sides[0]: [a for a, _ in cut], sides[1]: [r for _, r in cut]})
+    return (math.inf, bad) if bad is not None else (None, None)
 
 
 def tensor_sha256(tensor: torch.Tensor, digest: hashlib._Hash | None = None) -> hashlib._Hash:

@@ -47,6 +47,7 @@ from attest.collection.capture.capture import (
 )
 from attest.collection.capture.spill import Pager
 from attest.collection.capture.tensors import flat_tensors, measured_outputs, tensor_storage
+from attest.collection.nonfinite import one_sided_nonfinite
 from attest.collection.profile.op_metrics import bits_equal, relative_deviation
 
 if TYPE_CHECKING:
@@ -111,6 +112,18 @@ class RunComparison(CaptureObserver):
         self.tainted: set[int] = set()  # storages holding values that differ from run 0
         self.forward_tainted: set[int] = set()  # ops whose forward inputs or outputs differed
         self.origins: set[int] = set()
+        # per operator: the first of its tensors NaN or infinite in one run only, named
+        self.nonfinite: dict[int, str] = {}
+
+    def _deviation(self, ref_id: int, what: str, value: torch.Tensor, ref: torch.Tensor) -> float:
+        """:func:`relative_deviation` of ``value`` from run 0's ``ref``; where it is infinite,
+        the side NaN or infinite alone is named (attest.collection.nonfinite)."""
+        deviation = relative_deviation(value, ref)
+        if math.isinf(deviation) and ref_id not in self.nonfinite and value.shape == ref.shape:
+            bad = one_sided_nonfinite({"run 0": ref, "this run": value})
+            if bad is not None:
+                self.nonfinite[ref_id] = f"{what}: {bad.describe()}"
+        return deviation
 
     def _note(self, ref_id: int, exact: bool, deviation: float) -> None:
         self.exact[ref_id] = self.exact.get(ref_id, True) and exact
@@ -138,7 +151,7 @@ class RunComparison(CaptureObserver):
             for box, out in zip(measure.outputs, outputs, strict=True):
                 if not bits_equal(out, box.value):
                     exact = False
-                    dev = max(dev, relative_deviation(out, box.value))
+                    dev = max(dev, self._deviation(ref_id, "output", out, box.value))
         self._note(ref_id, exact, dev)
         inputs_tainted = False
         if self.tainted:
@@ -175,7 +188,7 @@ class RunComparison(CaptureObserver):
                 exact, dev = False, math.inf
             elif box is not None and g is not None and not bits_equal(g, box.value):
                 exact = False
-                dev = max(dev, relative_deviation(g, box.value))
+                dev = max(dev, self._deviation(op_id, "gradient", g, box.value))
         self._note(op_id, exact, dev)
         if not exact and op_id not in self.forward_tainted:
             incoming_exact = measure.grad_outputs is not None and all(

@@ -117,6 +117,7 @@ class ComparedRun:
     backward_ns: dict[int, int] = field(default_factory=dict)
     memory: RunMemory | None = None
     threads: tuple[int, int] | None = None  # the thread-count run: (configured, the other)
+    nonfinite: dict[int, str] = field(default_factory=dict)  # NaN or inf in one run only
 
 
 def _compare_run(
@@ -164,6 +165,7 @@ def _compare_run(
         matches=outcome.failure is None and _outcome_matches(outcome, profile.reference),
         forward_ns=list(outcome.forward_ns),
         backward_ns=dict(outcome.backward_ns),
+        nonfinite=dict(observer.nonfinite),
     )
     if outcome.failure is not None:
         return run
@@ -217,6 +219,8 @@ def apply_repeat(profile: Profile, run: ComparedRun) -> None:
             continue
         if measure.id in run.origins:
             measure.origin_runs += 1
+        if measure.id in run.nonfinite and measure.repeat_nonfinite is None:
+            measure.repeat_nonfinite = run.nonfinite[measure.id]
         if run.exact.get(measure.id, True):
             measure.runs_exact += 1
         else:

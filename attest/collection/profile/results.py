@@ -193,6 +193,7 @@ def determinism_result(ctx: CollectContext, profile: Profile) -> CheckResult:
                     if m.origin_runs
                     else "; inherited from another operator"
                 )
+                + (f"; {m.repeat_nonfinite}" if m.repeat_nonfinite else "")
             )
         items.append(
             CheckItem(subject=_op_subject(m), status=status, metrics=figures, message=message)
@@ -249,6 +250,17 @@ def fidelity_result(ctx: CollectContext, profile: Profile) -> CheckResult:
             acc.append((f, m))
         if isinstance(lf, float):
             loc.append((lf, m))
+        if m.nonfinite is not None:  # one side alone NaN or infinite: no fidelity at all
+            items.append(
+                CheckItem(
+                    subject=_op_subject(m),
+                    status="fail",
+                    metrics=figures,
+                    message=f"the deployed-precision run and the float64 run disagree on "
+                    f"where values are finite, {m.nonfinite}",
+                )
+            )
+            continue
         if f is None and lf is None:
             reason = _fidelity_gap(m)
             items.append(

@@ -33,6 +33,7 @@ from attest.collection.capture.capture import CaptureObserver, ForwardCall
 from attest.collection.capture.records import target_scalar
 from attest.collection.capture.run import _classes_for
 from attest.collection.context import CollectContext, precision_dtype
+from attest.collection.nonfinite import one_sided_nonfinite
 from attest.collection.training.amp_common import (
     KeyAligner,
     count_nonfinite,
@@ -42,46 +43,12 @@ from attest.collection.training.amp_common import (
     traced_pass,
     unit_roundoff,
 )
+from attest.collection.training.batch_rows import max_rel, per_example, row_deviation
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 
 __all__ = ["TOLERANCE_FACTOR", "run"]
 
 TOLERANCE_FACTOR = 32.0  # a batch deviation above this many float64 error scales is interaction
-
-
-def _row_deviation(
-    got: torch.Tensor, ref: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Per row of ``got`` and ``ref`` (same shape, rows = examples): the relative L2 deviation
-    (inf where non-finite values differ) and whether the row is bit-exact."""
-    if got.shape != ref.shape or not got.is_floating_point() or not ref.is_floating_point():
-        return None
-    a = got.detach().reshape(got.shape[0], -1).double()
-    r = ref.detach().reshape(ref.shape[0], -1).double()
-    exact = ((a == r) | (a.isnan() & r.isnan())).all(dim=1)
-    diff = torch.nan_to_num(a - r, nan=0.0, posinf=0.0, neginf=0.0).norm(dim=1)
-    scale = torch.nan_to_num(r, nan=0.0, posinf=0.0, neginf=0.0).norm(dim=1)
-    dev = torch.where(
-        scale > 0, diff / scale.clamp_min(1e-300), torch.where(diff > 0, torch.inf, 0.0)
-    )
-    unequal_nonfinite = (~torch.isfinite(a) | ~torch.isfinite(r)).any(dim=1) & ~exact
-    dev = torch.where(unequal_nonfinite, torch.inf, dev)
-    return torch.where(exact, 0.0, dev), exact
-
-
-def _per_example(
-    t: torch.Tensor, alone: torch.Tensor, b: int
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``t`` (an operator's output at batch size b) and the stacked outputs of the examples
-    alone (row j: the example in row j) as rows to compare, or the whole tensor when it has no
-    batch dimension (a batch-level quantity is compared with the first example's); None when
-    the shapes do not map (a transposed batch dimension)."""
-    one = alone.shape[1:]  # the output of one example alone
-    if t.dim() >= 1 and len(one) >= 1 and t.shape[0] == b * one[0] and t.shape[1:] == one[1:]:
-        return t.reshape(b, -1), alone.reshape(b, -1)
-    if tuple(t.shape) == tuple(one):
-        return t.reshape(1, -1), alone[:1].reshape(1, -1)
-    return None
 
 
 class _Recorder(CaptureObserver):
@@ -144,8 +111,8 @@ class _Comparison:
             return
         tol = TOLERANCE_FACTOR * max(self.scales[ref], self.floor)
         for t, stack in zip(outputs, self.stacks[ref], strict=False):
-            pair = _per_example(t, stack.index_select(0, self.rows), int(self.rows.numel()))
-            found = _row_deviation(*pair) if pair is not None else None
+            pair = per_example(t, stack.index_select(0, self.rows), int(self.rows.numel()))
+            found = row_deviation(*pair) if pair is not None else None
             if found is not None and found[0].numel():
                 dev = float(found[0].max())
                 if dev > tol:
@@ -213,11 +180,6 @@ class _Reference:
     localizable: bool = True
 
 
-def _max_rel(a: torch.Tensor | None, b: torch.Tensor | None) -> float:
-    found = _row_deviation(a, b) if a is not None and b is not None else None
-    return float(found[0].max()) if found is not None and found[0].numel() else 0.0
-
-
 def _reference(
     ctx: CollectContext, x: torch.Tensor, x64: torch.Tensor, labels: torch.Tensor | None, m: int
 ) -> _Reference:
@@ -253,9 +215,9 @@ def _reference(
                 r = aligner.align(*key)
                 if r is not None and r < len(low.recorder.outputs):
                     for lo, hi in zip(low.recorder.outputs[r], outs64, strict=False):
-                        scales[r] = max(scales.get(r, 0.0), _max_rel(lo[None], hi[None]))
-            ref.output_scale = max(ref.output_scale, _max_rel(low.output, wide.output))
-            ref.grad_scale = max(ref.grad_scale, _max_rel(low.input_grad, wide.input_grad))
+                        scales[r] = max(scales.get(r, 0.0), max_rel(lo[None], hi[None]))
+            ref.output_scale = max(ref.output_scale, max_rel(low.output, wide.output))
+            ref.grad_scale = max(ref.grad_scale, max_rel(low.input_grad, wide.input_grad))
         del wide
     if ref.localizable:
         for r in range(len(ref.keys)):
@@ -376,7 +338,7 @@ def _size_item(
         ("output", done.output, _rows_of(ref.outputs, rows), ref.output_scale),
         ("input_grad", done.input_grad, _rows_of(ref.input_grads, rows), ref.grad_scale),
     ):
-        pair = _row_deviation(got, want) if got is not None and want is not None else None
+        pair = row_deviation(got, want) if got is not None and want is not None else None
         if pair is None:
             metrics |= {f"{name}_bit_exact_rate": None, f"{name}_max_deviation": None}
             continue
@@ -388,7 +350,12 @@ def _size_item(
             f"{name}_tolerance": TOLERANCE_FACTOR * max(scale, u),
         }
         if worst > TOLERANCE_FACTOR * max(scale, u):
-            deviations[name] = worst
+            bad = (
+                one_sided_nonfinite({"batched": got, "alone": want})
+                if worst == float("inf")
+                else None
+            )
+            deviations[name if bad is None else f"{name} ({bad.describe()})"] = worst
     if deviations and comparison is not None:
         found.interacting = comparison.first
     return _verdict(subject, metrics, found, deviations, f"{b} rows"), found

@@ -51,21 +51,19 @@ from attest.collection.training.amp_common import (
     op_label,
     param_grads,
     probe_inputs,
-    relative_error,
     seeded,
     traced_pass,
     unit_roundoff,
+)
+from attest.collection.training.mixed_precision_grads import (
+    FAIL_FACTOR,
+    WARN_FACTOR,
+    param_item,
 )
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
 
 __all__ = ["FAIL_FACTOR", "MAX_AUTOCAST_PASSES", "WARN_FACTOR", "run"]
 
-WARN_FACTOR = 8.0  # warn above this many unit roundoffs (times the float32 error scale)
-# fail above this many: 64, not 32, because ReLU inputs within a rounding of zero flip side in
-# the reduced precision, and one flip among hundreds of units of a clean MLP's first layer put
-# its weight gradient 4.6e-2 from float64 where 32 u (times the error scale) allowed 4.45e-2;
-# real precision defects (an unscaled float16 loss, a float16 reduction) are far beyond
-FAIL_FACTOR = 64.0
 MAX_AUTOCAST_PASSES = 8  # with the float64 and float32 passes: at most 10 passes
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -200,7 +198,7 @@ class _Passes:
         )
         model_item = _model_item(run, k_lo, k_hi, bool(parameters["grad_scaler"]))
         param_items = [
-            _param_item(name, run.grads.get(name), g64, grads32.get(name), u)
+            param_item(name, run.grads.get(name), g64, grads32.get(name), u)
             for name, g64 in grads64.items()
         ]
         op_items = [
@@ -382,74 +380,6 @@ def _model_item(run: _AutocastRun, k_lo: int, k_hi: int, scaler: bool) -> CheckI
             ),
         )
     return CheckItem(subject=Subject(kind="model"), status=status, metrics=metrics, message=message)
-
-
-def _param_item(
-    name: str,
-    low: torch.Tensor | None,
-    g64: torch.Tensor | None,
-    g32: torch.Tensor | None,
-    u: float,
-) -> CheckItem:
-    subject = Subject(kind="parameter", name=name)
-    if g64 is None:
-        return CheckItem(
-            subject=subject,
-            status="not_computed",
-            message="the float64 pass gives this parameter no gradient",
-        )
-    if low is None:
-        return CheckItem(
-            subject=subject,
-            status="fail",
-            metrics={"grad_rel_error": None},
-            message="the autocast pass gives this parameter no gradient; float64 does",
-        )
-    err = relative_error(low, g64)
-    err32 = relative_error(g32, g64)
-    u32 = unit_roundoff(torch.float32)
-    scale = max(1.0, (err32 or 0.0) / u32)
-    warn, fail = WARN_FACTOR * u * scale, FAIL_FACTOR * u * scale
-    nonfinite = count_nonfinite([low])
-    nonzero = g64 != 0
-    zeroed = int(((low == 0) & nonzero).sum()) / max(1, int(nonzero.sum()))
-    metrics: dict[str, Any] = {
-        "grad_rel_error": _finite(err),
-        "float32_rel_error": _finite(err32),
-        "error_scale": _finite(scale),
-        "rtol_warn": _finite(warn),
-        "rtol_fail": _finite(fail),
-        "zeroed_fraction": zeroed,
-        "nonfinite": nonfinite,
-    }
-    value = math.inf if err is None or nonfinite else err
-    metrics["cancelled"] = cancelled = err32 is not None and err32 > 0.5 and not nonfinite
-    status: ItemStatus
-    if cancelled:  # float32 has no correct digit either: the float64 value is 0 but rounding
-        message = (
-            "the float64 gradient is 0 but for rounding (float32 is as far from it): "
-            "no precision can match it, so its error is not held against a tolerance"
-        )
-        return CheckItem(subject=subject, status="pass", metrics=metrics, message=message)
-    if value > fail:
-        status = "fail"
-        message = (
-            f"the autocast gradient is {value:.2e} away from float64 (relative), above {fail:.2e}"
-            + (
-                f"; {zeroed:.0%} of its elements are 0 where float64's are not"
-                if zeroed > 0.01
-                else ""
-            )
-        )
-    elif value > warn:
-        status, message = "warn", f"relative error {value:.2e} above the warning level {warn:.2e}"
-    else:
-        status, message = "pass", f"relative error {value:.2e} within {warn:.2e}"
-    return CheckItem(subject=subject, status=status, metrics=metrics, message=message)
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
 
 
 def _op_item(op_id: int, s: OpStats, u: float, scale: float) -> CheckItem:

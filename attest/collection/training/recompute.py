@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from attest.collection.context import CollectContext
 from attest.collection.gradients.flow import probe_input
 from attest.collection.profile.op_metrics import UNIT_ROUNDOFF
 from attest.collection.training import state_diff as sd
+from attest.collection.training.tensor_compare import compare_tensors, comparison_item
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric, Subject
 
 __all__ = ["Figures", "Region", "Trace", "run"]
@@ -333,16 +335,22 @@ def run(ctx: CollectContext) -> CheckResult:
         noise = None
         if not deterministic:
             again = training_step(ctx, patterns, recompute=False)
-            noise = sd.compare_tensors(plain.grads, again.grads)[1]
-    rtol = 0.0 if noise is None else max(2.0 * noise, 8.0 * UNIT_ROUNDOFF[ctx.spec.precision])
-    parameters |= {"rtol": rtol, "run_to_run_deviation": noise}
-    gradients = sd.comparison_item(
+            noise = compare_tensors(plain.grads, again.grads)[1]
+    # run-to-run noise that is infinite (NaN or infinity in one run only) is no tolerance:
+    # 2 * inf would pass any difference; such gradients must then match bit for bit
+    finite_noise = noise is not None and math.isfinite(noise)
+    rtol = 0.0
+    if noise is not None and finite_noise:
+        rtol = max(2.0 * noise, 8.0 * UNIT_ROUNDOFF[ctx.spec.precision])
+    parameters |= {"rtol": rtol, "run_to_run_deviation": noise if finite_noise else None}
+    gradients = comparison_item(
         "gradients with recomputation",
         plain.grads,
         with_step.grads,
         rtol,
         same="the parameter gradients with recomputation equal those without",
         differ="parameter gradients differ with recomputation",
+        sides=("without recomputation", "with recomputation"),
     )
     if not with_step.trace.regions:  # only a hand-written recomputation: it cannot be undone
         gradients.status, gradients.metrics = "not_computed", {}

@@ -39,13 +39,13 @@ from attest.collection.profile.op_metrics import UNIT_ROUNDOFF
 from attest.collection.training.state_diff import (
     Difference,
     Entry,
-    comparison_item,
     diff_snapshots,
     model_snapshot,
     object_snapshot,
     optimizer_snapshot,
     parameter_labels,
 )
+from attest.collection.training.tensor_compare import comparison_item
 from attest.evidence.model import CheckItem, CheckResult, CheckStatus, Metric, Subject
 from attest.spec.model import TrainingConfig
 
@@ -281,6 +281,7 @@ def _result(
             rtol,
             same=f"the {what} of the resumed run equal the uninterrupted run's",
             differ=f"{what} differ between the resumed and the uninterrupted run",
+            sides=("uninterrupted run", "resumed run"),
         )
         for what, a, b in (("parameters", params_a, params_b), ("gradients", grads_a, grads_b))
     ]

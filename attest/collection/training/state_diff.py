@@ -10,12 +10,12 @@ resume. No PyTorch API lists that state, so it is found by walking ``__dict__`` 
 (``optimizer.momentum_buf[param 0 (fc.weight)]``) to an :class:`Entry`: a tensor copy, a
 number, or a container's type and length (so a dict that lost its entries differs itself).
 :class:`StepObserver` watches a training step's ATen calls (random draws, state writes) for
-``recompute``, and :func:`comparison_item` compares parameters or gradients for both checks.
+``recompute``; :mod:`attest.collection.training.tensor_compare` compares parameters or
+gradients for both checks.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_leaves
 
 from attest.collection.capture.tensors import tensor_storage
 from attest.collection.profile.op_metrics import bits_equal, relative_deviation
-from attest.evidence.model import CheckItem, Metric, Subject
+from attest.evidence.model import CheckItem, Subject
 
 __all__ = [
     "Difference",
@@ -36,8 +36,6 @@ __all__ = [
     "RandomCall",
     "StepObserver",
     "add_storages",
-    "compare_tensors",
-    "comparison_item",
     "diff_snapshots",
     "model_snapshot",
     "object_snapshot",
@@ -277,62 +275,6 @@ def _describe(entry: Entry | None) -> str:
         return f"tensor of shape {tuple(value.shape)}{norm}"
     text = repr(value) if not isinstance(value, str) else value
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def compare_tensors(
-    a: Mapping[str, torch.Tensor | None], b: Mapping[str, torch.Tensor | None]
-) -> tuple[int, float, str]:
-    """Two name -> tensor mappings (parameters, gradients): (how many are bit for bit equal,
-    the max relative deviation as ``determinism`` records it, the name where it is largest).
-    A tensor present on one side only (None on the other) deviates infinitely."""
-    exact, worst, worst_name = 0, 0.0, ""
-    for name, ta in a.items():
-        tb = b.get(name)
-        if ta is None or tb is None:
-            same = ta is None and tb is None
-            deviation = 0.0 if same else math.inf
-        else:
-            same = ta.shape == tb.shape and ta.dtype == tb.dtype and bits_equal(ta, tb)
-            deviation = 0.0 if same else relative_deviation(tb, ta.to(tb.device))
-        exact += same
-        if deviation > worst or (not same and not worst_name):
-            worst, worst_name = deviation, name
-    return exact, worst, worst_name
-
-
-def comparison_item(
-    name: str,
-    reference: Mapping[str, torch.Tensor | None],
-    other: Mapping[str, torch.Tensor | None],
-    rtol: float,
-    *,
-    same: str,
-    differ: str,
-) -> CheckItem:
-    """An item comparing two name -> tensor mappings: pass when bit for bit equal (``rtol``
-    0, a deterministic backend) or within ``rtol`` of the reference's float64 scale. The
-    message reads "{same}, bit for bit" or "k of n {differ} (...)"."""
-    exact, deviation, worst = compare_tensors(reference, other)
-    count = len(reference)
-    bit_exact = exact == count
-    passed = bit_exact if rtol == 0.0 else deviation <= rtol
-    how = "bit for bit" if bit_exact else f"within {rtol:.1e} (deviation {deviation:.2e})"
-    metrics: dict[str, Metric] = {
-        "bit_exact": bit_exact,
-        "bit_exact_fraction": exact / count if count else None,
-        "max_relative_deviation": deviation if math.isfinite(deviation) else None,
-        "rtol": rtol,
-        "worst": worst or None,
-    }
-    return CheckItem(
-        subject=Subject(kind="model", name=name),
-        status="pass" if passed else "fail",
-        metrics=metrics,
-        message=f"{same}, {how}"
-        if passed
-        else f"{count - exact} of {count} {differ} (max "
-        f"relative deviation {deviation:.3e}, at {worst}; tolerance {rtol:.1e})",
-    )
 
 
 def storage_key(t: torch.Tensor) -> tuple[int, int]:

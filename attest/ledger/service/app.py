@@ -4,13 +4,16 @@ of it (a write is the hot path: no router, middleware or Request object on it).
 
 Read API (C2SP tlog-tiles, plain GETs): ``/checkpoint``, ``/tile/<L>/<N>[.p/<W>]``,
 ``/tile/entries/<N>[.p/<W>]``; for convenience ``/proof/inclusion?index=I&size=S`` and
-``/proof/consistency?old=M&new=N`` (JSON, base64 hashes). Write: ``POST /add`` (a client-signed
-entry, :mod:`attest.ledger.service.submission`), answered after the commit with the index and
-the signed checkpoint of a tree holding it. ``/healthz`` and OpenMetrics ``/metrics``.
+``/proof/consistency?old=M&new=N`` (JSON, base64 hashes); ``/clients[?version=N]``, the signed
+clients document (:mod:`attest.ledger.service.clients_doc`). Write: ``POST /add`` (a
+client-signed entry, :mod:`attest.ledger.service.submission`), recorded as a service-written
+leaf (:mod:`attest.ledger.writers`) and answered after the commit with the index, the leaf
+(base64) and the signed checkpoint of a tree holding it; a replay of a stored entry (409)
+carries the same three for the stored one. ``/healthz`` and OpenMetrics ``/metrics``.
 
 Errors are JSON ``{"error": CODE, "message": ..., "retryable": bool}`` with the HTTP status:
 400 MALFORMED / WRONG_ORIGIN / REQUEST_EXPIRED, 401 UNKNOWN_CLIENT / SIGNATURE_INVALID, 403
-ENTRY_TYPE_NOT_ALLOWED / READ_ONLY, 404 NOT_FOUND, 409 REPLAY, 413 BODY_TOO_LARGE, 415
+ENTRY_TYPE_NOT_ALLOWED / HOST_NOT_ALLOWED / READ_ONLY, 404 NOT_FOUND, 409 REPLAY, 413 BODY_TOO_LARGE, 415
 UNSUPPORTED_MEDIA_TYPE, 500 STORAGE_INCONSISTENT, 503 UNAVAILABLE (retryable, Retry-After).
 """
 
@@ -24,6 +27,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.gzip import GZipMiddleware
@@ -34,7 +38,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attest.certificate.signing import PrivateKey
 from attest.errors import AttestError, LedgerError
-from attest.ledger.merkle import consistency_proof, inclusion_proof, subtree_hash
+from attest.ledger.entries import utc_now
+from attest.ledger.merkle import consistency_proof, inclusion_proof, leaf_hash, subtree_hash
+from attest.ledger.service.clients_doc import publish_clients
 from attest.ledger.service.metrics import CONTENT_TYPE, ServiceMetrics
 from attest.ledger.service.postgres import DatabaseUnavailable, PostgresStorage, Submission
 from attest.ledger.service.sequencer import Sequencer
@@ -45,6 +51,7 @@ from attest.ledger.service.submission import (
     check_write,
 )
 from attest.ledger.service.tiles import TilePath, encode_bundle, parse_tile_path
+from attest.ledger.writers import written_leaf_data
 
 __all__ = ["ServiceConfig", "create_app"]
 
@@ -121,6 +128,7 @@ class _Service:
             checkpoint_interval_s=config.checkpoint_interval_s,
         )
         self.readers = _Readers(config.dsn, config.read_connections)
+        self.published = publish_clients(config.dsn, config.key, config.origin, config.clients)
 
     # -- reads (sync: Starlette runs them in its thread pool) ----------------------------------
 
@@ -199,6 +207,15 @@ class _Service:
             }
         )
 
+    def clients(self, request: Request) -> Response:
+        """The signed clients document: the latest, or ``?version=N``."""
+        if "version" not in request.query_params:
+            return JSONResponse(self.published[-1], headers={"Cache-Control": "no-cache"})
+        version = self._int_param(request, "version")
+        if not 1 <= version <= len(self.published):
+            return _error(404, "NOT_FOUND", f"versions 1 to {len(self.published)} are published")
+        return JSONResponse(self.published[version - 1], headers=_IMMUTABLE)
+
     def healthz(self, request: Request) -> Response:
         with self.readers.borrow() as storage:
             storage.ping()
@@ -224,7 +241,10 @@ class _Service:
             self.metrics.submissions.labels(exc.code.lower()).inc()
             await _send_json(send, exc.status, _error_body(exc.status, exc.code, exc.message))
             return
-        submission = Submission(checked.client, checked.nonce, checked.leaf_data)
+        leaf = written_leaf_data(checked.entry, checked.writer, utc_now())
+        submission = Submission(
+            checked.client, checked.nonce, leaf, entry_hash=leaf_hash(checked.leaf_data)
+        )
         try:
             outcome, served = await self.sequencer.submit(submission)
         except DatabaseUnavailable as exc:
@@ -241,16 +261,31 @@ class _Service:
                 else f" (it recorded this entry at index {outcome.index})"
             )
             message = f"this nonce was used before{same}; nothing appended"
-            await _send_json(send, 409, _error_body(409, "REPLAY", message, index=outcome.index))
+            proof: dict[str, Any] = {}
+            if outcome.index is not None:  # the stored entry, for the client to prove
+                try:
+                    stored = await anyio.to_thread.run_sync(self._leaf_data, outcome.index)
+                except LedgerError as exc:  # DatabaseUnavailable too: the client retries
+                    await _send_json(send, 503, _error_body(503, "UNAVAILABLE", exc.message))
+                    return
+                proof = {"leaf": _b64(stored), "tree_size": served.head.size}
+                proof["checkpoint"] = served.note
+            refusal = _error_body(409, "REPLAY", message, index=outcome.index, **proof)
+            await _send_json(send, 409, refusal)
             return
         self.metrics.submissions.labels("appended").inc()
         answer = {
             "index": outcome.index,
             "leaf_hash": _b64(outcome.leaf_hash),
+            "leaf": _b64(leaf),
             "tree_size": served.head.size,
             "checkpoint": served.note,
         }
         await _send_json(send, 200, answer)
+
+    def _leaf_data(self, index: int) -> bytes:
+        with self.readers.borrow() as storage:
+            return storage.leaf(index).data
 
     @staticmethod
     async def _body(scope: Scope, receive: Receive) -> bytes | None:
@@ -330,6 +365,7 @@ def create_app(config: ServiceConfig) -> ASGIApp:
         Route("/tile/{rest:path}", service.tile),
         Route("/proof/inclusion", service.inclusion),
         Route("/proof/consistency", service.consistency),
+        Route("/clients", service.clients),
         Route("/add", _post_only, methods=["POST"]),  # GET /add: 405, as for any route
         Route("/healthz", service.healthz),
         Route("/metrics", service.metrics_text),

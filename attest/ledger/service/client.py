@@ -2,11 +2,21 @@
 
 Failures are :class:`~attest.errors.LedgerError` subclasses: :class:`Unreachable` (no answer,
 a timeout, 503: retry later, nothing is lost) and :class:`Refused` (the service answered
-4xx or 5xx: ``status``, ``code`` and, for a replay, the ``index`` the first request got).
+4xx or 5xx: ``status``, ``code``, the JSON ``body`` and, for a replay, the ``index`` the first
+request got).
+
+Every answer is read as a stream and its size counted as it is produced: the raw bytes, and for a
+gzip answer the bytes its decompression yields (zlib with ``max_length``, never more than the
+cap at once), so an answer that would inflate past :data:`MAX_RESPONSE_BYTES` (a gzip bomb in a
+tile, a checkpoint, an entry bundle or ``/clients``) is refused when the cap is reached, with
+memory bounded by the cap. httpx's own decoding decompresses a whole network chunk at once
+(about a thousand times its size for zeros), hence the hand-written loop.
 """
 
 from __future__ import annotations
 
+import zlib
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -15,7 +25,6 @@ from attest.certificate.signing import PublicKey, b64decode_strict
 from attest.core.io import StrictJSONError, loads_strict
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, open_checkpoint
-from attest.ledger.merkle import verify_inclusion
 from attest.ledger.service.tiles import TilePath, decode_bundle, split_hashes, tile_path
 
 __all__ = ["LedgerClient", "Refused", "Unreachable"]
@@ -30,15 +39,73 @@ class Unreachable(LedgerError):
 class Refused(LedgerError):
     """The service answered with an error status."""
 
-    def __init__(self, message: str, *, status: int, code: str, index: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        code: str,
+        index: int | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.index = status, code, index
+        self.body = body or {}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer read within the cap: its status and (decoded) content."""
+
+    status_code: int
+    content: bytes
+
+
+def read_capped(response: httpx.Response, cap: int, where: str) -> bytes:
+    """The body of ``response``, decoded (identity or gzip), refused past ``cap`` bytes of
+    raw or decoded data (module docstring)."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity", "gzip"):
+        raise LedgerError(f"{where}: answered with content encoding {encoding[:40]!r}")
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
+    too_large = LedgerError(
+        f"{where}: the answer is over {cap} bytes (decompressed); refused",
+        hint="the service is misbehaving or hostile; tell the log's operator",
+    )
+    parts: list[bytes] = []
+    produced = raw = 0
+    for chunk in response.iter_raw():
+        raw += len(chunk)
+        if raw > cap:
+            raise too_large
+        pending = chunk
+        while pending:
+            if decoder is None:
+                out, pending = pending, b""
+            else:
+                try:
+                    out = decoder.decompress(pending, cap + 1 - produced)
+                except zlib.error as exc:
+                    raise LedgerError(f"{where}: the gzip answer is corrupt ({exc})") from None
+                pending = decoder.unconsumed_tail
+                if decoder.eof and decoder.unused_data:
+                    raise LedgerError(f"{where}: data after the end of the gzip answer")
+            produced += len(out)
+            if produced > cap:
+                raise too_large
+            parts.append(out)
+    if decoder is not None and not decoder.eof:
+        raise LedgerError(f"{where}: the gzip answer is truncated")
+    return b"".join(parts)
 
 
 class LedgerClient:
-    """One service at ``url`` (its tlog-tiles prefix)."""
+    """One service at ``url`` (its tlog-tiles prefix); ``transport``: an httpx transport to
+    use instead of the network (tests)."""
 
-    def __init__(self, url: str, *, timeout_s: float = 15.0) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float = 15.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             raise LedgerError(f"{url!r} is not an http:// or https:// URL")
         self.url = url.rstrip("/") + "/"
@@ -46,6 +113,7 @@ class LedgerClient:
             base_url=self.url,
             timeout=timeout_s,
             headers={"Accept-Encoding": "gzip, identity", "User-Agent": "gradient-attest"},
+            transport=transport,
         )
 
     def close(self) -> None:
@@ -57,21 +125,23 @@ class LedgerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(self, method: str, path: str, **kwargs: Any) -> Answer:
+        where = f"ledger service {self.url}{path}"
         try:
-            response = self._http.request(method, path, **kwargs)
+            with self._http.stream(method, path, **kwargs) as streamed:
+                response = Answer(
+                    streamed.status_code, read_capped(streamed, MAX_RESPONSE_BYTES, where)
+                )
         except httpx.HTTPError as exc:
             raise Unreachable(
                 f"ledger service {self.url} did not answer ({type(exc).__name__}: {exc})",
                 hint="check the URL and that the service runs; retry later",
             ) from None
-        if len(response.content) > MAX_RESPONSE_BYTES:
-            raise LedgerError(f"ledger service {self.url}: answer over {MAX_RESPONSE_BYTES} bytes")
         if response.status_code >= 400:
             raise self._refusal(response, path)
         return response
 
-    def _refusal(self, response: httpx.Response, path: str) -> LedgerError:
+    def _refusal(self, response: Answer, path: str) -> LedgerError:
         try:
             body = loads_strict(response.content)
         except StrictJSONError:
@@ -87,9 +157,10 @@ class LedgerClient:
             status=response.status_code,
             code=code,
             index=index if isinstance(index, int) and not isinstance(index, bool) else None,
+            body=body,
         )
 
-    def _json(self, response: httpx.Response) -> dict[str, Any]:
+    def _json(self, response: Answer) -> dict[str, Any]:
         try:
             body = loads_strict(response.content)
         except StrictJSONError as exc:
@@ -136,22 +207,17 @@ class LedgerClient:
         """POST a signed write; the answer (index, leaf_hash, tree_size, checkpoint)."""
         return self._json(self._request("POST", "add", json=body))
 
-    def confirm(
-        self, answer: dict[str, Any], leaf: bytes, key: PublicKey, key_name: str | None
-    ) -> int:
-        """Check a write's answer: the checkpoint verifies under ``key``, covers the index,
-        and the inclusion proof the service gives leads from ``leaf`` to its root."""
-        index = answer.get("index")
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise LedgerError(f"ledger service {self.url}: the answer names no index")
-        checkpoint = open_checkpoint(str(answer.get("checkpoint", "")), key, key_name=key_name)
-        served_leaf, path = self.inclusion_proof(index, checkpoint.size)
-        if served_leaf != leaf or not verify_inclusion(
-            index, checkpoint.size, leaf, path, checkpoint.root
-        ):
-            raise LedgerError(
-                f"ledger service {self.url}: entry {index} is not proven in the signed checkpoint"
-                f" of {checkpoint.size} entries it answered with",
-                hint="the service is misbehaving; keep its answer and tell the log's operator",
-            )
-        return index
+    def consistency_proof(self, old: int, new: int) -> list[bytes]:
+        """The service's proof that its tree of ``new`` entries extends that of ``old``."""
+        body = self._json(
+            self._request("GET", "proof/consistency", params={"old": old, "new": new})
+        )
+        try:
+            return [b64decode_strict(h) for h in body["consistency_proof"]]
+        except (KeyError, TypeError, ValueError):
+            raise LedgerError(f"ledger service {self.url}: malformed consistency proof") from None
+
+    def clients(self, version: int | None = None) -> Any:
+        """The log's signed clients document (JSON, not verified): the latest or ``version``."""
+        params = {} if version is None else {"version": version}
+        return self._json(self._request("GET", "clients", params=params))

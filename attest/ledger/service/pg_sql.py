@@ -5,7 +5,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SUBMIT_STATE", "SUBMIT_WRITE", "WRITER_LOCK"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 WRITER_LOCK = 0x6772_6164_6174_7374  # "gradatst": pg_advisory_xact_lock key of the writer
 _LEVEL_MASK = (1 << 6) - 1
 APPEND_ONLY = ("ledger_leaves", "ledger_nodes", "ledger_checkpoints", "ledger_submissions")
@@ -30,6 +30,13 @@ MIGRATIONS: dict[int, list[str]] = {
             " FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change()"
             for t in APPEND_ONLY
         ),
+    ],
+    # the published clients documents (attest.ledger.service.clients_doc), one row a version
+    2: [
+        "CREATE TABLE ledger_clients (version bigint PRIMARY KEY CHECK (version >= 1),"
+        " document bytea NOT NULL, signature text NOT NULL)",
+        "CREATE TRIGGER ledger_clients_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON"
+        " ledger_clients FOR EACH STATEMENT EXECUTE FUNCTION ledger_refuse_change()",
     ],
 }
 

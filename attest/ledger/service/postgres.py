@@ -2,8 +2,8 @@
 
 - Tables ``ledger_leaves(idx, data, leaf_hash)``, ``ledger_nodes(key, hash)`` (the same node
   key as the SQLite backend: ``((index + 1) << level) << 6 | level``), ``ledger_checkpoints``,
-  ``ledger_submissions(client, nonce, idx, leaf_hash)`` (replay protection) and
-  ``ledger_meta``. The schema is created and migrated by the tool (``ledger_meta``
+  ``ledger_submissions(client, nonce, idx, leaf_hash)`` (replay protection; ``leaf_hash``
+  identifies the entry: the leaf hash of the bare entry), ``ledger_clients`` and ``ledger_meta``. The schema is created and migrated by the tool (``ledger_meta``
   ``schema_version``; each migration one transaction).
 - **Append-only in the database.** Triggers refuse UPDATE, DELETE and TRUNCATE on the leaves,
   nodes, checkpoints and submissions, whoever connects; run the service as a role that does
@@ -59,11 +59,14 @@ class DatabaseUnavailable(LedgerError):
 
 @dataclass(frozen=True)
 class Submission:
-    """One client-signed write: who sent it, its nonce and the entry's leaf data."""
+    """One client-signed write: who sent it, its nonce, the leaf data, and the hash that
+    identifies its entry for a replay (default: the leaf hash; a service-written leaf gives
+    the leaf hash of its bare entry, so a retry with a new signature matches)."""
 
     client: str
     nonce: str
     data: bytes
+    entry_hash: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -304,19 +307,22 @@ class PostgresStorage:
                 }
                 fresh: list[Submission] = []
                 hashes: list[bytes] = []
+                ids: list[bytes] = []
                 outcomes: list[SubmitOutcome] = []
                 for item in batch:
                     lh = leaf_hash(item.data)
+                    same = item.entry_hash or lh
                     prior = seen.get((item.client, item.nonce))
                     if prior is not None:
                         outcomes.append(
-                            SubmitOutcome(prior[0] if prior[1] == lh else None, lh, True)
+                            SubmitOutcome(prior[0] if prior[1] == same else None, lh, True)
                         )
                         continue
-                    seen[(item.client, item.nonce)] = (size + len(fresh), lh)
+                    seen[(item.client, item.nonce)] = (size + len(fresh), same)
                     outcomes.append(SubmitOutcome(size + len(fresh), lh, False))
                     fresh.append(item)
                     hashes.append(lh)
+                    ids.append(same)
                 if not fresh:
                     head = TreeHead(size, frontier_root(self._frontier_of(size)))
                     return outcomes, head, self.get_meta(LAST_CHECKPOINT_META) or ""
@@ -339,7 +345,7 @@ class PostgresStorage:
                         [s.client for s in fresh],
                         [s.nonce for s in fresh],
                         indexes,
-                        hashes,
+                        ids,
                         LAST_CHECKPOINT_META,
                         note,
                     ),

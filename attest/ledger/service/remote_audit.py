@@ -5,14 +5,15 @@ The audit trusts nothing the service says but the signature on its checkpoint: i
 every entry bundle and level-0 hash tile, checks each entry is a canonical ledger record and
 hashes to the log's own leaf hash, rebuilds the tree and requires the signed root. The last
 checkpoint the auditor verified is kept locally (``--state``, default one file per origin in
-the user's state directory); the rebuilt tree must reproduce it at its size, so a log that
-was rewritten, forked or truncated since is caught even when its new checkpoint is signed.
+the user's state directory, keyed by the log's key: :mod:`attest.ledger.service.audit_state`);
+the rebuilt tree must reproduce it at its size, so a log that was rewritten, forked or truncated
+since is caught even when its new checkpoint is signed, and an origin change under the same key
+is reported. The log's published clients (``/clients``) are checked against the stored ones
+(append-only), and every client-signed leaf's signature against them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,28 +21,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from attest.certificate.signing import PublicKey
-from attest.core.io import atomic_write_text
 from attest.errors import LedgerError
 from attest.ledger.audit import Problem
-from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from attest.ledger.entries import entry_from_leaf_data, utc_now
+from attest.ledger.checkpoint import Checkpoint
+from attest.ledger.entries import utc_now
 from attest.ledger.log import open_ledger
 from attest.ledger.merkle import EMPTY_ROOT, frontier_push, frontier_root, leaf_hash
+from attest.ledger.service.audit_state import (
+    AuditState,
+    check_clients,
+    default_state_path,
+    legacy_state_path,
+    load_state,
+    save_state,
+)
 from attest.ledger.service.client import LedgerClient, Refused
+from attest.ledger.service.clients_doc import ClientsDocument
 from attest.ledger.service.tiles import TILE_WIDTH, TilePath, tiles_for_size
 from attest.ledger.storage import LAST_CHECKPOINT_META
+from attest.ledger.writers import entry_of_leaf, read_leaf
 
-__all__ = ["RemoteAuditReport", "audit_remote", "default_state_path", "mirror_log"]
+__all__ = ["RemoteAuditReport", "audit_remote", "mirror_log"]
 
 _PARALLEL = 8
-
-
-def default_state_path(origin: str) -> Path:
-    """Where the auditor keeps the last checkpoint it verified of ``origin``."""
-    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    digest = hashlib.sha256(origin.encode("utf-8")).hexdigest()[:16]
-    return base / "gradient-attest" / "ledger-audit" / f"{digest}.checkpoint"
 
 
 @dataclass
@@ -55,6 +60,9 @@ class RemoteAuditReport:
     entries_checked: int = 0
     previous_size: int | None = None
     state_path: str = ""
+    clients_version: int | None = None
+    writers_checked: int = 0
+    leaves_without_writer: int = 0
     problems: list[Problem] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -71,9 +79,18 @@ class RemoteAuditReport:
             if self.ok
             else f"checked against the stored checkpoint of {self.previous_size} entries"
         )
+        writers = (
+            f"{self.writers_checked} client signatures checked against the published clients"
+            + (f" (version {self.clients_version})" if self.clients_version else "")
+        )
+        if self.leaves_without_writer:
+            writers += (
+                f"; {self.leaves_without_writer} entries written before writers were recorded"
+                " (no client signature to check)"
+            )
         return (
             f"{state}: {self.url} ({self.origin}): {self.entries_checked} of {self.tree_size} "
-            f"entries rebuilt from tiles in {self.seconds:.2f} s; {since}"
+            f"entries rebuilt from tiles in {self.seconds:.2f} s; {since}; {writers}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -86,6 +103,9 @@ class RemoteAuditReport:
             "entries_checked": self.entries_checked,
             "previous_size": self.previous_size,
             "state": self.state_path,
+            "clients_version": self.clients_version,
+            "writers_checked": self.writers_checked,
+            "leaves_without_writer": self.leaves_without_writer,
             "problems": [p.to_json() for p in self.problems],
             "seconds": round(self.seconds, 3),
         }
@@ -107,17 +127,6 @@ def _tiles(
             yield from pool.map(fetch, wanted[at : at + _PARALLEL * 4])
 
 
-def _stored_previous(
-    path: Path, key: PublicKey, key_name: str | None
-) -> tuple[Checkpoint | None, Problem | None]:
-    if not path.exists():
-        return None, None
-    try:
-        return open_checkpoint(path.read_text(encoding="utf-8"), key, key_name=key_name), None
-    except (OSError, UnicodeDecodeError, CheckpointError) as exc:
-        return None, Problem(None, "state", f"the stored checkpoint {path} cannot be used: {exc}")
-
-
 def audit_remote(
     url: str,
     key: PublicKey,
@@ -125,24 +134,27 @@ def audit_remote(
     key_name: str | None = None,
     state_path: Path | None = None,
     check_entries: bool = True,
+    origin: str | None = None,
+    transport: httpx.BaseTransport | None = None,
 ) -> RemoteAuditReport:
-    """Audit the whole remote log (module docstring); on success store its checkpoint."""
+    """Audit the whole remote log (module docstring); on success store the state.
+    ``origin``: the log's origin as the auditor names it (the checkpoint must carry it)."""
     started = time.perf_counter()
     report = RemoteAuditReport(url)
-    with LedgerClient(url) as client:
+    with LedgerClient(url, transport=transport) as client:
         checkpoint, note = client.checkpoint(key, key_name)
         report.origin, report.tree_size = checkpoint.origin, checkpoint.size
-        path = state_path or default_state_path(checkpoint.origin)
+        path = state_path or default_state_path(key, key_name)
         report.state_path = str(path)
-        previous, problem = _stored_previous(path, key, key_name)
+        legacy = legacy_state_path(checkpoint.origin)
+        source = legacy if state_path is None and not path.exists() and legacy.exists() else path
+        saved, problem = load_state(source, key, key_name)
         if problem:
             report.problems.append(problem)
+        _check_origin(report, checkpoint, saved, origin)
+        previous = saved.checkpoint if saved is not None else None
         if previous is not None:
             report.previous_size = previous.size
-            if previous.origin != checkpoint.origin:
-                report.problems.append(
-                    Problem(None, "origin", f"the stored checkpoint is of {previous.origin!r}")
-                )
             if previous.size > checkpoint.size:
                 report.problems.append(
                     Problem(
@@ -151,6 +163,10 @@ def audit_remote(
                         f"the log's checkpoint covers {checkpoint.size} entries, fewer than the {previous.size} of the checkpoint you stored: the log was truncated or forked",
                     )
                 )
+        clients, clients_answer, found = check_clients(client, key, checkpoint.origin, saved)
+        report.problems += found
+        report.clients_version = clients.version if clients is not None else None
+        writers = _WriterCheck(report, clients, checkpoint.origin, check=not found)
         frontier: list[bytes] = []
         size = 0
         try:
@@ -164,10 +180,7 @@ def audit_remote(
                             )
                         )
                     if check_entries:
-                        try:
-                            entry_from_leaf_data(data)
-                        except LedgerError as exc:
-                            report.problems.append(Problem(size, "malformed", exc.message))
+                        writers.check(size, data)
                     frontier_push(frontier, size, computed)
                     size += 1
                     if (
@@ -194,8 +207,92 @@ def audit_remote(
             )
     report.seconds = time.perf_counter() - started
     if report.ok:
-        atomic_write_text(path, note)
+        save_state(path, key, key_name, checkpoint, note, clients_answer)
     return report
+
+
+def _check_origin(
+    report: RemoteAuditReport,
+    checkpoint: Checkpoint,
+    saved: AuditState | None,
+    named: str | None,
+) -> None:
+    """The origin the auditor named, and the one stored for this key, must be the log's."""
+    if named is not None and checkpoint.origin != named:
+        report.problems.append(
+            Problem(
+                None,
+                "origin",
+                f"the log's checkpoint is of {checkpoint.origin!r}, not {named!r} (--origin)",
+            )
+        )
+    if saved is not None and saved.checkpoint.origin != checkpoint.origin:
+        report.problems.append(
+            Problem(
+                None,
+                "origin",
+                f"the log signed by this key was {saved.checkpoint.origin!r} when you stored"
+                f" its state; it now presents {checkpoint.origin!r}: a log keeps its origin, so"
+                " a log re-signed under a new origin is refused, not audited as a new log",
+            )
+        )
+
+
+class _WriterCheck:
+    """Per leaf: a canonical record, and for a service-written leaf, a client signature that
+    verifies under a key the log published for that client."""
+
+    def __init__(
+        self,
+        report: RemoteAuditReport,
+        clients: ClientsDocument | None,
+        origin: str,
+        *,
+        check: bool,
+    ) -> None:
+        self.report, self.origin, self.enabled = report, origin, check
+        self.keys = clients.keys() if clients is not None else None
+        self.unpublished = False
+
+    def check(self, index: int, data: bytes) -> None:
+        report = self.report
+        try:
+            record = read_leaf(data)
+        except LedgerError as exc:
+            report.problems.append(Problem(index, "malformed", exc.message))
+            return
+        writer = record.writer
+        if writer is None:
+            report.leaves_without_writer += 1
+            return
+        if not self.enabled:  # the clients document itself was refused: reported once
+            return
+        if self.keys is None:
+            if not self.unpublished:
+                self.unpublished = True
+                report.problems.append(
+                    Problem(
+                        index,
+                        "writer",
+                        "the log holds client-signed leaves but publishes no clients document:"
+                        " who wrote them cannot be checked",
+                    )
+                )
+            return
+        key = self.keys.get((writer.client, writer.key_id))
+        if key is None:
+            problem = (
+                f"written as client {writer.client!r} with key {writer.key_id[:16]}, which the"
+                " log's published clients do not list"
+            )
+        elif writer.origin != self.origin:
+            problem = f"the client signed it for {writer.origin!r}, not this log"
+        elif not writer.verifies(key, record.entry_data):
+            problem = f"client {writer.client!r}'s signature over the entry does not verify"
+        else:
+            report.writers_checked += 1
+            return
+        report.problems.append(Problem(index, "writer", problem))
 
 
 def mirror_log(
@@ -224,7 +321,7 @@ def mirror_log(
             for tile, entries, _hashes in _tiles(client, start, checkpoint.size):
                 fresh = entries[max(0, start - tile.index * TILE_WIDTH) :]
                 for data in fresh:
-                    entry_from_leaf_data(data)
+                    entry_of_leaf(data)
                 if fresh:
                     storage.append_many(fresh)
                     at += len(fresh)

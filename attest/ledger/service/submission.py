@@ -21,6 +21,10 @@ client that lost an answer learns its entry is in); it also refuses a ``time`` f
       - name: inference-01
         public_key: keys/inference-01.pub     # PEM, relative to the file
         entry_types: [verified, rejected]     # events this client may write
+        hosts: [inference-01.example.org]     # the entry's ``host`` must be one of these
+
+A write that passes is recorded as a service-written leaf (:mod:`attest.ledger.writers`): the
+entry, the client's name, key id and signed request, and the service's receive time.
 """
 
 from __future__ import annotations
@@ -40,17 +44,18 @@ from attest.certificate.signing import (
     PrivateKey,
     PublicKey,
     b64decode_strict,
-    canonical_json_text,
     ed25519_point_problem,
+    key_id,
     load_public_key,
     verify_signature,
 )
-from attest.core.io import StrictJSONError, loads_strict, sha256_bytes
+from attest.core.io import StrictJSONError, loads_strict
 from attest.core.strict_yaml import load_yaml_mapping
 from attest.core.validation import validation_problems
 from attest.errors import ConfigError, InputError
-from attest.ledger.entries import Event, LedgerEntry, leaf_data_of, utc_now
+from attest.ledger.entries import Event, LedgerEntry, ShortText, leaf_data_of, utc_now
 from attest.ledger.service.tiles import MAX_ENTRY_BYTES
+from attest.ledger.writers import SUBMISSION_DOMAIN, SUBMISSION_FORMAT, Writer, signed_message
 
 __all__ = [
     "DOMAIN",
@@ -58,6 +63,7 @@ __all__ = [
     "SUBMISSION_FORMAT",
     "CheckedWrite",
     "ClientPolicy",
+    "ListedClient",
     "SubmissionRequest",
     "WriteRefused",
     "check_write",
@@ -66,8 +72,7 @@ __all__ = [
     "sign_submission",
 ]
 
-SUBMISSION_FORMAT: Final = "gradient-attest/ledger-submission/v1"
-DOMAIN: Final = b"gradient-attest ledger submission v1\n"
+DOMAIN: Final = SUBMISSION_DOMAIN
 MAX_BODY_BYTES = 96 * 1024  # an entry is at most 64 KiB of leaf data, plus the envelope
 MAX_SKEW_S = 300.0
 ClientName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
@@ -143,12 +148,6 @@ def new_nonce() -> str:
     return secrets.token_hex(16)
 
 
-def signed_message(header: dict[str, Any], leaf_data: bytes) -> bytes:
-    """What a write's signature covers: :data:`DOMAIN`, then the canonical JSON of its fields
-    but ``signature``, with ``entry`` replaced by the sha256 (hex) of the entry's leaf data."""
-    return DOMAIN + canonical_json_text({**header, "entry": sha256_bytes(leaf_data)})
-
-
 def sign_submission(
     entry: LedgerEntry,
     *,
@@ -197,12 +196,15 @@ class WriteRefused(Exception):
 
 @dataclass(frozen=True)
 class CheckedWrite:
-    """A write that passed every check: who sent it, its nonce, the entry's leaf data."""
+    """A write that passed every check: who sent it, its nonce, the entry's leaf data, and the
+    writer record (name, key id, signed request) its leaf will carry."""
 
     client: str
     nonce: str
     leaf_data: bytes
     event: str
+    entry: LedgerEntry
+    writer: Writer
 
 
 def check_write(
@@ -224,8 +226,9 @@ def check_write(
         )
     if sent.origin != origin:
         raise WriteRefused(400, "WRONG_ORIGIN", f"this log is {origin!r}, not {sent.origin!r}")
-    key = policy.key_of(sent.client)
-    if key is None:
+    listed = policy.clients.get(sent.client)
+    key = None if listed is None else listed.key
+    if listed is None or key is None:
         raise WriteRefused(401, "UNKNOWN_CLIENT", f"client {sent.client!r} is not listed")
     try:
         entry, data = parse_entry(sent.entry)
@@ -251,9 +254,24 @@ def check_write(
             "ENTRY_TYPE_NOT_ALLOWED",
             f"client {sent.client!r} may not write {entry.event!r} entries",
         )
+    if entry.host not in listed.hosts:
+        raise WriteRefused(
+            403,
+            "HOST_NOT_ALLOWED",
+            f"client {sent.client!r} may write entries only for the hosts listed for it in"
+            f" clients.yaml ({', '.join(sorted(listed.hosts))}), not for host {entry.host!r}",
+        )
     if len(data) > MAX_ENTRY_BYTES:
         raise WriteRefused(413, "BODY_TOO_LARGE", f"the entry is over {MAX_ENTRY_BYTES} bytes")
-    return CheckedWrite(sent.client, sent.nonce, data, entry.event)
+    writer = Writer(
+        client=sent.client,
+        key_id=listed.key_id,
+        origin=sent.origin,
+        nonce=sent.nonce,
+        time=sent.time,
+        signature=sent.signature,
+    )
+    return CheckedWrite(sent.client, sent.nonce, data, entry.event, entry, writer)
 
 
 class _ClientFile(BaseModel):
@@ -262,6 +280,7 @@ class _ClientFile(BaseModel):
     name: ClientName
     public_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     entry_types: list[Event] = Field(min_length=1)
+    hosts: list[ShortText] = Field(min_length=1, max_length=1000)
 
 
 class _ClientsFile(BaseModel):
@@ -270,19 +289,30 @@ class _ClientsFile(BaseModel):
     clients: list[_ClientFile] = Field(max_length=10_000)
 
 
-class ClientPolicy:
-    """Who may write: client name -> (public key, allowed events). Empty: read-only."""
+@dataclass(frozen=True)
+class ListedClient:
+    """One client of ``clients.yaml``: its key (and key id), the events it may write and the
+    hosts it may write for."""
 
-    def __init__(self, clients: dict[str, tuple[PublicKey, frozenset[str]]]) -> None:
+    key: PublicKey
+    entry_types: frozenset[Event]
+    hosts: frozenset[str]
+    key_id: str
+
+
+class ClientPolicy:
+    """Who may write: client name -> :class:`ListedClient`. Empty: read-only."""
+
+    def __init__(self, clients: dict[str, ListedClient]) -> None:
         self.clients = clients
 
     def key_of(self, name: str) -> PublicKey | None:
         entry = self.clients.get(name)
-        return None if entry is None else entry[0]
+        return None if entry is None else entry.key
 
     def may_write(self, name: str, event: str) -> bool:
         entry = self.clients.get(name)
-        return entry is not None and event in entry[1]
+        return entry is not None and event in entry.entry_types
 
 
 def load_clients(path: str | Path) -> ClientPolicy:
@@ -293,14 +323,17 @@ def load_clients(path: str | Path) -> ClientPolicy:
         parsed = _ClientsFile.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"clients file {p}: {validation_problems(exc)}") from None
-    clients: dict[str, tuple[PublicKey, frozenset[str]]] = {}
+    clients: dict[str, ListedClient] = {}
     for number, client in enumerate(parsed.clients):
         if client.name in clients:
             raise ConfigError(f"clients file {p}: clients[{number}]: name {client.name!r} repeated")
         key_path = Path(client.public_key)
         if not key_path.is_absolute():
             key_path = p.parent / key_path
-        clients[client.name] = (load_public_key(key_path), frozenset(client.entry_types))
+        key = load_public_key(key_path)
+        clients[client.name] = ListedClient(
+            key, frozenset(client.entry_types), frozenset(client.hosts), key_id(key)
+        )
     return ClientPolicy(clients)
 
 

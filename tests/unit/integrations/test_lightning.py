@@ -12,26 +12,9 @@ from pathlib import Path
 
 import pytest
 
-# This machine's shared environment has a torchvision built for another torch (its C ops do
-# not load, and torchmetrics imports it when its metadata is present): the script tells
-# lightning's import helpers torchvision is absent, only when it is broken like that (or not
-# installed at all: the except also takes the ImportError).
 SCRIPT = textwrap.dedent(
     """
     import json, sys
-    try:
-        import torchvision  # noqa: F401
-    except (ImportError, RuntimeError):
-        import importlib.metadata, lightning_utilities.core.imports as li
-        for name in [m for m in sys.modules if m.startswith("torchvision")]:
-            del sys.modules[name]
-        real_version, real_available = li._version, li.module_available
-        def version(name):
-            if name == "torchvision":
-                raise importlib.metadata.PackageNotFoundError(name)
-            return real_version(name)
-        li._version = version
-        li.module_available = lambda m: False if m.startswith("torchvision") else real_available(m)
     import lightning.pytorch as pl
     import torch
     import torch.nn.functional as F

@@ -551,7 +551,12 @@ def test_extends_adds_waivers_to_a_base_policy(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("extends", "expected"),
-    [("nope.yaml", "does not exist"), ("p.yaml", "cycle"), ("", "path to another policy")],
+    [
+        ("nope.yaml", "does not exist"),
+        ("p.yaml", "cycle"),
+        ("", "path to another policy"),
+        ("clinical-lax", "neither a file next to it .* nor a shipped policy"),
+    ],
 )
 def test_bad_extends(tmp_path: Path, extends: str, expected: str) -> None:
     path = tmp_path / "p.yaml"
@@ -560,6 +565,47 @@ def test_bad_extends(tmp_path: Path, extends: str, expected: str) -> None:
     )
     with pytest.raises(PolicyError, match=expected):
         load_policy(path)
+
+
+def test_extends_a_shipped_policy_by_name(tmp_path: Path) -> None:
+    """A pip-installed user has no policies/ folder: ``extends: clinical-strict`` names the
+    policy shipped in the package."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        yaml.safe_dump(
+            {
+                "id": "site",
+                "version": "1",
+                "extends": "clinical-strict",
+                "waivers": [{**WAIVER, "rule": "fidelity.local"}],
+            }
+        )
+    )
+    pol = load_policy(site)
+    strict = load_policy("clinical-strict")
+    assert [r.id for r in pol.rules] == [r.id for r in strict.rules] and pol.rules
+    assert pol.id == "site" and len(pol.waivers) == len(strict.waivers) + 1
+
+
+def test_an_unknown_name_lists_the_shipped_policies(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"id": "site", "version": "1", "extends": "clinical"}))
+    with pytest.raises(PolicyError) as info:
+        load_policy(site)
+    assert info.value.hint is not None
+    assert "one of the shipped policies: clinical-strict, research" in info.value.hint
+    with pytest.raises(PolicyError, match="no shipped policy of that name") as by_option:
+        load_policy("clinical")
+    assert by_option.value.hint is not None and "clinical-strict, research" in by_option.value.hint
+
+
+def test_a_file_of_that_name_next_to_the_policy_comes_first(tmp_path: Path) -> None:
+    (tmp_path / "clinical-strict").write_text(
+        yaml.safe_dump({"id": "local", "version": "1", "rules": [FIDELITY]})
+    )
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"id": "site", "version": "1", "extends": "clinical-strict"}))
+    assert [r.id for r in load_policy(site).rules] == ["fid"]
 
 
 def test_shipped_policies_match_the_schema() -> None:

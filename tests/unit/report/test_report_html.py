@@ -386,6 +386,26 @@ def test_model_failure_is_named_in_the_summary(tmp_path: Path) -> None:
     assert "has been modified" in summary
 
 
+def test_compile_settings_are_shown_in_the_summary(tmp_path: Path) -> None:
+    from attest.evidence.model import CompileRecord
+
+    evidence = make_evidence()
+    evidence.compile = CompileRecord(
+        compiled=True,
+        modules=[""],
+        backend="inductor",
+        mode="max-autotune",
+        note="torch.compile'd (the model; backend=inductor, mode=max-autotune): the checks ran "
+        "the original eager module (_orig_mod) with the same weights",
+    )
+    _, text = parse(
+        write_report(write_evidence(tmp_path / "e.json", evidence), tmp_path / "r.html").path
+    )
+    summary = text[text.index('id="summary"') : text.index('id="findings"')]
+    assert "The model is compiled (torch.compile)" in summary
+    assert "backend=inductor, mode=max-autotune" in summary
+
+
 def test_bare_statement_is_unsigned(tmp_path: Path) -> None:
     import base64
 

@@ -66,6 +66,29 @@ def test_broken(gradient_check):
 
 def test_unknown_check(gradient_check):
     gradient_check(good(), X, checks=("no_such_check",))
+
+
+class Tokens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed, self.proj, self.head = nn.Embedding(7, 4), nn.Linear(4, 4), nn.Linear(4, 3)
+
+    def forward(self, features, ids):
+        assert ids.dtype == torch.long, ids.dtype
+        return self.head(torch.tanh(self.proj(features) + self.embed(ids)).sum(dim=1))
+
+
+IDS = torch.tensor([[1, 2, 3], [4, 5, 0]])
+
+
+@pytest.mark.attest_checks("gradcheck", "numerics")
+def test_tuple_with_token_ids(gradient_check):
+    torch.manual_seed(0)
+    gradient_check(Tokens(), (torch.randn(2, 3, 4), IDS))
+
+
+def test_token_ids_alone(gradient_check):
+    gradient_check(Tokens(), IDS)
 '''
 
 
@@ -77,12 +100,14 @@ def _plugin_args() -> list[str]:
 def test_a_passing_and_a_failing_model(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_models=TESTS)
     result = pytester.runpytest(*_plugin_args(), "-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=2, failed=3)
     text = result.stdout.str()
     # the failure names the check, the operator (the custom Function) and the module it ran in
     assert "gradient checks custom_ops: 1 failure(s)" in text
     assert "custom_ops: custom_op" in text and "DoubledTanh" in text
     assert "unknown gradient check 'no_such_check'" in text
+    # integer ids are neither cast to float nor a crash (an AttributeError traceback before)
+    assert "gradient checks could not run: gradient_check got torch.int64 inputs" in text
     assert "Traceback" not in text
 
 

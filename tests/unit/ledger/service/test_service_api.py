@@ -3,6 +3,7 @@ each refusal, health and metrics, remote audit and mirror from the command line.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +15,16 @@ import pytest
 from _ledger_service_kit import ORIGIN, Keys, ServiceProcess, entry, signed_body, write_clients
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from attest.certificate.signing import load_public_key
+from attest.certificate.signing import load_private_key, load_public_key
 from attest.cli import main
 from attest.ledger.checkpoint import open_checkpoint
-from attest.ledger.entries import entry_from_leaf_data
+from attest.ledger.entries import LedgerEntry
 from attest.ledger.merkle import leaf_hash, root_from_leaf_hashes
 from attest.ledger.service.client import LedgerClient
 from attest.ledger.service.postgres import PostgresStorage
+from attest.ledger.service.proving import WriteClaim, prove_answer
 from attest.ledger.service.tiles import TilePath, decode_bundle, tile_path
+from attest.ledger.writers import entry_of_leaf
 
 
 class World:
@@ -70,9 +73,10 @@ def cli(*args: object) -> int:
 
 
 def test_write_then_read_back_through_tiles_and_proofs(world: World) -> None:
-    answers = []
+    answers, bodies = [], []
     for _ in range(3):
         body = signed_body("infer-01", world.infer_key)
+        bodies.append(body)
         response = world.post(body)
         assert response.status_code == 200, response.text
         answers.append(response.json())
@@ -81,12 +85,22 @@ def test_write_then_read_back_through_tiles_and_proofs(world: World) -> None:
         checkpoint, _note = client.checkpoint(world.public)
         assert checkpoint.origin == ORIGIN and checkpoint.size == 3
         bundle = client.bundle(TilePath(None, 0, 3))
-        assert [entry_from_leaf_data(d).actor for d in bundle] == ["tester"] * 3
+        assert [entry_of_leaf(d).actor for d in bundle] == ["tester"] * 3
         assert client.hashes(TilePath(0, 0, 3)) == [leaf_hash(d) for d in bundle]
         assert root_from_leaf_hashes(leaf_hash(d) for d in bundle) == checkpoint.root
         # the answer is a signed checkpoint plus a proof the client checks
-        last = answers[-1]
-        assert client.confirm(last, leaf_hash(bundle[2]), world.public, None) == 2
+        last, sent = answers[-1], bodies[-1]
+        claim = WriteClaim(
+            ORIGIN,
+            "infer-01",
+            load_private_key(world.infer_key, prompt=False).public_key,
+            sent["nonce"],
+            LedgerEntry.model_validate(sent["entry"]).leaf_data,
+        )
+        proven = prove_answer(
+            client, last, claim, log_key=world.public, log_key_name=None, seen_note=None
+        )
+        assert proven.index == 2 and base64.b64decode(last["leaf"]) == bundle[2]
     raw = httpx.get(world.url + tile_path(None, 0, 3), timeout=5)
     assert raw.headers["content-type"] == "application/octet-stream"
     assert "immutable" in raw.headers["cache-control"]
