@@ -527,7 +527,9 @@ def test_check_gradients_refuses_integer_ids_without_a_role_and_embeds_them_with
 
     torch.manual_seed(0)
     ids = torch.randint(0, 12, (3, 5))
-    with pytest.raises(InputError, match="at least one input must be role: attributed") as info:
+    with pytest.raises(
+        InputError, match="integer inputs such as token ids have no gradient"
+    ) as info:
         check_gradients(Bag(), ids, checks=("gradient_flow",))
     assert "'role': 'embedded'" in (info.value.hint or "")
     result = check_gradients(
