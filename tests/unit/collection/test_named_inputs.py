@@ -718,3 +718,39 @@ def test_ig_baseline_judges_each_head_as_the_output_it_is(tmp_path: Path) -> Non
         assert "diagnosis.baseline_entropy_ratio" in item.metrics
         assert "risk.baseline_output_ratio" in item.metrics
     assert evidence.checks["ig_completeness"].summary["max_completeness_rel_error"] < 1e-2
+
+
+TWO_HEADS_ONE_INPUT = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 6)
+        self.cls = nn.Linear(6, 3)
+        self.aux = nn.Linear(6, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.body(x))
+        return self.cls(h), self.aux(h)
+
+def build():
+    return Net()
+"""
+
+
+def test_the_single_input_form_does_not_call_a_second_output_dead(tmp_path: Path) -> None:
+    from attest.collection.context import CollectContext
+    from attest.collection.gradients import flow
+
+    train = "probe.update(x=torch.randn(4, 4, generator=torch.Generator().manual_seed(1)))\n"
+    spec = load_spec(
+        _folder(tmp_path, TWO_HEADS_ONE_INPUT, train, "inputs: {probe: probe.safetensors}\n")
+    )
+    assert spec.call is None  # unchanged single-input form: F reads the first tensor
+    result = flow.run(CollectContext(spec=spec))
+    by_name = {i.subject.name: i for i in result.items if i.subject.kind == "parameter"}
+    assert by_name["aux.weight"].status == "pass"
+    assert by_name["aux.weight"].metrics["reason_kind"] == "unselected_output"
+    assert by_name["body.weight"].metrics["has_grad"]
