@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from attest.collection import CHECK_RUNNERS, RUNNER_CHECKS, collect
+from attest.collection.context import CheckSettings
 from attest.errors import InputError
 from attest.evidence.model import CHECK_IDS, TOPOLOGY_CHECKS, Evidence
 from attest.policy.engine import evaluate
@@ -100,7 +101,7 @@ def _policy_lines(evidence: Evidence, policy: Policy, checks: Sequence[str]) -> 
 
 def check_gradients(
     model: nn.Module,
-    inputs: torch.Tensor | tuple[torch.Tensor, ...] | Mapping[str, torch.Tensor],
+    inputs: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor],
     *,
     target: torch.Tensor | None = None,
     roles: Mapping[str, Mapping[str, Any]] | None = None,
@@ -115,11 +116,14 @@ def check_gradients(
     """Run ``checks`` of ``attest collect`` on ``model`` at ``inputs`` (see the module doc).
 
     ``target`` and ``loss``: the gradients of ``loss(model(inputs), target)``; without them,
-    of the predicted class's score (the spec's ``target: argmax``). ``inputs`` may be a tuple
-    (positional arguments) or a mapping (keyword arguments) of tensors: floating ones are
-    attributed, others fixed (never cast); ``roles`` sets any input's role as ``attest.yaml``
-    does (e.g. ``{"input_ids": {"role": "embedded", "kwarg": "input_ids", "embedding":
-    "embeddings.word"}}``) and ``output`` selects the output (docs/spec.md). A
+    of the predicted class's score (the spec's ``target: argmax``). ``inputs`` is a tensor, or
+    a tuple (positional) or mapping (keyword arguments) of tensors: floating-point ones are
+    attributed (differentiated), the others (token ids, masks) fixed, passed unchanged and
+    never cast; ``roles`` sets any input's role and place as ``attest.yaml`` does (e.g.
+    ``{"input_ids": {"role": "embedded", "kwarg": "input_ids", "embedding":
+    "embeddings.word"}}``) and ``output`` selects the output (docs/spec.md). The checks call
+    the model through the spec's :class:`~attest.spec.model_call.ModelCall`
+    (:mod:`attest.testing.named_inputs`), so every check runs with fixed inputs too. A
     ``torch.compile``'d model is checked as its eager original (:mod:`attest.spec.compiled`).
     """
     unknown = [c for c in checks if c not in CHECK_IDS]
@@ -131,13 +135,21 @@ def check_gradients(
     if (target is None) != (loss is None):
         raise InputError("give target and loss together (or neither, for the argmax target)")
     frozen, compiled = unwrap_compiled(copy.deepcopy(model).eval())  # never the caller's module
+    settings = CheckSettings()
+    if isinstance(inputs, (tuple, list)) and len(inputs) == 1:
+        inputs = inputs[0]
+    if isinstance(inputs, torch.Tensor) and not inputs.is_floating_point() and not roles:
+        raise InputError(
+            f"gradient_check got {inputs.dtype} inputs: integer inputs such as token ids "
+            "have no gradient, and casting them to float would change what the model reads",
+            hint="pass the float input the gradients are taken with respect to (ids and masks "
+            "beside it, as a tuple or dict of inputs), or differentiate the ids at their "
+            "embedding: roles={'arg0': {'role': 'embedded', 'embedding': MODULE}}",
+        )
     build: Callable[[], nn.Module] = lambda: copy.deepcopy(frozen)  # noqa: E731
     labels = target.detach() if target is not None else None
     call = None
-    # integer ids go through the named call too: refused there unless a role says how to
-    # differentiate them (never cast to float)
-    named = not isinstance(inputs, torch.Tensor) or not inputs.is_floating_point()
-    if named or roles or output is not None:
+    if not isinstance(inputs, torch.Tensor) or roles or output is not None:
         plain = inputs if not isinstance(inputs, torch.Tensor) else (inputs,)
         loaded = named_call(
             frozen, plain, roles=roles, output=output, target=target, loss=loss, name=name
@@ -146,7 +158,6 @@ def check_gradients(
         loss = loaded.loss_fn
         build = lambda: loaded.call.install(copy.deepcopy(frozen))  # noqa: E731
     else:
-        assert isinstance(inputs, torch.Tensor)
         x = inputs
     spec = LoadedSpec(
         path=Path(name),
@@ -165,7 +176,7 @@ def check_gradients(
         repeats=repeats,
         compiled=compiled if compiled.compiled else None,
     )
-    evidence = collect(spec, runners=_runners(checks))
+    evidence = collect(spec, runners=_runners(checks), settings=settings)
     asked = tuple(checks)
     failures, warnings = _item_lines(evidence, asked)
     if policy is not None:

@@ -6,7 +6,7 @@ that ``attest collect`` uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ def _default_role(key: str, tensor: torch.Tensor, positional: int | None) -> dic
 
 def named_call(
     model: torch.nn.Module,
-    inputs: tuple[torch.Tensor, ...] | Mapping[str, torch.Tensor],
+    inputs: Sequence[torch.Tensor] | Mapping[str, torch.Tensor],
     *,
     roles: Mapping[str, Mapping[str, Any]] | None,
     output: str | int | None,
@@ -47,6 +47,23 @@ def named_call(
     else:
         raw = {f"arg{i}": v.detach() for i, v in enumerate(inputs)}
         named = {k: _default_role(k, v, i) for i, (k, v) in enumerate(raw.items())}
+    shown = {k: (f"input {k.removeprefix('arg')}" if k.startswith("arg") else k) for k in raw}
+    embedded = any(entry.get("role") == "embedded" for entry in (roles or {}).values())
+    if not embedded and not any(v.is_floating_point() for v in raw.values()):
+        raise InputError(
+            f"no floating-point input among {', '.join(shown.values())}: integer inputs such as "
+            "token ids have no gradient, and casting them to float would change what the model "
+            "reads",
+            hint="add the float input the gradients are taken with respect to, or "
+            "differentiate the ids at their embedding: roles={NAME: {'role': 'embedded', "
+            "'embedding': MODULE}}",
+        )
+    sizes = {k: tuple(v.shape) for k, v in raw.items()}
+    if len({shape[0] if shape else None for shape in sizes.values()}) > 1:
+        raise InputError(
+            "the inputs must share the batch dimension (dim 0): "
+            + ", ".join(f"{shown[k]} {shape}" for k, shape in sizes.items()),
+        )
     for key, entry in (roles or {}).items():
         named[key] = {**named.get(key, {}), **entry}
         if "arg" in entry:

@@ -414,15 +414,19 @@ def _baseline(
     else:
         count = int(out_x.shape[1]) if out_x.dim() >= 2 else 1
         judged = [judge_neutrality(settings, chosen, i, count) for i in range(inputs.shape[0])]
-    items = []
-    for i, (status, message, metrics) in enumerate(judged):
+    for i, (_, _, metrics) in enumerate(judged):
         # a NaN probability compares False with both limits: ask about the outputs first
         sides = nonfinite({"output at the baseline": out_b[i], "output at the input": out_x[i]})
         if sides is not None:
-            status, message = "fail", f"baseline neutrality cannot be judged: {sides.describe()}"
-        items.append(
-            CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
-        )
+            judged[i] = (
+                "fail",
+                f"baseline neutrality cannot be judged: {sides.describe()}",
+                metrics,
+            )
+    items = [
+        CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
+        for i, (status, message, metrics) in enumerate(judged)
+    ]
     summary: dict[str, Metric] = {**status_counts(items), "classifier": bool(chosen["classifier"])}
     for kind, reading in readings.items():
         for key in (

@@ -26,7 +26,7 @@ POLICY = Path(__file__).resolve().parents[3] / "policies" / "clinical-strict.yam
 SETTINGS_RULES = {"min_repeats", "min_probe_examples", "probe_class_coverage"}
 # What IG's sanity checks read off these tiny models and their baselines, true by the checks'
 # definitions (the figures are in each failing finding): a zero or mean baseline is not
-# neutral for a regression value or a sum of heads (|F(b)| / |F(x)| above 0.5), an encoder
+# neutral for a regression value or a regression head (|F(b)| / |F(x)| above 0.5), an encoder
 # reads a zero sequence as a confident class, and a 16-unit model's attributions stay
 # correlated with the input after randomization (Spearman 0.55-0.68 against 0.5). They judge
 # the baseline and the model, not the calling of named inputs, which these tests are about.
@@ -527,7 +527,9 @@ def test_check_gradients_refuses_integer_ids_without_a_role_and_embeds_them_with
 
     torch.manual_seed(0)
     ids = torch.randint(0, 12, (3, 5))
-    with pytest.raises(InputError, match="at least one input must be role: attributed") as info:
+    with pytest.raises(
+        InputError, match="integer inputs such as token ids have no gradient"
+    ) as info:
         check_gradients(Bag(), ids, checks=("gradient_flow",))
     assert "'role': 'embedded'" in (info.value.hint or "")
     result = check_gradients(
@@ -690,3 +692,65 @@ def test_training_checks_run_through_the_named_call(tmp_path: Path) -> None:
         assert result.status == "computed", (check, result.reason)
         bad = [(i.status, i.message) for i in result.items if i.status in ("fail", "error")]
         assert not bad, (check, bad)
+
+
+def test_ig_baseline_judges_each_head_as_the_output_it_is(tmp_path: Path) -> None:
+    spec_text = """
+    inputs:
+      probe: probe.safetensors
+      image: {role: attributed, arg: 0}
+      tabular: {key: tab, role: attributed, arg: 1}
+    heads:
+      diagnosis: {output: 0, target: label, labels: cls}
+      risk: {output: 1}
+    """
+    runners = [
+        "attest.collection.profile.topology:run",
+        "attest.collection.profile.profiler:run",
+        "attest.collection.ig.checks:run",
+    ]
+    evidence = collect(_folder(tmp_path, FUSION, FUSION_TRAIN, spec_text), runners=runners)
+    items = evidence.checks["ig_baseline"].items
+    assert len(items) == 8
+    for item in items:
+        # the classification head by its softmax, the regression head by |F(b)| / |F(x)|
+        assert item.message.startswith("diagnosis: ") and "; risk: |F(baseline)| is" in item.message
+        assert "diagnosis.baseline_entropy_ratio" in item.metrics
+        assert "risk.baseline_output_ratio" in item.metrics
+    assert evidence.checks["ig_completeness"].summary["max_completeness_rel_error"] < 1e-2
+
+
+TWO_HEADS_ONE_INPUT = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 6)
+        self.cls = nn.Linear(6, 3)
+        self.aux = nn.Linear(6, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.body(x))
+        return self.cls(h), self.aux(h)
+
+def build():
+    return Net()
+"""
+
+
+def test_the_single_input_form_does_not_call_a_second_output_dead(tmp_path: Path) -> None:
+    from attest.collection.context import CollectContext
+    from attest.collection.gradients import flow
+
+    train = "probe.update(x=torch.randn(4, 4, generator=torch.Generator().manual_seed(1)))\n"
+    spec = load_spec(
+        _folder(tmp_path, TWO_HEADS_ONE_INPUT, train, "inputs: {probe: probe.safetensors}\n")
+    )
+    assert spec.call is None  # unchanged single-input form: F reads the first tensor
+    result = flow.run(CollectContext(spec=spec))
+    by_name = {i.subject.name: i for i in result.items if i.subject.kind == "parameter"}
+    assert by_name["aux.weight"].status == "pass"
+    assert by_name["aux.weight"].metrics["reason_kind"] == "unselected_output"
+    assert by_name["body.weight"].metrics["has_grad"]

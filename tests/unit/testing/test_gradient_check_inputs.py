@@ -3,6 +3,8 @@ float inputs differentiated, token ids and masks passed unchanged (never cast to
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -65,19 +67,17 @@ def test_a_tuple_of_float_inputs_is_differentiated_in_both() -> None:
     image, tabular = torch.randn(2, 1, 6, 6), torch.randn(2, 5)
     result = check_gradients(model, (image, tabular), checks=CHECKS)
     assert result.passed, result.summary()
-    # both inputs are attributed, packed side by side per example into the one probe tensor
     loaded = named_call(
-        model, (image, tabular), roles=None, output=None, target=None, loss=None, name="fusion"
+        model, (image, tabular), roles=None, output=None, target=None, loss=None, name="m"
     )
-    assert [p.role for p in loaded.call.parts] == ["attributed", "attributed"]
-    bound = loaded.call.install(Fusion())
-    bound.load_state_dict(model.state_dict())
-    packed = loaded.inputs.clone().requires_grad_(True)
+    packed = loaded.inputs
+    assert not loaded.call.rows and packed.shape == (2, 36 + 5)
+    bound = loaded.call.install(copy.deepcopy(model))
+    packed.requires_grad_(True)
     bound(packed).sum().backward()
     assert packed.grad is not None
-    parts, _ = loaded.call.unpack(packed.grad)
-    assert bool(parts["arg0"].abs().sum() > 0) and bool(parts["arg1"].abs().sum() > 0)
-    assert torch.equal(bound(loaded.inputs), model(image, tabular))  # the same call
+    assert bool(packed.grad[:, :36].abs().sum() > 0) and bool(packed.grad[:, 36:].abs().sum() > 0)
+    assert torch.equal(bound(packed.detach()), model(image, tabular))  # the same call
 
 
 def test_token_ids_and_masks_are_passed_unchanged() -> None:
@@ -102,19 +102,22 @@ def test_a_dict_of_inputs_is_passed_as_keyword_arguments() -> None:
 
 def test_integer_inputs_alone_are_refused_not_cast() -> None:
     _, ids, mask = probe()
-    for inputs in (ids, (ids, mask)):
-        with pytest.raises(InputError, match="at least one input must be role: attributed") as e:
-            check_gradients(Tokens(), inputs)
-        # the way out: a role that says how integer ids are differentiated
-        assert "'role': 'embedded'" in (e.value.hint or "")
+    with pytest.raises(InputError, match="integer inputs such as token ids have no gradient"):
+        check_gradients(Tokens(), ids)
+    with pytest.raises(InputError, match=r"no floating-point input .*input 0, input 1"):
+        check_gradients(Tokens(), (ids, mask))
 
 
 def test_checks_that_rebatch_run_with_fixed_inputs() -> None:
-    # the fixed inputs' rows follow the probe rows each call takes (the ModelCall's row numbers)
+    # IG's path points and sub-batches carry each example's row: its ids go with it
     torch.manual_seed(0)
-    features, ids, mask = probe()
+    features, ids, _ = probe()
     result = check_gradients(
-        Tokens(), (features, ids, mask), checks=("gradcheck", "ig_completeness")
+        Tokens(),
+        (features, ids),
+        checks=("gradcheck", "ig_completeness", "accumulation"),
+        target=torch.tensor([0, 2]),
+        loss=F.cross_entropy,
     )
     assert result.passed, result.summary()
     assert result.evidence.checks["ig_completeness"].status == "computed"
@@ -122,7 +125,7 @@ def test_checks_that_rebatch_run_with_fixed_inputs() -> None:
 
 def test_inputs_must_share_the_batch_dimension() -> None:
     features, ids, _ = probe()
-    with pytest.raises(InputError, match=r"disagree on the batch size N: \[1, 2\]"):
+    with pytest.raises(InputError, match="must share the batch dimension"):
         check_gradients(Tokens(), (features, ids[:1]))
 
 
