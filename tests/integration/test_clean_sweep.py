@@ -1,7 +1,7 @@
 """The clean-architecture sweep: models a clinical team ships, certified from the spec alone.
 
 Each model is built from a config (no downloads), trained briefly on synthetic data here,
-saved with a probe of 2-3 examples, and described by an ``attest.yaml`` this test writes:
+saved with a probe of 2-4 examples, and described by an ``attest.yaml`` this test writes:
 named inputs with their roles, the output F is read from, heads, float targets, a target
 function, ``dynamic:`` inputs, weights saved from a ``torch.compile``'d module. No wrapper
 code. Each must pass clinical-strict (without its evidence floors, as
