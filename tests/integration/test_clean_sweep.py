@@ -9,7 +9,7 @@ tests/integration/test_published_architectures.py holds its models) with no fail
 finding, except the true findings ``TRUE_FINDINGS`` lists (docs/architectures.md gives the
 measurement behind each), which must still be found.
 
-Sizes are chosen for the whole file to run in about four minutes on a 2-core CPU machine
+Sizes are chosen for the whole file to run in a few minutes at most on a 2-core CPU machine
 (times per case: docs/architectures.md, "Clean-architecture sweep").
 """
 
