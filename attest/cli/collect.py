@@ -51,9 +51,22 @@ def _summary_lines(evidence: Evidence, out: Path) -> list[str]:
     for check_id, result in evidence.checks.items():
         fails = sum(1 for i in result.items if i.status == "fail")
         warns = sum(1 for i in result.items if i.status == "warn")
-        note = f" ({fails} fail, {warns} warn)" if result.status == "computed" else ""
-        reason = f": {result.reason}" if result.reason and result.status != "computed" else ""
-        lines.append(f"  {check_id:<18} {result.status}{note}{reason}")
+        skipped = sum(1 for i in result.items if i.status == "not_computed")
+        status: str = result.status
+        note = ""
+        if result.status == "computed":
+            note = f" ({fails} fail, {warns} warn" + (
+                f", {skipped} not computed)" if skipped else ")"
+            )
+        # items not computed are counted, and why given (e.g. after a failed topology)
+        shown = result.status != "computed" or skipped
+        reason = f": {result.reason}" if result.reason and shown else ""
+        if result.status == "computed" and result.items and skipped == len(result.items):
+            # every item not computed (e.g. the per-operator checks after a failed topology):
+            # never printed as "computed"
+            status, note = "not computed", f" (all {skipped} items)"
+            reason = f": {result.reason}" if result.reason else ""
+        lines.append(f"  {check_id:<18} {status}{note}{reason}")
     errored, ran = _errored(evidence)
     if errored:
         lines.append(

@@ -54,6 +54,8 @@ def model_section(spec: LoadedSpec) -> dict[str, Any]:
         "baseline": spec.baseline,
         "export": spec.export,
         "probe_shape": list(spec.inputs.shape),
+        # named inputs, output path, heads (docs/spec.md); absent in the single-input form
+        **({"call": spec.call.describe()} if spec.call is not None else {}),
     }
 
 

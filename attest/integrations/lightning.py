@@ -51,7 +51,8 @@ def _build() -> type:
         """Samples the monitor's figures during ``trainer.fit`` (see the module doc).
 
         ``loss_fn(pl_module(inputs), target)`` must give a scalar; ``probe`` is what
-        :class:`attest.TrainingMonitor` takes. ``grad_scaler``: a GradScaler whose scale to
+        :class:`attest.TrainingMonitor` takes (``inputs`` a tensor, a tuple of positional
+        arguments or a mapping of keyword arguments; ids and masks are never cast). ``grad_scaler``: a GradScaler whose scale to
         record (default: the one of Lightning's mixed-precision plugin, if any).
         """
 

@@ -12,7 +12,15 @@ from typing import Any
 
 from attest.errors import InputError
 
-__all__ = ["existing_file", "first_line", "read_probe", "read_state_dict"]
+__all__ = [
+    "check_finite",
+    "check_target",
+    "existing_file",
+    "first_line",
+    "read_probe",
+    "read_probe_tensors",
+    "read_state_dict",
+]
 
 
 def existing_file(spec_dir: Path, rel: str, *, what: str, spec_path: Path) -> Path:
@@ -86,7 +94,9 @@ def first_line(exc: BaseException) -> str:
     return text[0] if text else ""
 
 
-def read_probe(path: Path, spec_path: Path) -> tuple[Any, Any]:
+def read_probe_tensors(path: Path, spec_path: Path) -> dict[str, Any]:
+    """Every tensor of the probe file by key (safetensors, npz without pickles, or a .pt of
+    tensors); a bare tensor is ``{"x": tensor}``."""
     import numpy as np
     import torch
 
@@ -121,43 +131,77 @@ def read_probe(path: Path, spec_path: Path) -> tuple[Any, Any]:
         ) from None
     if isinstance(raw, torch.Tensor):
         raw = {"x": raw}
-    if not isinstance(raw, dict) or "x" not in raw or not isinstance(raw["x"], torch.Tensor):
+    if not isinstance(raw, dict) or not all(isinstance(v, torch.Tensor) for v in raw.values()):
+        raise InputError(
+            f"probe {path} (named in {spec_path}) is not a mapping of names to tensors",
+            hint="store the probe batch as tensors, e.g. 'x' with shape (N, ...) and 'target' (N,)",
+        )
+    return raw
+
+
+def check_finite(path: Path, key: str, tensor: Any) -> None:
+    """A floating probe tensor with a NaN or Inf is an InputError naming the first one."""
+    import torch
+
+    if not tensor.is_floating_point():
+        return
+    bad = ~torch.isfinite(tensor)
+    if bool(bad.any()):
+        first = [int(i) for i in bad.nonzero()[0].tolist()]
+        raise InputError(
+            f"probe {path}: {key!r} holds non-finite values, first at index {tuple(first)}"
+        )
+
+
+def check_target(path: Path, target: Any, n: int) -> Any:
+    """The probe's ``target``: (N,) labels or (N, ...) label maps, float targets or soft
+    labels, as stored (integers as int64); whether float targets fit the spec's loss is
+    decided by load_spec."""
+    import torch
+
+    if not isinstance(target, torch.Tensor):
+        raise InputError(f"probe {path}: 'target' is not a tensor")
+    if target.is_complex() or target.dtype == torch.bool:
+        raise InputError(
+            f"probe {path}: 'target' has dtype {str(target.dtype).removeprefix('torch.')}, "
+            "expected integer class labels or float targets"
+        )
+    # (N,) class labels, or (N, *spatial) label maps for a segmentation loss
+    if target.dim() < 1 or target.shape[0] != n:
+        raise InputError(
+            f"probe {path}: 'target' has shape {tuple(target.shape)}, expected ({n},) "
+            f"or ({n}, ...) to match the inputs"
+        )
+    check_finite(path, "target", target)
+    # Negative labels are a loss's "ignore" marker (cross_entropy's ignore_index, -100 by
+    # default): kept for the loss; load_spec refuses them as classes for target: label.
+    if target.is_floating_point():
+        return target.contiguous()
+    return target.to(torch.long).contiguous()
+
+
+def read_probe(path: Path, spec_path: Path) -> tuple[Any, Any]:
+    """The single-input probe: ``x`` (N, ...) floating point and the optional ``target``."""
+    raw = read_probe_tensors(path, spec_path)
+    if "x" not in raw:
         raise InputError(
             f"probe {path} (named in {spec_path}) has no tensor 'x'",
-            hint="store the probe batch as 'x' with shape (N, ...) and labels as 'target' (N,)",
+            hint="store the probe batch as 'x' with shape (N, ...) and labels as 'target' (N,), "
+            "or name the model's inputs under inputs: (docs/spec.md)",
         )
     x = raw["x"]
     if not x.is_floating_point():
         raise InputError(
             f"probe {path}: 'x' has dtype {str(x.dtype).removeprefix('torch.')}, expected floating point",
-            hint="store the inputs as float32 (or float64/float16/bfloat16)",
+            hint="store the inputs as float32; integer token ids and masks are named inputs "
+            "with role: embedded or role: fixed (docs/spec.md)",
         )
     if x.dim() < 1 or x.shape[0] < 1:
         raise InputError(
             f"probe {path}: 'x' has shape {tuple(x.shape)}; expected (N, ...) with N >= 1"
         )
-    bad = ~torch.isfinite(x)
-    if bool(bad.any()):
-        first = [int(i) for i in bad.nonzero()[0].tolist()]
-        raise InputError(
-            f"probe {path}: 'x' holds non-finite values, first at index {tuple(first)}"
-        )
+    check_finite(path, "x", x)
     target = raw.get("target")
     if target is not None:
-        if not isinstance(target, torch.Tensor):
-            raise InputError(f"probe {path}: 'target' is not a tensor")
-        if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
-            raise InputError(
-                f"probe {path}: 'target' has dtype {str(target.dtype).removeprefix('torch.')}, "
-                "expected integer class labels"
-            )
-        # (N,) class labels, or (N, *spatial) label maps for a segmentation loss
-        if target.dim() < 1 or target.shape[0] != x.shape[0]:
-            raise InputError(
-                f"probe {path}: 'target' has shape {tuple(target.shape)}, expected ({x.shape[0]},) "
-                f"or ({x.shape[0]}, ...) to match 'x'"
-            )
-        # Negative labels are a loss's "ignore" marker (cross_entropy's ignore_index, -100 by
-        # default): kept for the loss; load_spec refuses them as classes for target: label.
-        target = target.to(torch.long).contiguous()
+        target = check_target(path, target, int(x.shape[0]))
     return x.contiguous(), target

@@ -18,13 +18,21 @@ from typing import TYPE_CHECKING, Any
 from attest.errors import ConfigError, InputError
 from attest.spec.compiled import CompileInfo, strip_compile_prefix, unwrap_compiled
 from attest.spec.factory import resolve_callable
-from attest.spec.files import existing_file, first_line, read_probe, read_state_dict
+from attest.spec.files import (
+    existing_file,
+    first_line,
+    read_probe,
+    read_probe_tensors,
+    read_state_dict,
+)
 from attest.spec.model import LoadedSpec, SpecFile, TrainingConfig, budget_seconds
 from attest.spec.parse import parse_spec_file
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
+
+    from attest.spec.model_call import ModelCall
 
 __all__ = ["load_spec"]
 
@@ -36,6 +44,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
     :attr:`LoadedSpec.build_model` builds a fresh copy on each call.
     """
     import torch
+
+    from attest.spec.load_call import load_call, needs_call, plain_loss
 
     spec_path = Path(path).resolve()
     spec = parse_spec_file(spec_path)
@@ -51,8 +61,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
 
     factory = resolve_callable(spec.model.factory, spec_dir, what="factory", spec_path=spec_path)
     loss_fn = (
-        resolve_callable(spec.loss, spec_dir, what="loss", spec_path=spec_path)
-        if spec.loss
+        plain_loss(resolve_callable(spec.loss, spec_dir, what="loss", spec_path=spec_path))
+        if spec.loss and not _is_target_fn(spec.target)
         else None
     )
     state = read_state_dict(weights_path, spec_path)
@@ -61,9 +71,31 @@ def load_spec(path: str | Path) -> LoadedSpec:
     build_model = _model_builder(
         spec, spec_path, weights_path, factory, factory_args, state, compiled
     )
-    build_model()  # fail now, at load, if the factory raises or the weights do not fit
-    x, labels = read_probe(probe_path, spec_path)
-    _check_labels(spec, spec_path, probe_path, labels)
+    model = build_model()  # fail now, at load, if the factory raises or the weights do not fit
+    target: Any = spec.target
+    call = None
+    signatures, signature_labels = None, None
+    if needs_call(spec):
+        raw = read_probe_tensors(probe_path, spec_path)
+        loaded = load_call(spec, spec_path, probe_path, raw, model, loss_fn)
+        call, x, labels, target, loss_fn = (
+            loaded.call,
+            loaded.inputs,
+            loaded.labels,
+            loaded.target,
+            loaded.loss_fn,
+        )
+        signatures, signature_labels = loaded.signatures, loaded.signature_labels
+
+        build_model = _installed(build_model, call)
+        first = build_model()
+        _first_call(first, x, spec_path)
+        call.fix_classes(first, x)
+        if target == "label" or (labels is not None and not call.computes_f):
+            _check_labels(spec, spec_path, probe_path, labels, loss_fn)
+    else:
+        x, labels = read_probe(probe_path, spec_path)
+        _check_labels(spec, spec_path, probe_path, labels, loss_fn)
     return LoadedSpec(
         path=spec_path,
         name=spec.model.name,
@@ -73,7 +105,10 @@ def load_spec(path: str | Path) -> LoadedSpec:
         build_model=build_model,
         inputs=x,
         labels=labels,
-        target=spec.target,
+        target=target,
+        call=call,
+        signatures=signatures,
+        signature_labels=signature_labels or [],
         loss_fn=loss_fn,
         loss=spec.loss,
         baseline=spec.baseline,
@@ -147,10 +182,55 @@ def _model_builder(
     return build_model
 
 
+def _first_call(model: nn.Module, x: torch.Tensor, spec_path: Path) -> None:
+    """One forward of the first probe example through the spec's call, at load: arguments
+    placed wrongly or an output path that names nothing fail here, with the reason."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(x[:1])
+    except Exception as exc:
+        raise ConfigError(
+            f"spec {spec_path}: calling the model with the named inputs raised "
+            f"{type(exc).__name__}: {first_line(exc)}",
+            hint="check each input's arg:/kwarg: against the model's forward, and output:/"
+            "heads: against what it returns (docs/spec.md)",
+        ) from None
+
+
+def _is_target_fn(target: Any) -> bool:
+    return isinstance(target, str) and target not in ("argmax", "label")
+
+
+def _installed(build: Callable[[], nn.Module], call: ModelCall) -> Callable[[], nn.Module]:
+    """``build_model`` whose models answer ``model(x)`` through ``call``."""
+
+    def build_model() -> nn.Module:
+        return call.install(build())
+
+    return build_model
+
+
 def _check_labels(
-    spec: SpecFile, spec_path: Path, probe_path: Path, labels: torch.Tensor | None
+    spec: SpecFile,
+    spec_path: Path,
+    probe_path: Path,
+    labels: torch.Tensor | None,
+    loss_fn: Callable[..., Any] | None,
 ) -> None:
-    """``target: label`` needs one non-negative class label per probe example."""
+    """Float targets need a loss that reads them; ``target: label`` needs one non-negative
+    class label per probe example."""
+    if labels is not None and labels.is_floating_point():
+        if spec.target == "label" or loss_fn is None:
+            raise InputError(
+                f"spec {spec_path}: probe {probe_path} 'target' has dtype "
+                f"{str(labels.dtype).removeprefix('torch.')}, expected integer class labels "
+                + ("for target: label" if spec.target == "label" else "without a loss"),
+                hint="float targets (regression, multi-label, soft labels or masks) are read by "
+                "the spec's loss: add loss: module:callable; class labels are integers",
+            )
+        return
     if spec.target != "label":
         return
     if labels is None:

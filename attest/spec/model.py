@@ -15,13 +15,24 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from attest.spec.sections import (
+    FACTORY_RE,
+    HeadSection,
+    InputsSection,
+    OutputPath,
+    check_target,
+    output_path_parts,
+)
+
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
     from attest.spec.compiled import CompileInfo
+    from attest.spec.model_call import ModelCall
 
 __all__ = [
+    "HeadSection",
     "InputsSection",
     "LoadedSpec",
     "ModelSection",
@@ -38,7 +49,6 @@ TargetSpec = int | Literal["argmax", "label"]
 Precision = Literal["float32", "bfloat16", "float16"]
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
-FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 class _Strict(BaseModel):
@@ -72,12 +82,6 @@ class ModelSection(_Strict):
         if not FACTORY_RE.match(value):
             raise ValueError(f"{value!r} is not 'module:callable' (e.g. 'model:build')")
         return value
-
-
-class InputsSection(_Strict):
-    """``inputs:`` -- the probe inputs every check runs on."""
-
-    probe: str = Field(min_length=1)
 
 
 def budget_seconds(value: Any) -> float:
@@ -179,8 +183,14 @@ class SpecFile(_Strict):
 
     model: ModelSection
     inputs: InputsSection
-    target: int | Literal["argmax", "label"] = "argmax"
+    # int class | argmax | label | "module:callable(output, batch)" (a target function)
+    target: int | str = "argmax"
     loss: str | None = None
+    output: OutputPath | None = None  # which output is F's: a key, an index or a dotted path
+    heads: dict[str, HeadSection] | None = None  # several outputs, each its target and loss
+    # named inputs whose values set the shapes the model works with (sequence lengths, what
+    # packs a sequence): topology compares examples of the same values (docs/spec.md)
+    dynamic: list[str] | None = None
     baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"
     precision: Literal["float32", "bfloat16", "float16"] = "float32"
     device: str = "cpu"
@@ -203,11 +213,42 @@ class SpecFile(_Strict):
     @field_validator("target", mode="before")
     @classmethod
     def _target_not_bool(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError("must be a class index, 'argmax' or 'label'")
-        if isinstance(value, int) and value < 0:
-            raise ValueError("a class index must be >= 0")
+        return check_target(value)
+
+    @field_validator("output")
+    @classmethod
+    def _output_path(cls, value: OutputPath | None) -> OutputPath | None:
+        if value is not None:
+            output_path_parts(value)
         return value
+
+    @model_validator(mode="after")
+    def _dynamic_inputs(self) -> SpecFile:
+        for name in self.dynamic or []:
+            if name not in self.inputs.named:
+                raise ValueError(
+                    f"dynamic: {name!r} is not a named input; name the inputs under inputs: "
+                    "(e.g. lengths: {role: fixed, arg: 1}) and list them here"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _heads_alone(self) -> SpecFile:
+        if self.heads is not None:
+            if not self.heads:
+                raise ValueError("heads: needs at least one head")
+            if self.output is not None or self.loss is not None or self.target != "argmax":
+                raise ValueError(
+                    "with heads:, each head has its own output, target and loss; "
+                    "remove the top-level output:, target: and loss:"
+                )
+            with_loss = [h.loss is not None for h in self.heads.values()]
+            if any(with_loss) and not all(with_loss):
+                raise ValueError(
+                    "give every head a loss: (their sum is the objective the gradient checks "
+                    "differentiate), or none (then the heads' F)"
+                )
+        return self
 
     @field_validator("loss")
     @classmethod
@@ -234,9 +275,20 @@ class LoadedSpec:
     factory: str
     factory_args: dict[str, Any]
     build_model: Callable[[], nn.Module]  # fresh module with the trained weights, as stored (CPU)
-    inputs: torch.Tensor  # probe inputs "x", shape (N, ...)
-    labels: torch.Tensor | None  # probe "target", shape (N,) or None
+    # probe inputs "x", shape (N, ...); with named inputs, the differentiated inputs packed by
+    # ``call`` (attest.spec.model_call)
+    inputs: torch.Tensor
+    # probe "target", shape (N,) or None (integer labels, or float targets for a loss); with
+    # heads or a target function, the probe's row numbers, from which the heads' targets and
+    # the function's batch are read (ModelCall.loss)
+    labels: torch.Tensor | None
     target: TargetSpec = "argmax"
+    # how the model is called and what F is read from (None: the single-input form, model(x))
+    call: ModelCall | None = None
+    # ``dynamic:``: each probe example's shape signature (examples with equal values of the
+    # dynamic inputs share one) and a label per signature ("lengths=7"); None: not declared
+    signatures: list[int] | None = None
+    signature_labels: list[str] = field(default_factory=list)
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     loss: str | None = None
     baseline: Literal["zero", "mean", "blur", "uniform"] = "zero"

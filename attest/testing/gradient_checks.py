@@ -32,7 +32,7 @@ from attest.policy.engine import evaluate
 from attest.policy.model import Policy, load_policy
 from attest.spec.compiled import unwrap_compiled
 from attest.spec.model import LoadedSpec
-from attest.testing.bound_inputs import BATCH_CHECKS, bind_inputs
+from attest.testing.named_inputs import named_call
 
 __all__ = ["DEFAULT_CHECKS", "GradientCheckResult", "check_gradients"]
 
@@ -104,6 +104,8 @@ def check_gradients(
     inputs: torch.Tensor | Sequence[torch.Tensor] | Mapping[str, torch.Tensor],
     *,
     target: torch.Tensor | None = None,
+    roles: Mapping[str, Mapping[str, Any]] | None = None,
+    output: str | int | None = None,
     loss: Callable[[Any, Any], torch.Tensor] | None = None,
     checks: Sequence[str] = DEFAULT_CHECKS,
     policy: str | Path | Policy | None = None,
@@ -116,9 +118,13 @@ def check_gradients(
     ``target`` and ``loss``: the gradients of ``loss(model(inputs), target)``; without them,
     of the predicted class's score (the spec's ``target: argmax``). ``inputs`` is a tensor, or
     a tuple (positional) or mapping (keyword arguments) of tensors: floating-point ones are
-    differentiated, the others (token ids, masks) passed unchanged
-    (:mod:`attest.testing.bound_inputs`). A ``torch.compile``'d model is checked as its
-    eager original (:mod:`attest.spec.compiled`).
+    attributed (differentiated), the others (token ids, masks) fixed, passed unchanged and
+    never cast; ``roles`` sets any input's role and place as ``attest.yaml`` does (e.g.
+    ``{"input_ids": {"role": "embedded", "kwarg": "input_ids", "embedding":
+    "embeddings.word"}}``) and ``output`` selects the output (docs/spec.md). The checks call
+    the model through the spec's :class:`~attest.spec.model_call.ModelCall`
+    (:mod:`attest.testing.named_inputs`), so every check runs with fixed inputs too. A
+    ``torch.compile``'d model is checked as its eager original (:mod:`attest.spec.compiled`).
     """
     unknown = [c for c in checks if c not in CHECK_IDS]
     if unknown or not checks:
@@ -132,38 +138,37 @@ def check_gradients(
     settings = CheckSettings()
     if isinstance(inputs, (tuple, list)) and len(inputs) == 1:
         inputs = inputs[0]
-    if isinstance(inputs, torch.Tensor):
-        if not inputs.is_floating_point():
-            raise InputError(
-                f"gradient_check got {inputs.dtype} inputs: integer inputs such as token ids "
-                "have no gradient, and casting them to float would change what the model reads",
-                hint="pass the float input the gradients are taken with respect to; ids and "
-                "masks go beside it, as a tuple or dict of inputs",
-            )
-        x = inputs.detach()
+    if isinstance(inputs, torch.Tensor) and not inputs.is_floating_point() and not roles:
+        raise InputError(
+            f"gradient_check got {inputs.dtype} inputs: integer inputs such as token ids "
+            "have no gradient, and casting them to float would change what the model reads",
+            hint="pass the float input the gradients are taken with respect to (ids and masks "
+            "beside it, as a tuple or dict of inputs), or differentiate the ids at their "
+            "embedding: roles={'arg0': {'role': 'embedded', 'embedding': MODULE}}",
+        )
+    build: Callable[[], nn.Module] = lambda: copy.deepcopy(frozen)  # noqa: E731
+    labels = target.detach() if target is not None else None
+    call = None
+    if not isinstance(inputs, torch.Tensor) or roles or output is not None:
+        plain = inputs if not isinstance(inputs, torch.Tensor) else (inputs,)
+        loaded = named_call(
+            frozen, plain, roles=roles, output=output, target=target, loss=loss, name=name
+        )
+        call, x, labels = loaded.call, loaded.inputs, loaded.labels
+        loss = loaded.loss_fn
+        build = lambda: loaded.call.install(copy.deepcopy(frozen))  # noqa: E731
     else:
-        bound, x, fixed = bind_inputs(frozen, inputs)
-        frozen = bound.eval()
-        refused = [c for c in checks if c in BATCH_CHECKS]
-        if fixed and refused:
-            raise InputError(
-                f"gradient checks {', '.join(refused)} cannot run with fixed inputs "
-                f"({', '.join(fixed)}) yet: they call the model on other batches than the "
-                "probe's, whose rows the fixed inputs would no longer match",
-                hint="ask for the other checks here, and certify these with attest collect",
-            )
-        if fixed:  # the fixed inputs' rows are the probe's: no sub-batch, no crop
-            settings.second_order_batch = None
-            settings.second_order_crop = False
+        x = inputs
     spec = LoadedSpec(
         path=Path(name),
         name=name,
         version="test",
         factory=f"{type(model).__module__}:{type(model).__qualname__}",
         factory_args={},
-        build_model=lambda: copy.deepcopy(frozen),
-        inputs=x,
-        labels=target.detach() if target is not None else None,
+        build_model=build,
+        inputs=x.detach(),
+        labels=labels,
+        call=call,
         target="label" if target is not None else "argmax",
         loss_fn=loss,
         loss=getattr(loss, "__name__", None) if loss is not None else None,
@@ -175,8 +180,8 @@ def check_gradients(
     asked = tuple(checks)
     failures, warnings = _item_lines(evidence, asked)
     if policy is not None:
-        loaded = policy if isinstance(policy, Policy) else load_policy(policy)
-        failures = _policy_lines(evidence, loaded, asked)
+        rules = policy if isinstance(policy, Policy) else load_policy(policy)
+        failures = _policy_lines(evidence, rules, asked)
     return GradientCheckResult(
         checks=asked, evidence=evidence, failures=failures, warnings=warnings
     )

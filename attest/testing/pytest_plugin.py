@@ -13,7 +13,7 @@ the test with one line per failure naming the check, the operator, the module an
 The marker sets the checks (and ``policy=``) for the test; arguments of the call override it.
 ``inputs`` may be a tuple (positional arguments) or a dict (keyword arguments) of tensors:
 float ones are differentiated, token ids and masks passed unchanged, never cast
-(:mod:`attest.testing.bound_inputs`).
+(:mod:`attest.testing.named_inputs`: the spec's named inputs; ``roles=`` as in attest.yaml).
 Importing this module imports neither torch nor the collect stage (pytest loads it in every
 session of a project that has gradient-attest installed).
 """

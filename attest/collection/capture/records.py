@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from attest.spec import LoadedSpec
+from attest.spec.model_call import class_scalar
 
 __all__ = ["OpRecord", "target_scalar"]
 
@@ -46,19 +47,6 @@ def target_scalar(
     where k is the spec's int target, the per-example argmax of the output, or the
     per-example label from the probe's "target".
     """
-    if output.dim() < 2:
-        return output.reshape(output.shape[0], -1).sum(dim=1)
-    n, c = output.shape[0], output.shape[1]
-    if isinstance(spec.target, int):
-        k = torch.full((n,), spec.target, dtype=torch.long, device=output.device)
-    elif spec.target == "label":
-        lab = labels if labels is not None else spec.labels
-        if lab is None:
-            raise ValueError("target: label needs a 'target' tensor in the probe inputs")
-        k = lab.to(device=output.device, dtype=torch.long).reshape(n)
-    else:
-        k = output.detach().reshape(n, c, -1).sum(dim=2).argmax(dim=1)
-    picked = output.reshape(n, c, -1).gather(
-        1, k.view(n, 1, 1).expand(n, 1, output.reshape(n, c, -1).shape[2])
-    )
-    return picked.reshape(n, -1).sum(dim=1)
+    if spec.target == "label" and labels is None:
+        labels = spec.labels
+    return class_scalar(output, spec.target, labels)

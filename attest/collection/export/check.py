@@ -28,6 +28,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from attest.collection.context import CollectContext
+from attest.collection.export.deployed_call import eager_call, input_names
 from attest.collection.export.onnx_export import ExportResult, export_onnx
 from attest.deployment.environment import (
     COMPARED_KEYS,
@@ -212,8 +213,22 @@ def run(ctx: CollectContext) -> list[CheckResult]:
     }
     out_dir = _output_dir(ctx)
     onnx_path = out_dir / ONNX_FILE_NAME
-    result = export_onnx(ctx, None, onnx_path)
+    deployed, args = eager_call(ctx)
+    names = input_names(ctx) if ctx.spec.call is not None and ctx.spec.call.flat else None
+    result = export_onnx(deployed, args, onnx_path, operators=ctx.operators, input_names=names)
     parameters["exporter"] = result.exporter
+    if not result.ok and spec.signatures is not None and result.failure is not None:
+        # ``dynamic:`` (packed sequences, per-length paths): a graph the exporter cannot
+        # trace for every length is not offered; the certificate says why, binds no ONNX
+        # file, and no server-side probe is written (docs/spec.md, "Variable shapes").
+        return _not_computed(
+            "the model with dynamic inputs could not be exported for every shape signature "
+            f"({result.failure.sentence()}); the certificate binds no ONNX model and offers "
+            "no server-side probe",
+            started,
+            status="not_applicable",
+            **parameters,
+        )
     if not result.ok:
         return [_failure_result(result, parameters, started)]
     parameters["opset"] = result.opset
@@ -270,10 +285,10 @@ def _run_models(
     onnxruntime, on the probe inputs. A float64 run that raises is recorded in ``parameters``
     (the outputs are then judged against eager alone); any other failure raises
     :class:`_RuntimeProblem`."""
-    inputs_deployed = ctx.inputs()
+    model, args = eager_call(ctx)
     try:
         with torch.no_grad():
-            eager = _flat_tensors(ctx.fresh_model()(inputs_deployed))
+            eager = _flat_tensors(model(*args))
     except Exception as exc:  # the model's own code: report, never crash the collection
         raise _RuntimeProblem(
             f"eager PyTorch raised on the probe inputs: {type(exc).__name__}: {exc}"
@@ -282,13 +297,14 @@ def _run_models(
     float64_problem: str | None = None
     try:
         with torch.no_grad():
-            exact = list(_flat_tensors(ctx.fresh_model(torch.float64)(ctx.inputs(torch.float64))))
+            model64, args64 = eager_call(ctx, torch.float64)
+            exact = list(_flat_tensors(model64(*args64)))
     except Exception as exc:  # e.g. a custom kernel without a float64 implementation
         float64_problem = f"the float64 reference run raised {type(exc).__name__}: {exc}"
         exact = [None] * len(eager)
     if float64_problem is not None:
         parameters["float64_reference"] = float64_problem
-    feed = [inputs_deployed.detach().cpu().numpy()]
+    feed = [a.detach().cpu().numpy() for a in args]
     if len(result.input_names) != len(feed):
         raise _RuntimeProblem(
             f"the ONNX graph takes {len(result.input_names)} inputs, the probe has {len(feed)}"

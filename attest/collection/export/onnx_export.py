@@ -294,11 +294,13 @@ def export_onnx(
     out_path: str | Path,
     *,
     operators: list[OpRecord] | None = None,
+    input_names: list[str] | None = None,
 ) -> ExportResult:
     """Export to ``out_path`` (atomically) and map the nodes; failures come back, never raise.
 
     With a :class:`CollectContext`, the model is a fresh copy in the deployed precision,
     ``inputs`` default to the probe inputs and ``operators`` to the profiler's capture.
+    ``input_names`` names the graph's inputs (default: the exporter's, from ``forward``).
     """
     import onnx  # the collect side's dependency; imported here to keep module import cheap
 
@@ -333,7 +335,7 @@ def export_onnx(
             return done(ok=False, failure=failure)
         try:
             onnx_program = torch.onnx.export(
-                program, args, dynamo=True, optimize=False, verbose=False
+                program, args, dynamo=True, optimize=False, verbose=False, input_names=input_names
             )
         except Exception as exc:  # the exporter wraps translation errors in its own types
             return done(

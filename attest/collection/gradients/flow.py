@@ -31,19 +31,19 @@ from attest.collection.capture.run import mixed_precision_hint, model_output_ten
 from attest.collection.context import CollectContext, LoadedSpec, target_scalar
 from attest.collection.gradients.diagnosis import (
     INPLACE_MARKERS,
-    SEVERING_KINDS,
-    Trace,
     locate_inplace,
     module_phrase,
-    modules_run_in_training,
     owner_of,
-    reason_for,
-    trace_parameters,
+)
+from attest.collection.gradients.flow_diagnosis import Diagnosis
+from attest.collection.gradients.outside_objective import (
+    embedding_gradients,
+    unselected_output_parameters,
 )
 from attest.collection.gradients.state import GradientGraph
 from attest.collection.gradients.structural import ZERO_RTOL, structural_reasons
 from attest.collection.gradients.sub_probe import crop_shape
-from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Subject
+from attest.evidence.model import CheckItem, CheckResult, Subject
 
 __all__ = [
     "GradientGraph",
@@ -194,6 +194,9 @@ def run(ctx: CollectContext) -> CheckResult:
         state.full_batch_loss_gradients = measured.grads
     if measured.error is not None:
         return _result(parameters, _raised_items(ctx, model, x, measured), measured)
+    for name, grad in embedding_gradients(ctx.spec, model, x, measured.input_grad).items():
+        if measured.grads.get(name) is None:  # the lookup the embedded input replaced
+            measured.grads[name] = grad
     severed: list[str] = []
     state.severed = severed
     items = _parameter_items(ctx, model, x, measured, severed)
@@ -270,12 +273,20 @@ def _parameter_items(
             continue
         elif stats[name][2] == 0:
             problems[name] = ("gradient is identically zero", True)
+    # parameters that feed only outputs F does not read: not dead branches (the spec's design)
+    outside = unselected_output_parameters(ctx.spec, model, x, list(problems)) if problems else {}
+    for name in outside:
+        del problems[name]
     # gradients zero (or at rounding level) that the structure may explain, tested at once
-    tiny = [n for n, (finite, norm, _) in stats.items() if finite and norm <= ZERO_RTOL * total]
+    tiny = [
+        n
+        for n, (finite, norm, _) in stats.items()
+        if finite and norm <= ZERO_RTOL * total and n not in outside
+    ]
     structural = structural_reasons(
         lambda: ctx.fresh_model(torch.float64), x, tiny, ctx.settings.seed
     )
-    diagnosis = _Diagnosis(ctx, model, x, list(problems), structural)
+    diagnosis = Diagnosis(ctx, model, x, list(problems), structural)
     items: list[CheckItem] = []
     for name, _param in model.named_parameters():
         subject = Subject(kind="parameter", name=name, module=owner_of(name))
@@ -290,6 +301,21 @@ def _parameter_items(
             )
             continue
         grad = measured.grads.get(name)
+        if name in outside:
+            items.append(
+                CheckItem(
+                    subject=subject,
+                    status="pass",
+                    metrics={
+                        "has_grad": grad is not None,
+                        "frozen": False,
+                        "reason_kind": "unselected_output",
+                    },
+                    message=f"no gradient from F by the spec's design: it feeds only "
+                    f"{outside[name]}; not a dead branch",
+                )
+            )
+            continue
         if name in problems:
             what, zero = problems[name]
             items.append(diagnosis.item(subject, name, what, zero, grad, severed))
@@ -316,71 +342,6 @@ def _structural_item(subject: Subject, norm: float, reason: str) -> CheckItem:
         message=f"gradient is zero up to rounding ({norm:.1e}): {reason}",
         details={"reason": reason},
     )
-
-
-class _Diagnosis:
-    """Why parameters lack a gradient: one instrumented run for them all (when any does), and
-    the model's all-zero weights and the modules a training-mode forward calls, on demand."""
-
-    def __init__(
-        self,
-        ctx: CollectContext,
-        model: nn.Module,
-        x: torch.Tensor,
-        problems: list[str],
-        structural: dict[str, str],
-    ) -> None:
-        self.ctx, self.model, self.x = ctx, model, x
-        self.structural = structural  # parameter -> why its gradient is zero by construction
-        self.trace: Trace = Trace()
-        self.bits: dict[str, int] = {}
-        if problems:
-            self.trace, self.bits = trace_parameters(ctx.fresh_model(torch.float64), x, problems)
-        self.training_ran: set[str] | None = None  # modules a training-mode forward calls
-        self.zero_weights: list[str] | None = None  # the model's all-zero weights
-
-    def item(
-        self,
-        subject: Subject,
-        name: str,
-        what: str,
-        zero: bool,
-        grad: torch.Tensor | None,
-        severed: list[str],
-    ) -> CheckItem:
-        """The item of a parameter with no gradient, or an identically zero one."""
-        kind, reason = reason_for(name, self.bits[name], self.trace, zero)
-        if kind == "zero" and name in self.structural:  # connected, zero by construction
-            kind, reason = "structural", self.structural[name]
-        elif kind == "zero":
-            if self.zero_weights is None:  # once per run, only when some gradient is zero
-                self.zero_weights = _all_zero_weights(self.model)
-            reason += _zero_weights_hint(self.zero_weights, name)
-        if kind in SEVERING_KINDS or kind == "untracked":
-            severed.append(name)
-        status: ItemStatus = "warn" if kind == "structural" else "fail"
-        if kind == "unused" and owner_of(name) not in self.trace.ran:
-            if self.training_ran is None:
-                self.training_ran = modules_run_in_training(
-                    self.ctx.fresh_model(torch.float64), self.x
-                )
-            if owner_of(name) in self.training_ran:
-                # an auxiliary branch (a VAE regularizer, an auxiliary classifier) that
-                # forward calls in training only: trained there, just not by this probe
-                status = "warn"
-                reason += " in eval mode; it runs in training mode, where it gets gradients"
-        return CheckItem(
-            subject=subject,
-            status=status,
-            metrics={
-                "has_grad": grad is not None,
-                "grad_norm": 0.0 if grad is not None else None,
-                "frozen": False,
-                "reason_kind": kind,
-            },
-            message=f"{what}: {reason}",
-            details={"reason": reason},
-        )
 
 
 def _measured_item(
@@ -422,32 +383,6 @@ def _input_item(g: torch.Tensor | None) -> CheckItem:
         message=""
         if ok
         else "the probe objective has no usable gradient with respect to the input (saliency and IG need one)",
-    )
-
-
-def _all_zero_weights(model: nn.Module) -> list[str]:
-    """The names of the model's all-zero weight matrices and kernels (biases left out: a zero
-    bias blocks no gradient)."""
-    return [
-        n
-        for n, p in model.named_parameters()
-        if p.dim() >= 2 and p.numel() and not bool(p.detach().any())
-    ]
-
-
-def _zero_weights_hint(zero_weights: list[str], name: str) -> str:
-    """A sentence naming the model's all-zero weights (:func:`_all_zero_weights`), if any
-    besides ``name``: a zero-initialized layer (a spatial transformer's localization head, a
-    ViT's classification head) passes no gradient to the layers before it until it is trained."""
-    zero = [n for n in zero_weights if n != name]
-    if not zero:
-        return ""
-    listed = ", ".join(repr(n) for n in zero[:3]) + (
-        f" and {len(zero) - 3} more" if len(zero) > 3 else ""
-    )
-    return (
-        f"; the model has all-zero weights ({listed}), and a zero-initialized layer passes no "
-        "gradient to the layers before it until it is trained"
     )
 
 

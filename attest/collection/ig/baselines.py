@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from attest.errors import InputError
 
-__all__ = ["BASELINES", "make_baseline"]
+if TYPE_CHECKING:
+    from attest.spec.model_call import ModelCall
+
+__all__ = ["BASELINES", "call_baseline", "make_baseline"]
 
 BASELINES: tuple[str, ...] = ("zero", "mean", "blur", "uniform")
 
@@ -74,3 +78,22 @@ def make_baseline(
         low, high = float(x.min()), float(x.max())
         return (low + (high - low) * noise).to(x.device)
     raise InputError(f"unknown IG baseline {kind!r}", hint=f"use one of {', '.join(BASELINES)}")
+
+
+def call_baseline(
+    call: ModelCall | None, kind: str | None, inputs: torch.Tensor, *, seed: int = 0
+) -> torch.Tensor:
+    """The baseline of the probe inputs as the checks see them (float64): with named inputs,
+    each differentiated input's own (its ``baseline:``, or ``kind`` for all when given) and the
+    probe-row column unchanged (attest.spec.model_call), so that the fixed inputs along the
+    path stay those of the example; else :func:`make_baseline` of ``kind``."""
+    if call is None or not call.flat:
+        assert kind is not None or call is not None
+        default = kind or (call.differentiated[0].baseline if call is not None else "zero")
+        return make_baseline(default, inputs, seed=seed)
+    values, rows = call.unpack(inputs)
+    parts = {
+        p.name: make_baseline(kind or p.baseline, values[p.name], seed=seed)
+        for p in call.differentiated
+    }
+    return call.pack(parts, rows).to(torch.float64)

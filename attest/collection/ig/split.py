@@ -35,9 +35,9 @@ from attest.collection.ig.analysis import cascade_layers, randomize_layer
 from attest.collection.ig.attribution import (
     IGResult,
     integrated_gradients,
-    make_baseline,
     share_sample_bytes,
 )
+from attest.collection.ig.baselines import call_baseline
 from attest.collection.ig.evaluator import argmax_classes, eval_mode
 from attest.collection.ig.path_checks import checkpoints, determinism
 from attest.collection.pieces import Piece
@@ -92,7 +92,8 @@ def prepare(ctx: CollectContext) -> Prepared | str:
         labels = None if labels is None else labels[: settings.ig_max_inputs]
     if spec.target == "label" and labels is None:
         return "target is 'label' but the probe has no 'target' tensor"
-    baseline = make_baseline(spec.baseline, inputs, seed=settings.seed)
+    kind = None if spec.call else spec.baseline  # named inputs: each input's own baseline
+    baseline = call_baseline(spec.call, kind, inputs, seed=settings.seed)
     return Prepared(settings, inputs, labels, baseline, target_classes(ctx, inputs, labels))
 
 

@@ -73,17 +73,31 @@ def probe_pair(probe: Any) -> tuple[Any, Any]:
 
 
 def _to(value: Any, device: torch.device, dtype: torch.dtype | None = None) -> Any:
-    """Tensors (also inside tuples and lists) on ``device``; floating ones in ``dtype``."""
+    """Tensors (also inside tuples, lists and mappings) on ``device``; floating ones in
+    ``dtype`` (integer ids and bool masks are never cast)."""
     if isinstance(value, torch.Tensor):
         wanted = dtype if dtype is not None and value.is_floating_point() else None
         return value.detach().to(device=device, dtype=wanted)
     if isinstance(value, (tuple, list)):
         return type(value)(_to(v, device, dtype) for v in value)
+    if isinstance(value, Mapping):
+        return {k: _to(v, device, dtype) for k, v in value.items()}
     return value
 
 
+def _arguments(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The model's positional and keyword arguments: a tuple is positional, a mapping keyword
+    (``{"input_ids": ids, "attention_mask": mask}``), anything else the one argument."""
+    if isinstance(inputs, tuple):
+        return inputs, {}
+    if isinstance(inputs, Mapping):
+        return (), dict(inputs)
+    return (inputs,), {}
+
+
 def _call(model: nn.Module, inputs: Any) -> Any:
-    return model(*inputs) if isinstance(inputs, tuple) else model(inputs)
+    args, kwargs = _arguments(inputs)
+    return model(*args, **kwargs)
 
 
 def _finite(value: float) -> float | None:
@@ -116,7 +130,9 @@ class TrainingMonitor:
     forward-to-backward memory delta, the loss scale and the step time during training.
 
     ``probe``: an ``(inputs, target)`` pair, a mapping with ``x`` and ``target``, or a probe
-    ``.safetensors`` file; ``loss_fn(model(inputs), target)`` must give a scalar. ``every``:
+    ``.safetensors`` file; ``loss_fn(model(inputs), target)`` must give a scalar. ``inputs``
+    may be a tuple (positional arguments) or a mapping (keyword arguments, e.g. token ids and
+    an attention mask); integer and bool tensors are never cast. ``every``:
     steps between sample points. ``log``: the JSONL file, appended to (a restart continues the
     last run in it unless ``run_id`` names another). ``grad_scaler``: a
     ``torch.amp.GradScaler`` whose scale is recorded.
@@ -178,6 +194,8 @@ class TrainingMonitor:
                 }
             if isinstance(value, (tuple, list)):
                 return [describe(v) for v in value]
+            if isinstance(value, Mapping):
+                return {str(k): describe(v) for k, v in value.items()}
             return type(value).__name__
 
         return {"x": describe(self.inputs), "target": describe(self.target)}
@@ -279,8 +297,8 @@ class TrainingMonitor:
             wide[name] = b.detach().to(torch.float64) if b.is_floating_point() else b
         inputs = _to(self.inputs, self.device, torch.float64)
         target = _to(self.target, self.device, torch.float64)
-        call_args = inputs if isinstance(inputs, tuple) else (inputs,)
-        output = torch.func.functional_call(self.model, wide, call_args)
+        call_args, call_kwargs = _arguments(inputs)
+        output = torch.func.functional_call(self.model, wide, call_args, call_kwargs)
         loss = self._loss(output, target)
         grads = torch.autograd.grad(loss, [wide[n] for n, _ in self.params], allow_unused=True)
         return [g.detach() if g is not None else None for g in grads]

@@ -66,6 +66,74 @@ def _class_coverage(spec: Any, classes: int | None) -> dict[str, Metric]:
     }
 
 
+def _signature(spec: Any, signature: int) -> dict[str, Metric]:
+    """The item metrics naming an example's shape signature (``dynamic:`` only)."""
+    if not spec.signatures:
+        return {}
+    return {"shape_signature": spec.signature_labels[signature]}
+
+
+def _compare(
+    spec: Any, sequences: list[Sequence_ | None], items: list[CheckItem]
+) -> tuple[list[int], Sequence_ | None, int]:
+    """Each example's sequence against its reference; appends the items and returns the
+    diverging examples, the first sequence and the number of shape signatures."""
+    n = len(sequences)
+    # ``dynamic:``: each example is compared with the first of its shape signature (the same
+    # lengths), since examples of different lengths take different paths by design
+    signatures = spec.signatures or [0] * n
+    references: dict[int, int] = {}
+    for i, seq in enumerate(sequences):
+        if seq is not None:
+            references.setdefault(signatures[i], i)
+    reference = next((s for s in sequences if s is not None), None)
+    diverging: list[int] = []
+    for i, seq in enumerate(sequences):
+        if seq is None:
+            continue
+        ref_index = references[signatures[i]]
+        own = sequences[ref_index]
+        assert own is not None
+        k = first_divergence(own, seq)
+        if k is None:
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="input", input_index=i),
+                    status="pass",
+                    metrics={
+                        "operators": len(seq),
+                        "first_divergence": None,
+                        **_signature(spec, signatures[i]),
+                    },
+                )
+            )
+            continue
+        diverging.append(i)
+        ref_at, this_at = _at(own, k), _at(seq, k)
+        module = common_module(ref_at["module"], this_at["module"])
+        items.append(
+            CheckItem(
+                subject=Subject(
+                    kind="input", input_index=i, module=module, operator_id=k, op=this_at["op"]
+                ),
+                status="fail",
+                metrics={
+                    "operators": len(seq),
+                    "first_divergence": k,
+                    **_signature(spec, signatures[i]),
+                },
+                message=(
+                    f"input {i} takes a different path from input {ref_index} at operator {k}: "
+                    f"{this_at['op']} @ {this_at['module'] or '<root>'} instead of "
+                    f"{ref_at['op']} @ {ref_at['module'] or '<root>'} (data-dependent control flow "
+                    f"in module {module or '<root>'!r})"
+                ),
+                details={"reference_input": ref_index, "reference": ref_at, "this": this_at},
+            )
+        )
+    return diverging, reference, len(references)
+
+
 def run(ctx: CollectContext) -> list[CheckResult]:
     """Check runner for ``topology``."""
     started = time.perf_counter()
@@ -100,42 +168,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         sequences.append(outcome.ops)
         if classes is None and outcome.output is not None and outcome.output.dim() >= 2:
             classes = int(outcome.output.shape[1])
-    reference = next((s for s in sequences if s is not None), None)
-    ref_index = sequences.index(reference) if reference is not None else None
-    diverging: list[int] = []
-    for i, seq in enumerate(sequences):
-        if seq is None:
-            continue
-        assert reference is not None
-        k = first_divergence(reference, seq)
-        if k is None:
-            items.append(
-                CheckItem(
-                    subject=Subject(kind="input", input_index=i),
-                    status="pass",
-                    metrics={"operators": len(seq), "first_divergence": None},
-                )
-            )
-            continue
-        diverging.append(i)
-        ref_at, this_at = _at(reference, k), _at(seq, k)
-        module = common_module(ref_at["module"], this_at["module"])
-        items.append(
-            CheckItem(
-                subject=Subject(
-                    kind="input", input_index=i, module=module, operator_id=k, op=this_at["op"]
-                ),
-                status="fail",
-                metrics={"operators": len(seq), "first_divergence": k},
-                message=(
-                    f"input {i} takes a different path from input {ref_index} at operator {k}: "
-                    f"{this_at['op']} @ {this_at['module'] or '<root>'} instead of "
-                    f"{ref_at['op']} @ {ref_at['module'] or '<root>'} (data-dependent control flow "
-                    f"in module {module or '<root>'!r})"
-                ),
-                details={"reference_input": ref_index, "reference": ref_at, "this": this_at},
-            )
-        )
+    diverging, reference, signature_count = _compare(spec, sequences, items)
     items.sort(key=lambda item: item.subject.input_index or 0)
     errors = [item for item in items if item.status == "error"]
     batch = [(r.op, r.module) for r in ctx.operators or []]
@@ -147,6 +180,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "operators_per_input": len(reference) if reference is not None else None,
         "batch_matches_inputs": batch_k is None if reference is not None else None,
         **_class_coverage(spec, classes),
+        **({"shape_signatures": signature_count} if spec.signatures else {}),
     }
     if diverging or errors or reference is None:
         ctx.topology_ok = False
@@ -165,7 +199,8 @@ def run(ctx: CollectContext) -> list[CheckResult]:
             reason=ctx.topology_reason,
             parameters={
                 "mode": "each probe input alone, forward pass",
-                "compared": "(operator, module) sequence",
+                "compared": "(operator, module) sequence"
+                + (", within each shape signature (dynamic:)" if spec.signatures else ""),
             },
             summary=summary,
             items=items,

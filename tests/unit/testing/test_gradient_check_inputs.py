@@ -3,14 +3,16 @@ float inputs differentiated, token ids and masks passed unchanged (never cast to
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from attest.errors import InputError
-from attest.testing.bound_inputs import bind_inputs
 from attest.testing.gradient_checks import check_gradients
+from attest.testing.named_inputs import named_call
 
 CHECKS = ("topology", "gradcheck", "gradient_flow", "numerics")
 
@@ -65,8 +67,12 @@ def test_a_tuple_of_float_inputs_is_differentiated_in_both() -> None:
     image, tabular = torch.randn(2, 1, 6, 6), torch.randn(2, 5)
     result = check_gradients(model, (image, tabular), checks=CHECKS)
     assert result.passed, result.summary()
-    bound, packed, fixed = bind_inputs(model, (image, tabular))
-    assert fixed == [] and packed.shape == (2, 36 + 5)
+    loaded = named_call(
+        model, (image, tabular), roles=None, output=None, target=None, loss=None, name="m"
+    )
+    packed = loaded.inputs
+    assert not loaded.call.rows and packed.shape == (2, 36 + 5)
+    bound = loaded.call.install(copy.deepcopy(model))
     packed.requires_grad_(True)
     bound(packed).sum().backward()
     assert packed.grad is not None
@@ -102,10 +108,19 @@ def test_integer_inputs_alone_are_refused_not_cast() -> None:
         check_gradients(Tokens(), (ids, mask))
 
 
-def test_checks_that_rebatch_are_refused_with_fixed_inputs() -> None:
+def test_checks_that_rebatch_run_with_fixed_inputs() -> None:
+    # IG's path points and sub-batches carry each example's row: its ids go with it
+    torch.manual_seed(0)
     features, ids, _ = probe()
-    with pytest.raises(InputError, match="ig_completeness cannot run with fixed inputs"):
-        check_gradients(Tokens(), (features, ids), checks=("gradcheck", "ig_completeness"))
+    result = check_gradients(
+        Tokens(),
+        (features, ids),
+        checks=("gradcheck", "ig_completeness", "accumulation"),
+        target=torch.tensor([0, 2]),
+        loss=F.cross_entropy,
+    )
+    assert result.passed, result.summary()
+    assert result.evidence.checks["ig_completeness"].status == "computed"
 
 
 def test_inputs_must_share_the_batch_dimension() -> None:

@@ -165,3 +165,33 @@ def test_bad_arguments_are_attest_errors(tmp_path: Path) -> None:
 
 def test_public_name() -> None:
     assert attest.TrainingMonitor is TrainingMonitor
+
+
+class _Masked(nn.Module):
+    """Token ids and a padding mask by keyword (a BERT-style call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(20, 8, padding_idx=0)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        assert input_ids.dtype == torch.int64 and attention_mask.dtype == torch.bool
+        keep = attention_mask.unsqueeze(-1).to(self.head.weight.dtype)
+        return self.head((self.embed(input_ids) * keep).sum(1) / keep.sum(1))
+
+
+def test_keyword_inputs_are_passed_as_keywords_and_never_cast(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = _Masked()
+    ids = torch.randint(1, 20, (4, 6))
+    mask = torch.arange(6)[None] < torch.tensor([6, 4, 5, 3])[:, None]
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    monitor = TrainingMonitor(
+        model, F.cross_entropy, (inputs, torch.tensor([0, 1, 0, 1])), log=tmp_path / "run.jsonl"
+    )
+    record = monitor.sample(epoch=0, step=0)  # a float64 pass: the ids and mask stay as they are
+    monitor.close()
+    assert record.loss is not None
+    start = read_training_log(tmp_path / "run.jsonl").starts[0]
+    assert start.probe["x"]["input_ids"]["dtype"] == "int64"
