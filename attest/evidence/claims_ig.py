@@ -4,6 +4,8 @@ the check's recorded tolerances."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from attest.evidence.claims import ClaimChecker, number, recorded_tolerance
 from attest.evidence.model import Evidence
 
@@ -96,17 +98,50 @@ def ig_convergence(c: ClaimChecker, _evidence: Evidence) -> None:
         )
 
 
+_SEVERITY = {"pass": 0, "warn": 1, "fail": 2}
+
+
+def _baseline_reading(
+    m: dict[str, Any], prefix: str, min_entropy: float | None, max_ratio: float | None
+) -> tuple[str, dict[str, object]]:
+    """The status one output's baseline readings give (``prefix``: ``"head."`` for a head of
+    a spec with ``heads:``, "" otherwise), and the figures it was read from."""
+    if m.get(f"{prefix}classifier") is True:
+        p, limit, entropy = (
+            number(m.get(prefix + k))
+            for k in (
+                "baseline_target_probability",
+                "target_probability_limit",
+                "baseline_entropy_ratio",
+            )
+        )
+        shown: dict[str, object] = {
+            f"{prefix}baseline_target_probability": p,
+            f"{prefix}target_probability_limit": limit,
+            f"{prefix}baseline_entropy_ratio": entropy,
+        }
+        if p is None or limit is None or entropy is None or min_entropy is None:
+            return "fail", shown  # a non-finite reading fails
+        return ("fail" if p >= limit else "warn" if entropy < min_entropy else "pass"), shown
+    ratio = number(m.get(f"{prefix}baseline_output_ratio"))
+    ok = ratio is not None and max_ratio is not None and ratio <= max_ratio
+    return ("pass" if ok else "fail"), {f"{prefix}baseline_output_ratio": ratio}
+
+
 def ig_baseline(c: ClaimChecker, _evidence: Evidence) -> None:
-    """collection/ig/checks.py baseline: for a classifier, fail iff the baseline reads as the
-    target (p >= limit), warn iff its entropy ratio is below min_entropy_ratio; otherwise fail
-    iff |F(b)|/|F(x)| exceeds max_output_ratio. Non-finite readings fail."""
+    """collection/ig/checks.py baseline (collection/ig/neutrality.py): for a classifier, fail
+    iff the baseline reads as the target (p >= limit), warn iff its entropy ratio is below
+    min_entropy_ratio; otherwise fail iff |F(b)|/|F(x)| exceeds max_output_ratio. Non-finite
+    readings fail. With ``heads:`` each head is read on its own (metrics prefixed by the
+    head's name) and the item's status is the worst of its heads'."""
     min_entropy = c.parameter("min_entropy_ratio")
     max_ratio = c.parameter("max_output_ratio")
     for item in c.result.items:
         m = item.metrics
         if item.status in ("not_computed", "error"):
             continue
-        if "classifier" in c.result.summary:
+        heads = sorted(k[: -len("classifier")] for k in m if k.endswith(".classifier"))
+        if not heads and "classifier" in c.result.summary:
             c.equal(
                 item.subject.label(),
                 "classifier",
@@ -114,42 +149,18 @@ def ig_baseline(c: ClaimChecker, _evidence: Evidence) -> None:
                 c.result.summary["classifier"],
                 "the summary's classifier: one reading for every input",
             )
-        if m.get("classifier") is True:
-            p, limit, entropy = (
-                number(m.get(k))
-                for k in (
-                    "baseline_target_probability",
-                    "target_probability_limit",
-                    "baseline_entropy_ratio",
-                )
-            )
-            if p is None or limit is None or entropy is None or min_entropy is None:
-                c.item(
-                    item,
-                    ("fail",),
-                    "a non-finite reading fails",
-                    baseline_target_probability=p,
-                    baseline_entropy_ratio=entropy,
-                )
-                continue
-            want = "fail" if p >= limit else "warn" if entropy < min_entropy else "pass"
-            c.item(
-                item,
-                (want,),
-                "the baseline's target probability and entropy",
-                baseline_target_probability=p,
-                target_probability_limit=limit,
-                baseline_entropy_ratio=entropy,
-            )
-        else:
-            ratio = number(m.get("baseline_output_ratio"))
-            ok = ratio is not None and max_ratio is not None and ratio <= max_ratio
-            c.item(
-                item,
-                ("pass",) if ok else ("fail",),
-                "pass iff |F(b)|/|F(x)| <= max_output_ratio",
-                baseline_output_ratio=m.get("baseline_output_ratio"),
-            )
+        readings = [
+            _baseline_reading(m, prefix, min_entropy, max_ratio) for prefix in heads or [""]
+        ]
+        want = max((r[0] for r in readings), key=_SEVERITY.__getitem__)
+        shown = {k: v for _, figures in readings for k, v in figures.items()}
+        c.item(
+            item,
+            (want,),
+            "the baseline's target probability and entropy (a classifier), else "
+            "pass iff |F(b)|/|F(x)| <= max_output_ratio; the worst of the heads",
+            **shown,
+        )
 
 
 def ig_monotonicity(c: ClaimChecker, _evidence: Evidence) -> None:
