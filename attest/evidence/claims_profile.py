@@ -138,7 +138,14 @@ def determinism(c: ClaimChecker, evidence: Evidence) -> None:
         c.summary("min_bit_exact_rate", minimum(ops, "bit_exact_rate"), "the lowest item rate")
         c.summary("min_stability_score", minimum(ops, "stability_score"), "the lowest score")
     _rows_agree(c, evidence, ("bit_exact_rate", "stability_score"))
-    for name in ("bit_exact_reproducibility", "min_bit_exact_rate", "min_stability_score"):
+    _model_metrics_agree(
+        c, evidence, ("bit_exact_reproducibility", "min_bit_exact_rate", "min_stability_score")
+    )
+
+
+def _model_metrics_agree(c: ClaimChecker, evidence: Evidence, names: tuple[str, ...]) -> None:
+    """The model-level copies of the check's summary figures (``model_metrics``) equal them."""
+    for name in names:
         if name in evidence.model_metrics and name in c.result.summary:
             c.equal(
                 "model_metrics",
@@ -204,15 +211,7 @@ def fidelity(c: ClaimChecker, evidence: Evidence) -> None:
     c.summary("min_fidelity_pct", minimum(ops, "fidelity_pct"), "the lowest item figure")
     c.summary("min_local_fidelity_pct", minimum(ops, "local_fidelity_pct"), "the lowest figure")
     _rows_agree(c, evidence, ("fidelity_pct", "local_fidelity_pct"))
-    for name in ("min_fidelity_pct", "min_local_fidelity_pct"):
-        if name in evidence.model_metrics and name in c.result.summary:
-            c.equal(
-                "model_metrics",
-                name,
-                evidence.model_metrics[name],
-                c.result.summary[name],
-                "the check's summary",
-            )
+    _model_metrics_agree(c, evidence, ("min_fidelity_pct", "min_local_fidelity_pct"))
 
 
 def numerics(c: ClaimChecker, _evidence: Evidence) -> None:
