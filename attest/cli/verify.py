@@ -163,6 +163,7 @@ def _render(data: dict[str, Any]) -> str:
             f"  {safe_text(r['code'], 64)}: {safe_text(r['message'], 2000)}"
             for r in data["reasons"]
         ]
+    lines += _policy_lines(data)
     from attest.verification.signatures import signature_line
 
     lines += [f"  {signature_line(sig)}" for sig in data.get("signatures") or []]
@@ -182,6 +183,23 @@ def _render(data: dict[str, Any]) -> str:
         lines.append(f"  environment: matches target {safe_text(data['environment_target'], 200)}")
     lines += [f"  note: {safe_text(note, 2000)}" for note in data["notes"]]
     return "\n".join(lines)
+
+
+def _policy_lines(data: dict[str, Any]) -> list[str]:
+    """The policy the certificate records (id, version, digest) and its findings by verdict."""
+    policy = data.get("policy")
+    if not isinstance(policy, dict):
+        return []
+    digest = (policy.get("digest") or {}).get("sha256")
+    lines = [
+        f"  policy: {safe_text(policy.get('id'), 200)} version "
+        f"{safe_text(policy.get('version'), 64)} (sha256 {safe_text(digest, 64)})"
+    ]
+    counts = data.get("verdict_counts") or {}
+    if counts:
+        shown = ", ".join(f"{n} {safe_text(v, 32)}" for v, n in counts.items() if n)
+        lines.append(f"  findings: {shown or 'none recorded'}")
+    return lines
 
 
 def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
@@ -263,6 +281,14 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A signed revocation statement (attest revoke -o FILE) to honour (repeatable).",
 )
+@click.option(
+    "--require-policy",
+    "required_policies",
+    multiple=True,
+    metavar="ID[@>=VERSION]",
+    help="Accept only certificates under this policy (repeatable: any one of them), e.g. "
+    "clinical-strict@>=1; else POLICY_NOT_ACCEPTED. A policy that extends it must be named.",
+)
 @remote_ledger_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
@@ -279,6 +305,7 @@ def verify(
     check_environment: bool,
     ledger: str | None,
     revocation_files: tuple[Path, ...],
+    required_policies: tuple[str, ...],
     ledger_client: str | None,
     ledger_client_key: Path | None,
     ledger_log_key: Path | None,
@@ -288,8 +315,11 @@ def verify(
 
     Exit codes: 0 verified, 1 rejected (with reason codes), 2 usage or unreadable input.
     """
+    from attest.verification.policy_accept import parse_accepted_policy
     from attest.verification.verifier import record_rollback
     from attest.verification.verifier import verify as run_verify
+
+    accepted = [parse_accepted_policy(p, "--require-policy") for p in required_policies]
 
     remote = None
     if is_url(ledger):
@@ -328,6 +358,7 @@ def verify(
             check_environment=check_environment,
             record_state=False,
             revocations=revocations,
+            accepted_policies=accepted,
         )
         if remote is not None:
             _remote_outcome(report, unknown, remote_note)

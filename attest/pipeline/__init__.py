@@ -39,19 +39,17 @@ from attest.certificate.statement import (
     write_certificate,
 )
 from attest.certificate.timestamp import timestamper
-from attest.core.files import read_bytes_checked
 from attest.core.io import (
     atomic_write_bytes,
     atomic_write_text,
     dumps_pretty,
-    sha256_bytes,
     sha256_file,
 )
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
-from attest.evidence.model import Evidence, ExportedFile, TrainingLogRecord
-from attest.evidence.training_log import MAX_LOG_BYTES, parse_training_log
-from attest.evidence.training_summary import series_of, summarize_training_log
+from attest.evidence.model import Evidence, ExportedFile
+from attest.pipeline.measured import require_measured
+from attest.pipeline.training_log import training_log_record
 from attest.policy.engine import evaluate
 from attest.policy.model import Finding, Findings, Policy, load_policy
 from attest.spec import LoadedSpec, load_spec, parse_spec_file
@@ -180,18 +178,6 @@ def certificate_subjects(
             )
         subjects[record.log] = record.sha256
     return subjects
-
-
-def training_log_record(path: str | Path) -> TrainingLogRecord:
-    """A training log read once: its digest, summary and series for the evidence (subject
-    name: the file's base name)."""
-    p = Path(path)
-    data = read_bytes_checked(p, what="training log", max_bytes=MAX_LOG_BYTES)
-    log = parse_training_log(data, p)
-    summary = summarize_training_log(log)
-    return TrainingLogRecord(
-        log=p.name, sha256=sha256_bytes(data), summary=summary, series=series_of(log.run())
-    )
 
 
 def _spec_files(spec: Path | LoadedSpec) -> dict[str, Path]:
@@ -411,6 +397,7 @@ def _sign_and_report(
     statement: Statement | None = None
     certificate_path: Path | None = None
     if findings.passed:
+        require_measured(evidence)  # under any policy: nothing measured is not a certificate
         say("signing the certificate")
         statement = build_statement(
             subjects=subjects(),

@@ -32,6 +32,7 @@ from attest.pipeline import (
     _spec_files,
     release_subjects,
 )
+from attest.pipeline.measured import require_measured
 from attest.policy.model import Findings, Policy
 from attest.policy.targets import TargetEvidence, evaluate_targets, target_name
 
@@ -110,6 +111,9 @@ def certify_evidence(
     merged = merged.model_copy(update={"export": bound.export})
     atomic_write_text(evidence_path, dumps_pretty(merged.model_dump(mode="json")))
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
+    if findings.passed:  # each target's own evidence, not only the merge, measured something
+        for target in targets:
+            require_measured(target.evidence, f"--evidence {target.source}")
 
     return _sign_and_report(
         merged,

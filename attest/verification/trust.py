@@ -23,6 +23,8 @@ Format (written by ``attest trust add``; nobody needs to paste PEM into YAML by 
       - {role: clinical-safety, meaning: approval, count: 1}
     revocation_roles: [clinical-safety]  # optional: who may revoke certificates (default: any key)
     timestamp_authorities:    # optional: roots of RFC 3161 TSAs: [{name, pem}]
+    accepted_policies: [clinical-strict@>=1]  # optional: the policies certificates must be
+                              # under (ID or ID@>=VERSION; attest.verification.policy_accept)
 
 A revoked key's signature counts only when a token of a trusted TSA proves it was made before
 ``revoked_at`` (docs/certificate-format.md, "Trusted time").
@@ -37,13 +39,12 @@ written atomically. This module imports neither pydantic nor torch: the verifier
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from attest.certificate.signers import MEANINGS
 from attest.certificate.signing import (
     PublicKey,
     algorithm_of,
@@ -53,9 +54,20 @@ from attest.certificate.signing import (
 )
 from attest.core.files import read_text_checked
 from attest.core.io import atomic_write_text
-from attest.core.strict_yaml import cut, excerpt, parse_yaml
-from attest.core.times import bounded_time, format_timestamp, parse_timestamp
+from attest.core.strict_yaml import excerpt, parse_yaml
+from attest.core.times import format_timestamp
 from attest.errors import ConfigError, InputError
+from attest.verification.policy_accept import AcceptedPolicy, accepted_policies_field
+from attest.verification.trust_fields import (
+    Requirement,
+    TimestampAuthority,
+    authorities_field,
+    entry_fields,
+    requirements_field,
+    roles_field,
+    text_field,
+    time_field,
+)
 
 __all__ = [
     "TRUST_FORMAT_VERSION",
@@ -113,27 +125,6 @@ class RevokedKey:
 
 
 @dataclass(frozen=True)
-class Requirement:
-    """``count`` distinct keys holding ``role`` must have signed with ``meaning``."""
-
-    role: str
-    meaning: str
-    count: int = 1
-
-    def label(self) -> str:
-        return f"{self.count} {self.role} {self.meaning}"
-
-
-@dataclass(frozen=True)
-class TimestampAuthority:
-    """A root certificate under which RFC 3161 tokens are trusted (kept as PEM text; the
-    verifier parses it only when a token is there to check)."""
-
-    name: str
-    pem: str
-
-
-@dataclass(frozen=True)
 class TrustStore:
     """Keys, revocations and the signature threshold. Immutable; edit with :func:`add_key`,
     :func:`revoke_key` and save with :func:`save_trust_store`."""
@@ -145,6 +136,7 @@ class TrustStore:
     requirements: tuple[Requirement, ...] = ()
     timestamp_authorities: tuple[TimestampAuthority, ...] = ()
     revocation_roles: tuple[str, ...] | None = None  # None: any trusted key may revoke
+    accepted_policies: tuple[AcceptedPolicy, ...] | None = None  # None: any policy
 
     def may_revoke(self, key: TrustedKey) -> bool:
         """Whether ``key`` holds a role that may revoke certificates (whether the key itself was
@@ -197,6 +189,8 @@ class TrustStore:
             data["timestamp_authorities"] = [
                 {"name": t.name, "pem": t.pem} for t in self.timestamp_authorities
             ]
+        if self.accepted_policies is not None:
+            data["accepted_policies"] = [p.label() for p in self.accepted_policies]
         return data
 
 
@@ -204,50 +198,6 @@ _PLAIN_HINT = (
     "write plain YAML as attest trust add does: no anchors (&), aliases (*), "
     "merge keys (<<), lists or mappings as keys, or repeated keys"
 )
-
-
-def _fields(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where} must be a mapping")
-    unknown = sorted(set(map(str, entry)) - allowed)
-    if unknown:
-        listed = ", ".join(cut(name) for name in unknown[:5])
-        raise ConfigError(
-            f"{where} has unknown field(s) {cut(listed)}"
-            + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""),
-            hint=f"allowed fields: {', '.join(sorted(allowed))}",
-        )
-    missing = sorted(required - set(entry))
-    if missing:
-        raise ConfigError(f"{where} is missing {', '.join(missing)}")
-    return entry
-
-
-def _time(value: Any, where: str) -> datetime | None:
-    """A time inside 1970..9000 in UTC, from text or from YAML's own unquoted timestamps."""
-    if value is None:
-        return None
-    try:
-        if isinstance(value, datetime):  # YAML's own timestamp type, if left unquoted
-            return bounded_time(
-                value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-            )
-        if isinstance(value, date):  # an unquoted date: midnight UTC, like the quoted text
-            return parse_timestamp(value.isoformat())
-        if not isinstance(value, str):
-            raise ValueError(f"expected text like 2027-01-31T00:00:00Z, got {excerpt(value)}")
-        return parse_timestamp(value)
-    except ValueError as exc:
-        raise ConfigError(
-            f"{where} is not a timestamp: {cut(str(exc))}",
-            hint='write RFC 3339 UTC text between 1970 and 9000, e.g. "2027-01-31T00:00:00Z"',
-        ) from None
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where} must be a non-empty string")
-    return value
 
 
 _TOP_FIELDS = {
@@ -258,69 +208,12 @@ _TOP_FIELDS = {
     "requirements",
     "revocation_roles",
     "timestamp_authorities",
+    "accepted_policies",
 }
 
 
-def _roles(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ConfigError(f"{where} must be a list of role names")
-    roles = tuple(_text(v, f"{where}[{i}]").strip() for i, v in enumerate(value))
-    if len(set(roles)) != len(roles):
-        raise ConfigError(f"{where} names a role twice")
-    return roles
-
-
-def _requirements(value: Any, where: str) -> tuple[Requirement, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ConfigError(f"{where} must be a list")
-    found: list[Requirement] = []
-    for index, raw in enumerate(value):
-        here = f"{where}[{index}]"
-        entry = _fields(raw, {"role", "meaning", "count"}, {"role", "meaning"}, here)
-        meaning = entry["meaning"]
-        if meaning not in MEANINGS:
-            raise ConfigError(
-                f"{here}.meaning {excerpt(meaning)} is not one of {', '.join(MEANINGS)}"
-            )
-        count = entry.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ConfigError(f"{here}.count must be a whole number >= 1, got {excerpt(count)}")
-        item = Requirement(_text(entry["role"], f"{here}.role").strip(), meaning, count)
-        if any((r.role, r.meaning) == (item.role, item.meaning) for r in found):
-            raise ConfigError(f"{here}: {item.role} {item.meaning} is required twice")
-        found.append(item)
-    return tuple(found)
-
-
-def _authorities(value: Any, where: str) -> tuple[TimestampAuthority, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ConfigError(f"{where} must be a list")
-    from cryptography import x509  # parsed here once, so a bad root fails at load time
-
-    found: list[TimestampAuthority] = []
-    for index, raw in enumerate(value):
-        here = f"{where}[{index}]"
-        entry = _fields(raw, {"name", "pem"}, {"name", "pem"}, here)
-        pem = _text(entry["pem"], f"{here}.pem")
-        try:
-            x509.load_pem_x509_certificate(pem.encode("ascii", "replace"))
-        except ValueError:
-            raise ConfigError(
-                f"{here}.pem is not a PEM X.509 certificate",
-                hint="add the TSA's root with: attest trust tsa CERT.pem --name NAME",
-            ) from None
-        found.append(TimestampAuthority(_text(entry["name"], f"{here}.name"), pem))
-    return tuple(found)
-
-
 def _parse(data: Any, source: str) -> TrustStore:
-    top = _fields(data, _TOP_FIELDS, {"keys"}, source)
+    top = entry_fields(data, _TOP_FIELDS, {"keys"}, source)
     if top.get("version", TRUST_FORMAT_VERSION) != TRUST_FORMAT_VERSION:
         raise ConfigError(
             f"{source}: version {excerpt(top.get('version'))} is not supported "
@@ -337,13 +230,15 @@ def _parse(data: Any, source: str) -> TrustStore:
     keys: list[TrustedKey] = []
     for index, raw in enumerate(raw_keys):
         where = f"{source}: keys[{index}]"
-        entry = _fields(
+        entry = entry_fields(
             raw,
             {"keyid", "name", "algorithm", "not_before", "not_after", "pem", "roles"},
             {"name", "pem"},
             where,
         )
-        public = load_public_key_pem(_text(entry["pem"], f"{where}.pem"), source=f"{where}.pem")
+        public = load_public_key_pem(
+            text_field(entry["pem"], f"{where}.pem"), source=f"{where}.pem"
+        )
         actual = key_id(public)
         if "keyid" in entry and entry["keyid"] != actual:
             raise ConfigError(
@@ -359,11 +254,11 @@ def _parse(data: Any, source: str) -> TrustStore:
             raise ConfigError(f"{where}: key {actual[:16]} is listed twice")
         key = TrustedKey(
             keyid=actual,
-            name=_text(entry["name"], f"{where}.name"),
+            name=text_field(entry["name"], f"{where}.name"),
             public_key=public,
-            not_before=_time(entry.get("not_before"), f"{where}.not_before"),
-            not_after=_time(entry.get("not_after"), f"{where}.not_after"),
-            roles=_roles(entry.get("roles"), f"{where}.roles"),
+            not_before=time_field(entry.get("not_before"), f"{where}.not_before"),
+            not_after=time_field(entry.get("not_after"), f"{where}.not_after"),
+            roles=roles_field(entry.get("roles"), f"{where}.roles"),
         )
         if key.not_before and key.not_after and key.not_after <= key.not_before:
             raise ConfigError(f"{where}: not_after is not later than not_before")
@@ -374,13 +269,15 @@ def _parse(data: Any, source: str) -> TrustStore:
     revoked: list[RevokedKey] = []
     for index, raw in enumerate(raw_revoked):
         where = f"{source}: revoked[{index}]"
-        entry = _fields(raw, {"keyid", "revoked_at", "reason"}, {"keyid"}, where)
-        keyid = _text(entry["keyid"], f"{where}.keyid").lower()
+        entry = entry_fields(raw, {"keyid", "revoked_at", "reason"}, {"keyid"}, where)
+        keyid = text_field(entry["keyid"], f"{where}.keyid").lower()
         if len(keyid) != 64 or any(c not in "0123456789abcdef" for c in keyid):
             raise ConfigError(f"{where}.keyid must be 64 hex digits")
         reason = entry.get("reason") or ""
         revoked.append(
-            RevokedKey(keyid, _time(entry.get("revoked_at"), f"{where}.revoked_at"), str(reason))
+            RevokedKey(
+                keyid, time_field(entry.get("revoked_at"), f"{where}.revoked_at"), str(reason)
+            )
         )
     if threshold > len(keys):
         raise ConfigError(
@@ -393,11 +290,14 @@ def _parse(data: Any, source: str) -> TrustStore:
         tuple(revoked),
         threshold,
         source,
-        requirements=_requirements(top.get("requirements"), f"{source}: requirements"),
-        timestamp_authorities=_authorities(
+        requirements=requirements_field(top.get("requirements"), f"{source}: requirements"),
+        timestamp_authorities=authorities_field(
             top.get("timestamp_authorities"), f"{source}: timestamp_authorities"
         ),
-        revocation_roles=None if raw_roles is None else _roles(raw_roles, f"{source}: roles"),
+        revocation_roles=None if raw_roles is None else roles_field(raw_roles, f"{source}: roles"),
+        accepted_policies=accepted_policies_field(
+            top.get("accepted_policies"), f"{source}: accepted_policies"
+        ),
     )
 
 

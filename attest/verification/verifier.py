@@ -13,7 +13,9 @@
 6. each artifact given matches a subject by name and sha256 (directories: exactly the
    subjects recorded under them); an ONNX model's external data files must be subjects too
    (:mod:`attest.verification.artifact_check`);
-7. the verdict;
+7. the verdict, and whether the policy it was certified under is one this server accepts
+   (``accepted_policies``, the trust store's ``accepted_policies:``;
+   :mod:`attest.verification.policy_accept`);
 8. rollback: the highest version verified per model name, kept in a state file;
 9. with ``probe``: the behavioural probe (:mod:`attest.verification.probe`, imported only then),
    on the bytes hashed in step 6, never on whatever the paths hold by then;
@@ -35,8 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,8 @@ from attest.verification.artifact_check import (
     read_external_data,
 )
 from attest.verification.envelope import Envelope, Rejected, parse_envelope, read_certificate
+from attest.verification.outcome import REASON_CODES, VerificationReport
+from attest.verification.policy_accept import AcceptedPolicy, policy_refusal, verdict_counts
 from attest.verification.rollback import is_rollback, record_verified
 from attest.verification.signatures import check_signatures
 from attest.verification.trust import TrustStore, load_trust_store
@@ -67,26 +70,6 @@ __all__ = [
     "verify",
 ]
 
-REASON_CODES: tuple[str, ...] = (
-    "MALFORMED",
-    "SIGNATURE_INVALID",
-    "UNTRUSTED_KEY",
-    "KEY_REVOKED",
-    "EXPIRED",
-    "NOT_YET_VALID",
-    "SUBJECT_MISMATCH",
-    "ARTIFACT_MISSING",
-    "POLICY_FAILED",
-    "ROLLBACK",
-    "ENVIRONMENT_MISMATCH",
-    "PROBE_MISMATCH",
-    "SIGNATURES_INSUFFICIENT",
-    "TIMESTAMP_INVALID",
-    "CERTIFICATE_REVOKED",
-    # attest verify --ledger URL: the ledger service's revocations could not be read from a log
-    # that verifies (attest.cli.ledger_service.remote_revocations); fails closed
-    "REVOCATION_STATUS_UNKNOWN",
-)
 DEFAULT_CLOCK_SKEW = timedelta(seconds=60)
 MAX_CLOCK_SKEW = timedelta(days=1)
 
@@ -99,59 +82,6 @@ MAX_CLOCK_SKEW = timedelta(days=1)
 # A missing extension fails closed (PROBE_MISMATCH / ENVIRONMENT_MISMATCH), never passes.
 PROBE_MODULE = "attest.verification.probe"
 ENVIRONMENT_MODULE = "attest.deployment.environment"
-
-
-@dataclass
-class VerificationReport:
-    """What :func:`verify` found. ``statement`` is set only when ``verified`` is true."""
-
-    verified: bool
-    reasons: list[tuple[str, str]]
-    checked_at: datetime
-    certificate_path: str
-    certificate_sha256: str | None = None
-    subjects_checked: list[str] = field(default_factory=list)
-    subjects_not_checked: list[str] = field(default_factory=list)
-    signers: list[dict[str, str]] = field(default_factory=list)
-    signatures: list[dict[str, Any]] = field(default_factory=list)  # each as judged (step 3)
-    model: dict[str, str] | None = None  # as signed; set once the payload passed its checks
-    certificate_id: str | None = None
-    certificate_subjects: list[dict[str, Any]] = field(default_factory=list)  # as signed
-    policy: dict[str, Any] | None = None
-    statement: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    probe: dict[str, Any] | None = None
-    environment_differences: list[dict[str, Any]] = field(default_factory=list)
-    environment_target: str | None = None  # the certified target this machine matched
-
-    @property
-    def codes(self) -> list[str]:
-        """The reason codes, in the order the steps found them."""
-        return [code for code, _ in self.reasons]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data, as ``attest verify --json`` prints it."""
-        return {
-            "verified": self.verified,
-            "reasons": [{"code": c, "message": m} for c, m in self.reasons],
-            "subjects_checked": self.subjects_checked,
-            "subjects_not_checked": self.subjects_not_checked,
-            "signers": self.signers,
-            "signatures": self.signatures,
-            "certificate": {
-                "path": self.certificate_path,
-                "sha256": self.certificate_sha256,
-                "id": self.certificate_id,
-                "subjects": self.certificate_subjects,
-            },
-            "model": self.model,
-            "policy": self.policy,
-            "checked_at": format_timestamp(self.checked_at),
-            "notes": self.notes,
-            "probe": self.probe,
-            "environment_differences": self.environment_differences,
-            "environment_target": self.environment_target,
-        }
 
 
 # ---------------------------------------------------------------------------- step 4
@@ -322,6 +252,7 @@ def _after_gates(
     clock_skew: timedelta,
     state_file: str | Path | None,
     check_environment: bool,
+    accepted: list[tuple[str, Sequence[AcceptedPolicy]]],
 ) -> list[tuple[str, str]]:
     """Steps 5-10 on a statement that passed the gates: every problem found, as reasons
     (validity, artifacts, verdict, rollback, probe, environment); fills ``report`` as it goes."""
@@ -331,6 +262,7 @@ def _after_gates(
     report.certificate_id = predicate["certificate_id"]
     report.certificate_subjects = statement["subject"]
     report.policy = predicate["policy"]
+    report.verdict_counts = verdict_counts(predicate)
     reasons: list[tuple[str, str]] = list(revoked)  # CERTIFICATE_REVOKED, found by the caller
     # 5. validity window
     if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
@@ -354,6 +286,9 @@ def _after_gates(
         reasons.append(
             ("POLICY_FAILED", f"the certificate's verdict is {safe_text(predicate['verdict'])!r}")
         )
+    refusal = policy_refusal(predicate["policy"], accepted)
+    if refusal is not None:
+        reasons.append(("POLICY_NOT_ACCEPTED", refusal))
     # 8. rollback
     if state_file is not None:
         higher = is_rollback(state_file, model["name"], model["version"])
@@ -399,6 +334,7 @@ def verify(
     require_artifacts: bool = True,
     record_state: bool = True,
     revocations: list[tuple[str, bytes]] | tuple[tuple[str, bytes], ...] = (),
+    accepted_policies: Sequence[AcceptedPolicy] = (),
 ) -> VerificationReport:
     """Verify ``cert_path`` offline against ``trust`` and the ``artifacts`` at hand.
 
@@ -415,7 +351,9 @@ def verify(
     done what must come first (the command line renders its output first, so that nothing is
     recorded for a verdict that could not be shown). ``revocations`` are ``(source, bytes)``
     revocation envelopes (:mod:`attest.verification.revocations`): one that applies rejects
-    the certificate with CERTIFICATE_REVOKED.
+    the certificate with CERTIFICATE_REVOKED. ``accepted_policies`` (``--require-policy``) and
+    the trust store's ``accepted_policies`` each, when given, must admit the certificate's
+    policy, else POLICY_NOT_ACCEPTED.
 
     Returns a report; raises :class:`AttestError` only for unusable inputs of the caller.
     """
@@ -471,6 +409,10 @@ def verify(
         clock_skew=clock_skew,
         state_file=state_file,
         check_environment=check_environment,
+        accepted=[
+            ("--require-policy", accepted_policies),
+            (f"the trust store {store.source}", store.accepted_policies or ()),
+        ],
     )
     report.reasons = reasons
     report.verified = not reasons

@@ -56,6 +56,9 @@ VERIFY_MODULES = {
     "attest.certificate.signers",  # the signer attestation format (issue 21)
     "attest.verification.signatures",
     "attest.verification.trust",
+    "attest.verification.trust_fields",
+    "attest.verification.policy_accept",
+    "attest.verification.outcome",
     "attest.verification.verifier",
 }
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _certfactory import NOW, World, decode, encode, iso, make_world, sign_raw
+from _policy_cases import POLICY_ROWS
 from _signer_cases import ROWS
 
 from attest.cli import main
@@ -394,6 +395,7 @@ TABLE: list[tuple[Case, str]] = [
     (directory_missing_file, "ARTIFACT_MISSING"),
     (directory_symlink, "SUBJECT_MISMATCH"),
     (probe_extension_missing, "PROBE_MISMATCH"),
+    *POLICY_ROWS,  # accepted policies (tests/unit/verification/_policy_cases.py)
     *ROWS,  # signer attestations, roles, timestamps, revocations (tests/unit/_signer_cases.py)
 ]
 
@@ -455,6 +457,8 @@ def test_rejected_on_the_command_line(
         args += ["--state-file", str(kwargs.pop("state_file"))]
     if "probe" in kwargs:
         args += ["--probe", str(kwargs.pop("probe"))]
+    for accepted in kwargs.pop("accepted_policies", []):
+        args += ["--require-policy", accepted.label()]
     for index, (_, data) in enumerate(kwargs.pop("revocations", [])):
         path = world.root / f"revocation-{index}.json"
         path.write_bytes(data)

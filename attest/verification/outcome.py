@@ -1,0 +1,91 @@
+"""What :func:`attest.verification.verifier.verify` found: the report it returns and the reason
+codes a rejection carries (docs/threat-model.md lists what each means)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from attest.core.times import format_timestamp
+
+__all__ = ["REASON_CODES", "VerificationReport"]
+
+REASON_CODES: tuple[str, ...] = (
+    "MALFORMED",
+    "SIGNATURE_INVALID",
+    "UNTRUSTED_KEY",
+    "KEY_REVOKED",
+    "EXPIRED",
+    "NOT_YET_VALID",
+    "SUBJECT_MISMATCH",
+    "ARTIFACT_MISSING",
+    "POLICY_FAILED",
+    "ROLLBACK",
+    "ENVIRONMENT_MISMATCH",
+    "PROBE_MISMATCH",
+    "SIGNATURES_INSUFFICIENT",
+    "TIMESTAMP_INVALID",
+    "CERTIFICATE_REVOKED",
+    # attest verify --ledger URL: the ledger service's revocations could not be read from a log
+    # that verifies (attest.cli.ledger_service.remote_revocations); fails closed
+    "REVOCATION_STATUS_UNKNOWN",
+    # the certificate's policy is not one this server accepts (attest verify --require-policy,
+    # the trust store's accepted_policies; attest.verification.policy_accept)
+    "POLICY_NOT_ACCEPTED",
+)
+
+
+@dataclass
+class VerificationReport:
+    """What :func:`verify` found. ``statement`` is set only when ``verified`` is true."""
+
+    verified: bool
+    reasons: list[tuple[str, str]]
+    checked_at: datetime
+    certificate_path: str
+    certificate_sha256: str | None = None
+    subjects_checked: list[str] = field(default_factory=list)
+    subjects_not_checked: list[str] = field(default_factory=list)
+    signers: list[dict[str, str]] = field(default_factory=list)
+    signatures: list[dict[str, Any]] = field(default_factory=list)  # each as judged (step 3)
+    model: dict[str, str] | None = None  # as signed; set once the payload passed its checks
+    certificate_id: str | None = None
+    certificate_subjects: list[dict[str, Any]] = field(default_factory=list)  # as signed
+    policy: dict[str, Any] | None = None  # id, version, digest: as signed
+    verdict_counts: dict[str, int] | None = None  # the recorded findings by verdict
+    statement: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    probe: dict[str, Any] | None = None
+    environment_differences: list[dict[str, Any]] = field(default_factory=list)
+    environment_target: str | None = None  # the certified target this machine matched
+
+    @property
+    def codes(self) -> list[str]:
+        """The reason codes, in the order the steps found them."""
+        return [code for code, _ in self.reasons]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as ``attest verify --json`` prints it."""
+        return {
+            "verified": self.verified,
+            "reasons": [{"code": c, "message": m} for c, m in self.reasons],
+            "subjects_checked": self.subjects_checked,
+            "subjects_not_checked": self.subjects_not_checked,
+            "signers": self.signers,
+            "signatures": self.signatures,
+            "certificate": {
+                "path": self.certificate_path,
+                "sha256": self.certificate_sha256,
+                "id": self.certificate_id,
+                "subjects": self.certificate_subjects,
+            },
+            "model": self.model,
+            "policy": self.policy,
+            "verdict_counts": self.verdict_counts,
+            "checked_at": format_timestamp(self.checked_at),
+            "notes": self.notes,
+            "probe": self.probe,
+            "environment_differences": self.environment_differences,
+            "environment_target": self.environment_target,
+        }
