@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from test_pipeline import stub_spec
 
 from attest.certificate.signing import generate_keypair
 from attest.cli import main
@@ -95,22 +95,7 @@ def test_nothing_measured(name: str, fields: dict[str, Any], words: str | None) 
 
 @pytest.fixture
 def release(tmp_path: Path) -> dict[str, Path]:
-    (tmp_path / "weights.safetensors").write_bytes(b"weights")
-    (tmp_path / "probe.safetensors").write_bytes(b"probe")
-    spec = tmp_path / "attest.yaml"
-    spec.write_text(
-        yaml.safe_dump(
-            {
-                "model": {
-                    "name": "m",
-                    "version": "1.0.0",
-                    "factory": "model:build",
-                    "weights": "weights.safetensors",
-                },
-                "inputs": {"probe": "probe.safetensors"},
-            }
-        )
-    )
+    spec = stub_spec(tmp_path)
     key, _pub, _ = generate_keypair(tmp_path / "release", passphrase=None)
     return {"spec": spec, "key": key, "root": tmp_path}
 

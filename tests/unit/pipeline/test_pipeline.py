@@ -74,7 +74,9 @@ def test_bad_policy_settings(settings: dict[str, Any], message: str) -> None:
         check_settings(policy)
 
 
-def _spec(folder: Path) -> Path:
+def stub_spec(folder: Path) -> Path:
+    """A spec folder with placeholder weights and probe: enough for the certify paths that
+    read files and digests, never a model."""
     (folder / "weights.safetensors").write_bytes(b"weights")
     (folder / "probe.safetensors").write_bytes(b"probe")
     spec = folder / "attest.yaml"
@@ -108,7 +110,7 @@ def _evidence(spec: Path, **artifacts: Any) -> Evidence:
 
 
 def test_subjects_are_the_spec_weights_and_probe(tmp_path: Path) -> None:
-    spec = _spec(tmp_path)
+    spec = stub_spec(tmp_path)
     subjects = certificate_subjects(_evidence(spec), spec, tmp_path / "out")
     assert subjects == {
         "attest.yaml": sha256_file(spec),
@@ -118,7 +120,7 @@ def test_subjects_are_the_spec_weights_and_probe(tmp_path: Path) -> None:
 
 
 def test_a_file_changed_after_collection_is_refused(tmp_path: Path) -> None:
-    spec = _spec(tmp_path)
+    spec = stub_spec(tmp_path)
     evidence = _evidence(spec)
     (tmp_path / "weights.safetensors").write_bytes(b"retrained")
     with pytest.raises(InputError, match="changed after its evidence was collected"):
@@ -126,7 +128,7 @@ def test_a_file_changed_after_collection_is_refused(tmp_path: Path) -> None:
 
 
 def test_exported_files_are_placed_next_to_the_certificate(tmp_path: Path) -> None:
-    spec = _spec(tmp_path)
+    spec = stub_spec(tmp_path)
     elsewhere = tmp_path / "export-tmp"
     elsewhere.mkdir()
     (elsewhere / "model.onnx").write_bytes(b"onnx")

@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from _cli_run import exit_code as cli
 from _ledger_service_kit import ORIGIN, Keys, ServiceProcess, entry, signed_body, write_clients
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from attest.certificate.signing import load_private_key, load_public_key
-from attest.cli import main
 from attest.ledger.checkpoint import open_checkpoint
 from attest.ledger.entries import LedgerEntry
 from attest.ledger.merkle import leaf_hash, root_from_leaf_hashes
@@ -62,14 +62,6 @@ def world(pg_dsn: str, tmp_path: Path) -> Iterator[World]:
         yield w
     finally:
         w.service.stop()
-
-
-def cli(*args: object) -> int:
-    try:
-        main([str(a) for a in args])
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def test_write_then_read_back_through_tiles_and_proofs(world: World) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _cli_run import exit_code as cli
 from _ledger_service_kit import (
     ORIGIN,
     TEST_HOST,
@@ -25,7 +26,6 @@ from _ledger_service_kit import (
 )
 
 from attest.certificate.signing import key_id, load_public_key
-from attest.cli import main
 from attest.ledger.entries import LedgerEntry
 from attest.ledger.service.clients_doc import extension_problem, open_clients
 from attest.ledger.writers import read_leaf
@@ -70,14 +70,6 @@ def fleet(pg_dsn: str, tmp_path: Path) -> Iterator[Fleet]:
         yield f
     finally:
         f.service.stop()
-
-
-def cli(*args: object) -> int:
-    try:
-        main([str(a) for a in args])
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 # (row, the entry an allowed client sends, the refusal)
