@@ -207,15 +207,16 @@ def test_sigkill_mid_append_keeps_every_reported_append(tmp_path: Path, synchron
     deadline = time.monotonic() + 60
     while len(reported) < 60 and time.monotonic() < deadline:
         line = proc.stdout.readline()
-        if not line:
+        if not line.endswith("\n"):
             break
         index, hex_hash = line.split()
         reported.append((int(index), hex_hash))
     os.kill(proc.pid, signal.SIGKILL)
     rest, _ = proc.communicate(timeout=30)
-    reported += [
-        (int(a), b) for a, b in (line.split() for line in rest.splitlines() if line.strip())
-    ]
+    # The kill can land while the victim writes a line: only a line that reached its newline was
+    # reported (the torn tail after the last newline was never a report).
+    complete = rest.split("\n")[:-1]
+    reported += [(int(a), b) for a, b in (line.split() for line in complete if line.strip())]
     assert proc.returncode == -signal.SIGKILL
     assert len(reported) >= 60
     with open_ledger(path) as ledger:
