@@ -57,6 +57,7 @@ from attest.certificate.format import (
     TIMESTAMP_PATTERN,
     VERSION_PATTERN,
 )
+from attest.certificate.model_card import ModelCard
 from attest.certificate.signers import SignerIdentity, default_identity, sign_payload
 from attest.certificate.signing import PrivateKey, canonical_json
 from attest.core.io import atomic_write_json
@@ -125,10 +126,12 @@ class Subject(_Strict):
 
 
 class ModelIdentity(_Strict):
-    """The model line and release version; the verifier refuses rollback to a lower version."""
+    """The model line and release version; the verifier refuses rollback to a lower version.
+    ``card``: what a MONAI bundle or Hugging Face folder says of itself (absent otherwise)."""
 
     name: Text
     version: Version
+    card: ModelCard | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class ToolInfo(_Strict):

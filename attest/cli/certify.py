@@ -192,7 +192,15 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
 
 
 @click.command("certify")
-@click.argument("spec", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option(
+    "--spec",
+    "spec_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="With a MONAI bundle folder as SPEC: the attest.yaml giving the probe and target "
+    "[default: attest.yaml beside the bundle].",
+)
 @click.option(
     "--policy",
     "policy_path",
@@ -211,9 +219,9 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     "-o",
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("gradient_certificate.json"),
-    show_default=True,
-    help="Certificate to write on pass.",
+    default=None,
+    help="Certificate to write on pass [default: gradient_certificate.json; for a MONAI "
+    "bundle, beside the bundle].",
 )
 @click.option(
     "--evidence-out",
@@ -299,9 +307,10 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
 def certify(
     ctx: click.Context,
     spec: Path,
+    spec_file: Path | None,
     policy_path: Path,
     key_path: Path,
-    output: Path,
+    output: Path | None,
     evidence_out: Path | None,
     findings_out: Path | None,
     report: Path | None,
@@ -325,7 +334,12 @@ def certify(
     ledger_client_key: Path | None,
     ledger_log_key: Path | None,
 ) -> None:
-    """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
+    """Collect evidence for SPEC (attest.yaml, or a MONAI bundle folder), evaluate it and, on
+    pass, sign the certificate.
+
+    A bundle's model comes from the bundle (configs/inference.json's network_def,
+    models/model.pt, configs/metadata.json), its probe and target from --spec (default:
+    attest.yaml beside it); every file of the bundle is bound, and nothing is written into it.
 
     On a failed policy no certificate is written; the evidence and findings are, and the
     failing rules are listed. Exit 0 pass, 1 policy failed, 2 bad input.
@@ -341,6 +355,15 @@ def certify(
 
     if evidence_files and budget is not None:
         raise InputError("--budget applies to collecting; it cannot go with --evidence")
+    if evidence_files and (spec_file is not None or spec.is_dir()):
+        raise InputError(
+            "--evidence certifies evidence of an attest.yaml collected elsewhere; a MONAI "
+            "bundle is certified where it is collected",
+            hint="attest certify BUNDLE/ --policy ... --key ...",
+        )
+    if output is None:
+        default = Path("gradient_certificate.json")
+        output = spec.resolve().parent / default if spec.is_dir() else default
     signer = identity(signer_name, signer_role, meaning, comment)
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
     common: dict[str, Any] = {
@@ -377,7 +400,12 @@ def certify(
             result = certify_evidence(spec, items, progress=progress, **common)
         else:
             result = run_certify(
-                spec, progress=progress, budget=budget, training_log=training_log, **common
+                spec,
+                progress=progress,
+                budget=budget,
+                training_log=training_log,
+                spec_file=spec_file,
+                **common,
             )
     if cert_format == "sigstore-bundle" and result.certificate_path is not None:
         _rewrite_as_bundle(result.certificate_path)

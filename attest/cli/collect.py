@@ -128,7 +128,15 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
 
 
 @click.command("collect")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--spec",
+    "spec_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="With a MONAI bundle folder as SPEC: the attest.yaml giving the probe and target "
+    "[default: attest.yaml beside the bundle].",
+)
 @click.option(
     "-o",
     "--out",
@@ -181,6 +189,7 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
 )
 def collect(
     paths: tuple[Path, ...],
+    spec_file: Path | None,
     out: Path,
     merge: bool,
     as_json: bool,
@@ -192,7 +201,8 @@ def collect(
     workers: int,
     schedule_timeout: str,
 ) -> None:
-    """Profile the model of SPEC (attest.yaml) and run every check; write evidence.
+    """Profile the model of SPEC (attest.yaml, or a MONAI bundle folder with --spec or an
+    attest.yaml beside it) and run every check; write evidence.
 
     The exported model.onnx and probe bundle (when the spec exports) are written next to
     the evidence file. With --merge, PATHS are evidence files of the same model from
@@ -210,6 +220,8 @@ def collect(
             "--ray needs --targets (one task per target) or --workers N (one collect split "
             "over N tasks)"
         )
+    if spec_file is not None and (merge or ray_address is not None):
+        raise InputError("--spec goes with a MONAI bundle collected here, not --merge or --ray")
     if merge:
         if workers != 1:
             raise InputError("--workers applies to collecting, not to --merge")
@@ -223,7 +235,7 @@ def collect(
     else:
         silent = quiet or progress_mode == "none"
         evidence = _collect_here(
-            paths, out, budget, silent, as_json, workers, ray_address, progress_mode
+            paths, out, budget, silent, as_json, workers, ray_address, progress_mode, spec_file
         )
     if as_json:
         echo_json(_json_summary(evidence, out))
@@ -268,12 +280,19 @@ def _collect_here(
     workers: int = 1,
     ray_address: str | None = None,
     progress_mode: str = "auto",
+    spec_file: Path | None = None,
 ) -> Evidence:
     from attest.collection import collect as run_collect
     from attest.core.progress_display import terminal_progress
+    from attest.spec import load_spec
     from attest.spec.model import parse_budget
 
     spec = _one_spec(paths)
+    loaded = load_spec(spec, spec=spec_file) if spec.is_dir() or spec_file else None
+    if loaded is not None:  # nothing, not even a folder, is made inside a bundle
+        from attest.spec.source import refuse_inside
+
+        refuse_inside(loaded.folder, {"evidence": out})
     budget_s = parse_budget(budget)  # a bad --budget is refused before any work
     out.resolve().parent.mkdir(parents=True, exist_ok=True)
     heartbeat_s = heartbeat_seconds()
@@ -283,7 +302,7 @@ def _collect_here(
         # The export check's model.onnx and probe bundle go next to the evidence file, so the
         # folder is what `attest certify --evidence` needs from this machine.
         return run_collect(
-            spec,
+            loaded or spec,
             out=out,
             progress=progress,
             budget_s=budget_s,

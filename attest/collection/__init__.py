@@ -92,8 +92,16 @@ def collect(
     from attest.collection import runtime_info as environment
     from attest.core.io import atomic_write_json
     from attest.spec import load_spec
+    from attest.spec.source import refuse_inside
 
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    refuse_inside(
+        loaded.folder,
+        {
+            "evidence": Path(out) if out else None,
+            "output folder": Path(output_dir) if output_dir else None,
+        },
+    )
     settings = settings or CheckSettings()
     budget_s = budget_s if budget_s is not None else loaded.budget_s
     order = list(CHECK_RUNNERS if runners is None else runners)

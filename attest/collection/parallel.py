@@ -164,15 +164,16 @@ def _part_result(
 
 def run_part(
     spec_path: str, settings: CheckSettings, units: list[tuple[str, str | None]], digest: str,
-    index: int,
+    index: int, spec_file: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Part ``index``, in a worker process: load the spec, capture, run the topology check,
-    the whole runners and the pieces of ``units``; plain data back."""
+    """Part ``index``, in a worker process: load the spec (a bundle with its ``spec_file``),
+    capture, run the topology check, the whole runners and the pieces of ``units``; plain
+    data back."""
     from attest.collection.rows import artifact_digests
     from attest.collection.runners import capture_and_run
     from attest.spec import load_spec
 
-    loaded = load_spec(spec_path)
+    loaded = load_spec(spec_path, spec=spec_file)
     folder = Path(tempfile.mkdtemp(prefix="attest-part-"))
     whole = [_TOPOLOGY] + [r for r, k in units if k is None]
     pieces = [(r, k) for r, k in units if k is not None]
@@ -238,12 +239,13 @@ class _PoolParts:
 
     def __init__(self, workers: int, spec: LoadedSpec) -> None:
         self.spec_path = str(spec.path)
+        self.spec_file = str(spec.spec_override) if spec.spec_override is not None else None
         self.pool = ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn")
         )
 
     def submit(self, settings: CheckSettings, *part: Any) -> Future[dict[str, Any]]:
-        return self.pool.submit(run_part, self.spec_path, settings, *part)
+        return self.pool.submit(run_part, self.spec_path, settings, *part, self.spec_file)
 
     def result(self, handle: Future[dict[str, Any]]) -> dict[str, Any]:
         return handle.result()

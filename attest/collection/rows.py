@@ -56,7 +56,19 @@ def model_section(spec: LoadedSpec) -> dict[str, Any]:
         "probe_shape": list(spec.inputs.shape),
         # named inputs, output path, heads (docs/spec.md); absent in the single-input form
         **({"call": spec.call.describe()} if spec.call is not None else {}),
+        # a MONAI bundle or Hugging Face folder: its card and every file's digest, as bound
+        **({"folder": folder_record(spec)} if spec.folder is not None else {}),
     }
+
+
+def folder_record(spec: LoadedSpec) -> dict[str, Any]:
+    """The model folder as the evidence records it: kind, name, card and each file's sha256
+    by subject name (:func:`attest.certificate.model_folder.folder_subjects`)."""
+    from attest.certificate.model_folder import folder_subjects
+
+    folder = spec.folder
+    assert folder is not None
+    return {**folder.record(), "files": folder_subjects(folder.root, folder.name)}
 
 
 def compile_record(spec: LoadedSpec) -> CompileRecord | None:

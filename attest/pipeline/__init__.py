@@ -21,24 +21,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from attest.certificate import model_signing as openssf_model_signing
+from attest.certificate.model_folder import folder_subjects
 from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey, load_private_key
-from attest.certificate.statement import (
-    DeploymentEnvelope,
-    PolicyRef,
-    Statement,
-    build_statement,
-    sign_statement,
-    subjects_from_paths,
-    write_certificate,
-)
-from attest.certificate.timestamp import timestamper
+from attest.certificate.statement import subjects_from_paths
 from attest.core.io import (
     atomic_write_bytes,
     atomic_write_text,
@@ -48,12 +39,13 @@ from attest.core.io import (
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
 from attest.evidence.model import Evidence, ExportedFile
-from attest.pipeline.measured import require_measured
+from attest.pipeline.signing import CertifyResult, Progress, sign_and_report
 from attest.pipeline.training_log import training_log_record
 from attest.policy.engine import evaluate
-from attest.policy.model import Finding, Findings, Policy, load_policy
+from attest.policy.model import Policy, load_policy
 from attest.spec import LoadedSpec, load_spec, parse_spec_file
 from attest.spec.model import parse_budget
+from attest.spec.source import ModelFolder, refuse_inside
 
 __all__ = [
     "CertifyResult",
@@ -64,26 +56,6 @@ __all__ = [
     "parse_expiry",
     "training_log_record",
 ]
-
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class CertifyResult:
-    """What :func:`certify` did: the verdict and where each output is."""
-
-    verdict: str
-    findings: Findings
-    evidence: Evidence
-    evidence_path: Path
-    findings_path: Path
-    certificate_path: Path | None
-    statement: Statement | None
-    report_path: Path | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict == "pass"
 
 
 def parse_expiry(value: str | timedelta) -> timedelta:
@@ -157,8 +129,11 @@ def certificate_subjects(
     in the evidence changed after collection and is refused.
     """
     spec_files = _spec_files(spec)
+    folder = spec.folder if isinstance(spec, LoadedSpec) else None
     chosen: dict[str, Path] = {}
     for role, path in spec_files.items():
+        if folder is not None and folder.root in path.resolve().parents:
+            continue  # bound with the rest of the model folder, below
         recorded = _recorded_digest(evidence, role)
         if recorded is not None and sha256_file(path) != recorded:
             raise InputError(
@@ -169,6 +144,8 @@ def certificate_subjects(
     for name, path in _deployment_files(evidence, out_dir, evidence_dir).items():
         chosen[name if name not in chosen else f"deploy-{name}"] = path
     subjects = subjects_from_paths(chosen)
+    if folder is not None:
+        subjects.update(_folder_subjects(evidence, folder))
     record = evidence.training_log
     if training_log is not None and record is not None:
         if sha256_file(training_log) != record.sha256:
@@ -180,43 +157,41 @@ def certificate_subjects(
     return subjects
 
 
+def _folder_subjects(evidence: Evidence, folder: ModelFolder) -> dict[str, str]:
+    """Every file of the MONAI bundle or Hugging Face folder, as collection recorded it: a
+    file changed, added or removed since is refused."""
+    recorded = evidence.model.get("folder")
+    files = recorded.get("files") if isinstance(recorded, Mapping) else None
+    now = folder_subjects(folder.root, folder.name)
+    if not isinstance(files, Mapping) or now != dict(files):
+        changed = (
+            sorted(set(now.items()) ^ set(files.items())) if isinstance(files, Mapping) else []
+        )
+        where = f" ({changed[0][0]})" if changed else ""
+        raise InputError(
+            f"the model folder {folder.root} changed after its evidence was collected{where}",
+            hint="rerun attest certify so the evidence and the certificate cover the same files",
+        )
+    return now
+
+
 def _spec_files(spec: Path | LoadedSpec) -> dict[str, Path]:
     """The spec file, its weights and its probe inputs, by role."""
     if isinstance(spec, LoadedSpec):
-        return {role: spec.artifacts[role] for role in ("spec", "weights", "probe")}
+        roles = ("spec", "weights", "probe")
+        return {role: spec.artifacts[role] for role in roles if role in spec.artifacts}
     parsed = parse_spec_file(spec)
+    if parsed.model is None or parsed.model.weights is None:
+        raise InputError(
+            f"{spec} certifies a MONAI bundle or a Hugging Face folder: certifying its evidence "
+            "collected elsewhere (--evidence) is not supported yet",
+            hint="certify it where it is collected: attest certify BUNDLE/ (or attest.yaml)",
+        )
     return {
         "spec": spec,
         "weights": spec.parent / parsed.model.weights,
         "probe": spec.parent / parsed.inputs.probe,
     }
-
-
-def _deployment(evidence: Evidence) -> DeploymentEnvelope:
-    if evidence.export is not None:  # the export check's envelope (onnxruntime settings)
-        return DeploymentEnvelope.model_validate(evidence.export.deployment.model_dump())
-    env = evidence.environment
-    runtime: dict[str, Any] = {
-        key: env[key]
-        for key in (
-            "device",
-            "precision",
-            "threads",
-            "torch",
-            "cpu_isa",
-            "python",
-            "machine",
-            "system",
-        )
-        if key in env and isinstance(env[key], (str, int, float, bool))
-    }
-    return DeploymentEnvelope(targets=list(evidence.targets), runtime=runtime)
-
-
-def _onnx_mapping(evidence: Evidence) -> dict[str, Any]:
-    if evidence.export is None:
-        return {}
-    return evidence.export.onnx_mapping.model_dump(mode="json")
 
 
 def check_settings(policy: Policy) -> Any:
@@ -287,10 +262,14 @@ def certify(
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
     model_signing: bool = False,
+    spec_file: str | Path | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
-    ``spec`` is the path of ``attest.yaml`` (loaded once, here) or an already loaded spec.
+    ``spec`` is the path of ``attest.yaml`` (loaded once, here), a MONAI bundle folder (with
+    ``spec_file``, its attest.yaml: default the one beside it) or an already loaded spec. A
+    bundle's or Hugging Face folder's files are bound one by one, and no output may be
+    written inside it.
     ``out`` is the certificate path; evidence and findings default to ``evidence.json`` and
     ``findings.json`` next to it. ``report`` (optional) also writes the HTML report where that
     stage is installed. ``at`` fixes the time used for waiver expiry and the certificate's
@@ -313,7 +292,15 @@ def certify(
 
     say = progress or (lambda _message: None)
     say(f"collecting evidence for {spec.path if isinstance(spec, LoadedSpec) else spec}")
-    loaded_spec = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    loaded_spec = spec if isinstance(spec, LoadedSpec) else load_spec(spec, spec=spec_file)
+    outputs = {"certificate": out_path, "evidence": evidence_path, "findings": findings_path}
+    refuse_inside(loaded_spec.folder, {**outputs, "report": Path(report) if report else None})
+    if model_signing and loaded_spec.folder is not None:
+        raise InputError(
+            "--model-signing writes model.sig into the spec's folder; a MONAI bundle or "
+            "Hugging Face folder is bound file by file by the certificate instead",
+            hint="certify without --model-signing",
+        )
     evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
     if log_path is not None and log_record is not None:
         taken = {p.name for p in _spec_files(loaded_spec).values()}
@@ -325,7 +312,7 @@ def certify(
     findings = evaluate(evidence, loaded_policy, at=at)
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
 
-    return _sign_and_report(
+    return sign_and_report(
         evidence,
         findings,
         subjects=lambda: release_subjects(
@@ -374,79 +361,6 @@ def _output_paths(
     return out_path, evidence_path, findings_path
 
 
-def _sign_and_report(
-    evidence: Evidence,
-    findings: Findings,
-    *,
-    subjects: Callable[[], dict[str, str]],
-    paths: tuple[Path, Path, Path],
-    key: PrivateKey,
-    lifetime: timedelta,
-    at: datetime | None,
-    report: str | Path | None,
-    report_writer: Callable[..., Any] | None,
-    say: Progress,
-    deployment: DeploymentEnvelope | None = None,
-    signer: SignerIdentity | None = None,
-    tsa: str | None = None,
-) -> CertifyResult:
-    """On pass, build the statement over ``subjects()`` and sign it (with the signer's stated
-    identity and meaning, and a timestamp from ``tsa``); then the report; the result either
-    way."""
-    out_path, evidence_path, findings_path = paths
-    statement: Statement | None = None
-    certificate_path: Path | None = None
-    if findings.passed:
-        require_measured(evidence)  # under any policy: nothing measured is not a certificate
-        say("signing the certificate")
-        statement = build_statement(
-            subjects=subjects(),
-            model={
-                "name": str(evidence.model.get("name")),
-                "version": str(evidence.model.get("version")),
-            },
-            policy=PolicyRef.model_validate(findings.policy.model_dump()),
-            verdict="pass",
-            issued_at=at,
-            expires_in=lifetime,
-            environment=evidence.environment,
-            deployment=deployment or _deployment(evidence),
-            evidence_digest={"sha256": sha256_file(evidence_path)},
-            model_metrics=evidence.model_metrics,
-            operators=[row.model_dump(mode="json") for row in evidence.operators],
-            modules=[row.model_dump(mode="json") for row in evidence.modules],
-            checks={k: v.model_dump(mode="json") for k, v in evidence.checks.items()},
-            findings=[_finding_json(f) for f in findings.findings],
-            waivers=findings.waivers_used(),
-            onnx_mapping=_onnx_mapping(evidence),
-        )
-        envelope = sign_statement(
-            statement,
-            [key],
-            signers=None if signer is None else [signer],
-            timestamper=timestamper(tsa),
-        )
-        certificate_path = write_certificate(out_path, envelope)
-    report_path: Path | None = None
-    if report_writer is not None and report is not None:
-        say("writing the report")
-        if certificate_path is not None:  # the signed certificate, with its evidence
-            report_writer(certificate_path, report, findings=findings_path, evidence=evidence_path)
-        else:  # no certificate: the evidence and why it failed
-            report_writer(evidence_path, report, findings=findings_path)
-        report_path = Path(report)
-    return CertifyResult(
-        verdict=findings.verdict,
-        findings=findings,
-        evidence=evidence,
-        evidence_path=evidence_path,
-        findings_path=findings_path,
-        certificate_path=certificate_path,
-        statement=statement,
-        report_path=report_path,
-    )
-
-
 def release_subjects(
     evidence: Evidence,
     spec: Path | LoadedSpec,
@@ -465,12 +379,6 @@ def release_subjects(
         folder = spec.artifacts["spec"].parent if isinstance(spec, LoadedSpec) else spec.parent
         found[name] = sha256_file(openssf_model_signing.sign_model_directory(folder, key))
     return found
-
-
-def _finding_json(finding: Finding) -> dict[str, Any]:
-    # ``target`` only over several targets: a single-target certificate's findings keep the
-    # keys they always had.
-    return finding.model_dump(mode="json", exclude={"target"} if finding.target is None else None)
 
 
 def _report_writer() -> Callable[..., Any]:

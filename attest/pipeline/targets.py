@@ -22,17 +22,14 @@ from attest.evidence.consistency import require_consistent
 from attest.evidence.merge import merge_evidence
 from attest.evidence.model import load_evidence
 from attest.pipeline import (
-    CertifyResult,
-    Progress,
-    _deployment,
     _inputs,
     _output_paths,
     _recorded_digest,
-    _sign_and_report,
     _spec_files,
     release_subjects,
 )
 from attest.pipeline.measured import require_measured
+from attest.pipeline.signing import CertifyResult, Progress, _deployment, sign_and_report
 from attest.policy.model import Findings, Policy
 from attest.policy.targets import TargetEvidence, evaluate_targets, target_name
 
@@ -115,7 +112,7 @@ def certify_evidence(
         for target in targets:
             require_measured(target.evidence, f"--evidence {target.source}")
 
-    return _sign_and_report(
+    return sign_and_report(
         merged,
         findings,
         subjects=lambda: release_subjects(

@@ -37,7 +37,11 @@ def existing_file(spec_dir: Path, rel: str, *, what: str, spec_path: Path) -> Pa
     return path
 
 
-def read_state_dict(path: Path, spec_path: Path) -> dict[str, Any]:
+def read_state_dict(
+    path: Path, spec_path: Path, *, unwrap: tuple[str, ...] = ("state_dict",)
+) -> dict[str, Any]:
+    """The weights file's state_dict; a checkpoint holding one under a key of ``unwrap`` is
+    unwrapped (MONAI's CheckpointSaver keeps the network's under ``model``)."""
     import torch
 
     suffix = path.suffix.lower()
@@ -61,8 +65,10 @@ def read_state_dict(path: Path, spec_path: Path) -> dict[str, Any]:
             hint="save plain tensors: torch.save(model.state_dict(), path) or safetensors; "
             "a pickled module is never loaded",
         ) from None
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
+    for key in unwrap:
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+            break
     if not isinstance(state, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):

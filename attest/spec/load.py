@@ -26,7 +26,10 @@ from attest.spec.files import (
     read_state_dict,
 )
 from attest.spec.model import LoadedSpec, SpecFile, TrainingConfig, budget_seconds
+from attest.spec.monai_bundle import METADATA, bundle_source, is_monai_bundle, read_metadata
 from attest.spec.parse import parse_spec_file
+from attest.spec.pretrained import pretrained_source
+from attest.spec.source import ModelSource
 
 if TYPE_CHECKING:
     import torch
@@ -37,47 +40,52 @@ if TYPE_CHECKING:
 __all__ = ["load_spec"]
 
 
-def load_spec(path: str | Path) -> LoadedSpec:
+def load_spec(path: str | Path, *, spec: str | Path | None = None) -> LoadedSpec:
     """Load ``attest.yaml``: validate it, build the model with its trained weights, read the probe.
 
-    The factory is called once here to check that the weights fit;
+    ``path`` is ``attest.yaml``, or a MONAI bundle folder (:mod:`attest.spec.monai_bundle`)
+    whose probe and target come from ``spec`` (default: ``attest.yaml`` beside the bundle).
+    The model is built once here to check that the weights fit;
     :attr:`LoadedSpec.build_model` builds a fresh copy on each call.
     """
     import torch
 
     from attest.spec.load_call import load_call, needs_call, plain_loss
 
-    spec_path = Path(path).resolve()
-    spec = parse_spec_file(spec_path)
+    given = Path(path).resolve()
+    bundle = given if given.is_dir() else None
+    spec_path = _bundle_spec(given, spec) if bundle is not None else given
+    if bundle is None and spec is not None:
+        raise InputError(
+            f"a spec ({spec}) was given for {path}, which is already a spec file",
+            hint="--spec goes with a MONAI bundle folder: attest certify path/to/bundle/ "
+            "--spec attest.yaml",
+        )
+    parsed = parse_spec_file(spec_path)
     spec_dir = spec_path.parent
-    weights_path = existing_file(spec_dir, spec.model.weights, what="weights", spec_path=spec_path)
-    probe_path = existing_file(spec_dir, spec.inputs.probe, what="probe", spec_path=spec_path)
+    probe_path = existing_file(spec_dir, parsed.inputs.probe, what="probe", spec_path=spec_path)
 
-    if spec.device.startswith("cuda") and not torch.cuda.is_available():
+    if parsed.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(
-            f"spec {spec_path}: device {spec.device!r} but CUDA is not available on this machine",
+            f"spec {spec_path}: device {parsed.device!r} but CUDA is not available on this machine",
             hint="collect on a CUDA host or set device: cpu",
         )
 
-    factory = resolve_callable(spec.model.factory, spec_dir, what="factory", spec_path=spec_path)
+    source = _source(parsed, spec_path, bundle)
     loss_fn = (
-        plain_loss(resolve_callable(spec.loss, spec_dir, what="loss", spec_path=spec_path))
-        if spec.loss and not _is_target_fn(spec.target)
+        plain_loss(resolve_callable(parsed.loss, spec_dir, what="loss", spec_path=spec_path))
+        if parsed.loss and not _is_target_fn(parsed.target)
         else None
     )
-    state = read_state_dict(weights_path, spec_path)
-    factory_args = dict(spec.model.factory_args)
     compiled: list[CompileInfo] = []  # what the first build found
-    build_model = _model_builder(
-        spec, spec_path, weights_path, factory, factory_args, state, compiled
-    )
+    build_model = _model_builder(source, compiled)
     model = build_model()  # fail now, at load, if the factory raises or the weights do not fit
-    target: Any = spec.target
+    target: Any = parsed.target
     call = None
     signatures, signature_labels = None, None
-    if needs_call(spec):
+    if needs_call(parsed):
         raw = read_probe_tensors(probe_path, spec_path)
-        loaded = load_call(spec, spec_path, probe_path, raw, model, loss_fn)
+        loaded = load_call(parsed, spec_path, probe_path, raw, model, loss_fn)
         call, x, labels, target, loss_fn = (
             loaded.call,
             loaded.inputs,
@@ -86,22 +94,27 @@ def load_spec(path: str | Path) -> LoadedSpec:
             loaded.loss_fn,
         )
         signatures, signature_labels = loaded.signatures, loaded.signature_labels
+        _check_bundle_format(source, parsed, raw, model, None)
 
         build_model = _installed(build_model, call)
         first = build_model()
         _first_call(first, x, spec_path)
         call.fix_classes(first, x)
         if target == "label" or (labels is not None and not call.computes_f):
-            _check_labels(spec, spec_path, probe_path, labels, loss_fn)
+            _check_labels(parsed, spec_path, probe_path, labels, loss_fn)
     else:
         x, labels = read_probe(probe_path, spec_path)
-        _check_labels(spec, spec_path, probe_path, labels, loss_fn)
+        _check_bundle_format(source, parsed, {"x": x}, model, x)
+        _check_labels(parsed, spec_path, probe_path, labels, loss_fn)
+    artifacts = {"spec": spec_path, "probe": probe_path}
+    if source.weights is not None:
+        artifacts["weights"] = source.weights
     return LoadedSpec(
-        path=spec_path,
-        name=spec.model.name,
-        version=spec.model.version,
-        factory=spec.model.factory,
-        factory_args=factory_args,
+        path=bundle if bundle is not None else spec_path,
+        name=source.name,
+        version=source.version,
+        factory=source.factory,
+        factory_args=source.factory_args,
         build_model=build_model,
         inputs=x,
         labels=labels,
@@ -110,53 +123,132 @@ def load_spec(path: str | Path) -> LoadedSpec:
         signatures=signatures,
         signature_labels=signature_labels or [],
         loss_fn=loss_fn,
-        loss=spec.loss,
-        baseline=spec.baseline,
-        precision=spec.precision,
-        device=spec.device,
-        threads=spec.threads,
-        repeats=spec.repeats,
-        export=spec.export,
-        artifacts={"spec": spec_path, "weights": weights_path, "probe": probe_path},
-        training=_training(spec, spec_dir, spec_path),
-        budget_s=budget_seconds(spec.budget) if spec.budget is not None else None,
+        loss=parsed.loss,
+        baseline=parsed.baseline,
+        precision=parsed.precision,
+        device=parsed.device,
+        threads=parsed.threads,
+        repeats=parsed.repeats,
+        export=parsed.export,
+        artifacts=artifacts,
+        training=_training(parsed, spec_dir, spec_path),
+        budget_s=budget_seconds(parsed.budget) if parsed.budget is not None else None,
         compiled=compiled[0] if compiled[0].compiled or compiled[0].stripped_keys else None,
+        folder=source.folder,
+        spec_override=Path(spec).resolve() if spec is not None else None,
     )
 
 
-def _model_builder(
-    spec: SpecFile,
-    spec_path: Path,
-    weights_path: Path,
-    factory: Callable[..., Any],
-    factory_args: dict[str, Any],
-    state: dict[str, Any],
-    compiled: list[CompileInfo],
-) -> Callable[[], nn.Module]:
-    """``build_model``: a fresh module from the factory with the trained weights, on the CPU
-    in eval mode; a factory that raises or weights that do not fit are a ConfigError. A
+def _bundle_spec(bundle: Path, spec: str | Path | None) -> Path:
+    """The attest.yaml of a bundle: ``spec`` when given, else ``attest.yaml`` beside it."""
+    if not is_monai_bundle(bundle):
+        raise InputError(
+            f"{bundle} is a folder, but not a MONAI bundle (no {METADATA.as_posix()})",
+            hint="give attest.yaml, or a MONAI bundle folder; a Hugging Face folder is named "
+            "in attest.yaml by model: {pretrained: FOLDER}",
+        )
+    found = Path(spec).resolve() if spec is not None else bundle.parent / "attest.yaml"
+    if spec is None and not found.is_file():
+        raise ConfigError(
+            f"MONAI bundle {bundle}: no attest.yaml beside it ({found}) and no --spec; a bundle "
+            "holds no probe to check its gradients on",
+            hint="write attest.yaml beside the bundle with inputs: {probe: probe.safetensors} "
+            "and target: (docs/spec.md, 'MONAI bundles'), or give --spec FILE",
+        )
+    return found
+
+
+def _source(parsed: SpecFile, spec_path: Path, bundle: Path | None) -> ModelSource:
+    """Where the model comes from: the bundle, a Hugging Face folder, or factory + weights."""
+    spec_dir = spec_path.parent
+    section = parsed.model
+    if bundle is not None:
+        if section is not None:
+            raise ConfigError(
+                f"spec {spec_path}: model: is given, but the MONAI bundle {bundle} defines the "
+                "model (network_def, models/model.pt, metadata.json)",
+                hint="remove model: from the spec used with a bundle; it gives the probe, "
+                "target, loss, training and export",
+            )
+        return bundle_source(bundle)
+    if section is None:
+        raise ConfigError(
+            f"spec {spec_path}: model: is missing",
+            hint="give model: {name, version, factory, weights} (or pretrained:), or certify "
+            "a MONAI bundle folder with this spec beside it",
+        )
+    if section.pretrained is not None:
+        return pretrained_source(section, spec_dir, spec_path)
+    assert section.factory is not None and section.weights is not None  # ModelSection's rule
+    weights_path = existing_file(spec_dir, section.weights, what="weights", spec_path=spec_path)
+    factory = resolve_callable(section.factory, spec_dir, what="factory", spec_path=spec_path)
+    factory_args = dict(section.factory_args)
+    label = section.factory
+
+    def make() -> nn.Module:
+        try:
+            return factory(**factory_args)  # type: ignore[no-any-return]
+        except Exception as exc:
+            raise ConfigError(
+                f"factory {label!r} in {spec_path} raised {type(exc).__name__}: {first_line(exc)}",
+                hint="check factory_args and that the factory builds the model without data",
+            ) from None
+
+    state = read_state_dict(weights_path, spec_path)
+    return ModelSource(
+        section.name, section.version, label, factory_args, make, state, weights_path
+    )
+
+
+def _check_bundle_format(
+    source: ModelSource,
+    parsed: SpecFile,
+    probe: dict[str, Any],
+    model: nn.Module,
+    x: torch.Tensor | None,
+) -> None:
+    """A bundle's probe and network output against its metadata's network_data_format."""
+    import torch
+
+    from attest.spec.bundle_format import check_inputs, check_outputs
+
+    folder = source.folder
+    if folder is None or folder.kind != "monai_bundle":
+        return
+    meta = folder.root / METADATA
+    fmt = read_metadata(folder.root)["network_data_format"]
+    named = list(parsed.inputs.named)
+    tensors = {
+        n: probe[i.key or n] for n, i in parsed.inputs.named.items() if (i.key or n) in probe
+    }
+    check_inputs(fmt, tensors if named else probe, named, meta)
+    if x is not None and parsed.output is None:
+        with torch.no_grad():
+            check_outputs(fmt, model(x[:1]), meta)
+
+
+def _model_builder(source: ModelSource, compiled: list[CompileInfo]) -> Callable[[], nn.Module]:
+    """``build_model``: a fresh module from the source with its trained weights, on the CPU
+    in eval mode; a build that raises or weights that do not fit are a ConfigError. A
     ``torch.compile``'d model is unwrapped, and weights saved from one load with their
     ``_orig_mod.`` prefix removed (:mod:`attest.spec.compiled`); the first build appends what
     it found to ``compiled``."""
     from torch import nn
 
     loadable: list[dict[str, Any]] = []  # the weights as they fit, decided at the first build
+    state = source.state
 
     def build_model() -> nn.Module:
-        try:
-            model = factory(**factory_args)
-        except Exception as exc:
-            raise ConfigError(
-                f"factory {spec.model.factory!r} in {spec_path} raised {type(exc).__name__}: "
-                f"{first_line(exc)}",
-                hint="check factory_args and that the factory builds the model without data",
-            ) from None
+        model = source.make()
         if not isinstance(model, nn.Module):
             raise ConfigError(
-                f"factory {spec.model.factory!r} in {spec_path} returned {type(model).__name__}, "
-                "not a torch.nn.Module"
+                f"{source.factory!r} returned {type(model).__name__}, not a torch.nn.Module"
             )
         model, info = unwrap_compiled(model)
+        if state is None:  # the source loaded the weights itself
+            if not compiled:
+                compiled.append(info)
+            return model.cpu().eval()
         if not loadable:
             fitted, stripped = strip_compile_prefix(state, set(model.state_dict()))
             loadable.append(fitted)
@@ -173,7 +265,7 @@ def _model_builder(
                     "and safetensors does not"
                 )
             raise ConfigError(
-                f"weights {weights_path} do not fit the model built by {spec.model.factory!r}: "
+                f"weights {source.weights} do not fit the model built by {source.factory!r}: "
                 f"{_summarize_state_dict_error(exc)}",
                 hint=hint,
             ) from None

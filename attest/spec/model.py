@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from attest.spec.compiled import CompileInfo
     from attest.spec.model_call import ModelCall
+    from attest.spec.source import ModelFolder
 
 __all__ = [
     "HeadSection",
@@ -56,13 +57,37 @@ class _Strict(BaseModel):
 
 
 class ModelSection(_Strict):
-    """``model:`` -- identity of the model line and how to build it with its trained weights."""
+    """``model:`` -- identity of the model line and how to build it with its trained weights:
+    a factory and a weights file, or (``pretrained:``) a local Hugging Face folder loaded with
+    transformers' ``from_pretrained`` (:mod:`attest.spec.pretrained`)."""
 
     name: str = Field(min_length=1)
     version: str = Field(min_length=1)
-    factory: str
+    factory: str | None = None
     factory_args: dict[str, Any] = Field(default_factory=dict)
-    weights: str = Field(min_length=1)
+    weights: str | None = Field(default=None, min_length=1)
+    # a local folder: config.json, *.safetensors (with model.safetensors.index.json when
+    # sharded), tokenizer files; every file of it is bound by the certificate
+    pretrained: str | None = Field(default=None, min_length=1)
+    # the transformers class that loads it (default: config.json's architectures[0])
+    architecture: str | None = Field(default=None, pattern=r"^[A-Za-z_]\w*$")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSection:
+        if self.pretrained is not None:
+            if self.factory is not None or self.weights is not None or self.factory_args:
+                raise ValueError(
+                    "pretrained: loads the model and its weights from the folder; remove "
+                    "factory:, factory_args: and weights:"
+                )
+        elif self.factory is None or self.weights is None:
+            raise ValueError(
+                "give factory: and weights: (a model factory and its trained weights), or "
+                "pretrained: (a local Hugging Face folder)"
+            )
+        elif self.architecture is not None:
+            raise ValueError("architecture: goes with pretrained:, not with factory:")
+        return self
 
     @field_validator("version", mode="before")
     @classmethod
@@ -78,8 +103,8 @@ class ModelSection(_Strict):
 
     @field_validator("factory")
     @classmethod
-    def _factory_shape(cls, value: str) -> str:
-        if not FACTORY_RE.match(value):
+    def _factory_shape(cls, value: str | None) -> str | None:
+        if value is not None and not FACTORY_RE.match(value):
             raise ValueError(f"{value!r} is not 'module:callable' (e.g. 'model:build')")
         return value
 
@@ -181,7 +206,8 @@ class TrainingConfig:
 class SpecFile(_Strict):
     """The ``attest.yaml`` file, as written by a user (every field in docs/spec.md)."""
 
-    model: ModelSection
+    # None only beside a MONAI bundle, which defines the model (attest.spec.monai_bundle)
+    model: ModelSection | None = None
     inputs: InputsSection
     # int class | argmax | label | "module:callable(output, batch)" (a target function)
     target: int | str = "argmax"
@@ -302,3 +328,8 @@ class LoadedSpec:
     budget_s: float | None = None  # ``budget:`` in seconds; None: the full work
     # torch.compile: what was compiled and how, weights keys stripped (None: nothing compiled)
     compiled: CompileInfo | None = None
+    # a MONAI bundle or a Hugging Face folder: the folder, bound file by file by the
+    # certificate, and what it says of itself (attest.spec.source.ModelFolder)
+    folder: ModelFolder | None = None
+    # the attest.yaml given with --spec for a bundle (None: found beside it, or none)
+    spec_override: Path | None = None

@@ -52,7 +52,18 @@ def _inside(folder: Path, path: Path, role: str) -> str:
 def pack_spec(spec: str | Path) -> SpecBundle:
     """Every regular file under the spec's folder, with digests (module docstring)."""
     spec_path = Path(spec)
+    if spec_path.is_dir():
+        raise InputError(
+            f"{spec_path} is a MONAI bundle: --ray does not carry a bundle to the cluster yet",
+            hint="collect the bundle here (without --ray)",
+        )
     parsed = parse_spec_file(spec_path)
+    if parsed.model is None or parsed.model.weights is None:
+        raise InputError(
+            f"{spec_path} names a Hugging Face folder (pretrained:): --ray does not carry it "
+            "to the cluster yet",
+            hint="collect it here (without --ray)",
+        )
     folder = spec_path.resolve().parent
     roles_paths = {
         "spec": spec_path,
