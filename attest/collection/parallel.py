@@ -30,6 +30,7 @@ work, this module only decides which piece goes where and joins the results.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import multiprocessing
 import shutil
@@ -239,13 +240,14 @@ class _PoolParts:
 
     def __init__(self, workers: int, spec: LoadedSpec) -> None:
         self.spec_path = str(spec.path)
-        self.spec_file = str(spec.spec_override) if spec.spec_override is not None else None
+        override = str(spec.spec_override) if spec.spec_override is not None else None
+        self.run = functools.partial(run_part, spec_file=override)  # a bundle's --spec
         self.pool = ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn")
         )
 
     def submit(self, settings: CheckSettings, *part: Any) -> Future[dict[str, Any]]:
-        return self.pool.submit(run_part, self.spec_path, settings, *part, self.spec_file)
+        return self.pool.submit(self.run, self.spec_path, settings, *part)
 
     def result(self, handle: Future[dict[str, Any]]) -> dict[str, Any]:
         return handle.result()

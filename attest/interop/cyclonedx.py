@@ -16,7 +16,9 @@ validated with the library's own strict JSON-schema validator (CycloneDX 1.6):
   float64 with the precision as the slice, the IG completeness and randomization results, the
   policy verdict), each as measured and signed;
 - ``considerations.technicalLimitations``: every failed and waived finding with its reason
-  (and the waiver's approver, justification and reference).
+  (and the waiver's approver, justification and reference);
+- for a MONAI bundle or Hugging Face folder, its card (task, intended use, authors, changelog:
+  :mod:`attest.interop.model_card`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Final
 
 from attest._version import __version__
 from attest.errors import InputError
+from attest.interop.model_card import card_of, cyclonedx_card
 from attest.interop.source import VerifiedCertificate
 
 __all__ = ["MODEL_SUFFIXES", "cyclonedx_bom", "limitations", "performance_metrics"]
@@ -150,13 +153,19 @@ def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
     bom.metadata.tools.components.add(tool)
     bom.register_dependency(root, components)  # the release is made of its certified files
     data: dict[str, Any] = json.loads(JsonV1Dot6(bom).output_as_string())
+    folder_card, root_fields = cyclonedx_card(card_of(predicate))  # a bundle's own card
     card = {
+        **folder_card,
         "quantitativeAnalysis": {"performanceMetrics": performance_metrics(predicate)},
-        "considerations": {"technicalLimitations": limitations(predicate)},
+        "considerations": {
+            **folder_card.get("considerations", {}),
+            "technicalLimitations": limitations(predicate),
+        },
     }
     for component in data.get("components", []):
         if component.get("bom-ref") in model_refs:
             component["modelCard"] = card
+    data.get("metadata", {}).get("component", {}).update(root_fields)
     text = json.dumps(data, indent=2, sort_keys=True)
     problem = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
     if problem is not None:  # our card or the library's output broke the schema: a bug here

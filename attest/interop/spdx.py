@@ -10,7 +10,9 @@ Built with the SPDX project's generated bindings (``spdx-python-model``, JSON-LD
 - one ``software_File`` per other subject (spec, probe inputs, probe bundle) with its SHA-256;
 - the certificate itself as a ``software_File`` (purpose ``evidence``) with its SHA-256, and a
   ``hasEvidence`` relationship from every model package to it;
-- the tool as the creating agent and tool.
+- the tool as the creating agent and tool;
+- for a MONAI bundle or Hugging Face folder, its card on each model package (domain, type of
+  model, intended use, training data, authors: :mod:`attest.interop.model_card`).
 
 Identifiers are derived from the certificate's digest, so the same certificate gives the same
 document.
@@ -24,6 +26,7 @@ from typing import Any
 from attest._version import __version__
 from attest.core.times import parse_timestamp
 from attest.interop.cyclonedx import MODEL_SUFFIXES, limitations, performance_metrics
+from attest.interop.model_card import card_lines, card_of
 from attest.interop.source import VerifiedCertificate
 
 __all__ = ["spdx_document"]
@@ -66,7 +69,12 @@ def spdx_document(cert: VerifiedCertificate) -> bytes:
     ]
     limits = "\n".join(limitations(predicate)) or None
     model = predicate["model"]
-    elements: list[Any] = [agent, tool, certificate]
+    card = card_of(predicate)
+    authors = [  # a bundle's authors, as its card names them
+        objects.add(spdx.Person(spdxId=f"{base}/author/{i}", name=name, creationInfo=info))
+        for i, name in enumerate(card.get("authors") or [])
+    ]
+    elements: list[Any] = [agent, tool, certificate, *authors]
     packages = []
     for index, (name, digest) in enumerate(sorted(cert.subjects.items())):
         element: Any
@@ -85,6 +93,7 @@ def spdx_document(cert: VerifiedCertificate) -> bytes:
             )
             if limits:
                 element.ai_limitation = limits
+            _describe(element, card, authors)
             packages.append(element)
         else:
             element = spdx.software_File(
@@ -119,3 +128,28 @@ def spdx_document(cert: VerifiedCertificate) -> bytes:
     out = io.BytesIO()
     spdx.JSONLDSerializer().write(objects, out)
     return out.getvalue()
+
+
+def _describe(package: Any, card: dict[str, Any], authors: list[Any]) -> None:
+    """A MONAI bundle's or Hugging Face folder's card on a model package
+    (:mod:`attest.interop.model_card`)."""
+    if not card:
+        return
+    if "task" in card:
+        package.ai_domain = [card["task"]]
+    types = [card[k] for k in ("architecture", "model_type") if k in card]
+    if types:
+        package.ai_typeOfModel = types
+    if "intended_use" in card:
+        package.ai_informationAboutApplication = card["intended_use"]
+    if "data_source" in card:
+        package.ai_informationAboutTraining = card["data_source"]
+    if "description" in card:
+        package.description = card["description"]
+    if "copyright" in card:
+        package.software_copyrightText = card["copyright"]
+    if authors:
+        package.originatedBy = authors
+    lines = card_lines(card)
+    if lines:
+        package.comment = "\n".join(f"{name}: {text}" for name, text in lines)
