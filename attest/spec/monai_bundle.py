@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,7 +154,11 @@ def _torchscript(path: Path) -> Any:
         import torch
 
         try:
-            return torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call,no-any-return]
+            with warnings.catch_warnings():
+                # torch deprecates TorchScript; MONAI bundles still ship model.ts, and the
+                # warning is torch's advice to the bundle's author, not to whoever certifies it
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return torch.jit.load(str(path), map_location="cpu")  # type: ignore[no-untyped-call,no-any-return]
         except Exception as exc:
             raise InputError(
                 f"TorchScript model {path} cannot be loaded: {type(exc).__name__}: "

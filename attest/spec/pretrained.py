@@ -36,11 +36,19 @@ _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 @contextlib.contextmanager
 def _offline() -> Iterator[None]:
+    """The Hub offline, and transformers' progress bars off (they would tear attest's own
+    progress display), while loading; both as they were afterwards."""
+    from transformers.utils import logging as hf_logging
+
     before = {key: os.environ.get(key) for key in _OFFLINE}
+    bars = hf_logging.is_progress_bar_enabled()
     os.environ.update(_OFFLINE)
+    hf_logging.disable_progress_bar()
     try:
         yield
     finally:
+        if bars:
+            hf_logging.enable_progress_bar()
         for key, value in before.items():
             if value is None:
                 os.environ.pop(key, None)
