@@ -81,9 +81,12 @@ class ModelSection(_Strict):
                     "factory:, factory_args: and weights:"
                 )
         elif self.factory is None or self.weights is None:
+            missing = "model.weights" if self.factory is not None else "model.factory"
+            if self.weights is None and self.factory is None:
+                missing = "model.factory and model.weights"
             raise ValueError(
-                "give factory: and weights: (a model factory and its trained weights), or "
-                "pretrained: (a local Hugging Face folder)"
+                f"{missing} missing: give factory: and weights: (a model factory and its "
+                "trained weights), or pretrained: (a local Hugging Face folder)"
             )
         elif self.architecture is not None:
             raise ValueError("architecture: goes with pretrained:, not with factory:")

@@ -216,7 +216,7 @@ def test_a_folder_missing_the_class_weights_is_refused(tmp_path: Path) -> None:
         ("{name: m, version: '1', pretrained: tiny_bert, factory: m:f}", "remove factory:"),
         ("{name: m, version: '1', pretrained: tiny_bert, architecture: NoSuchModel}",
          "transformers has no model class 'NoSuchModel'"),
-        ("{name: m, version: '1', factory: m:f}", "give factory: and weights:"),
+        ("{name: m, version: '1', factory: m:f}", "model.weights missing: give factory: and weights:"),
     ],
 )  # fmt: skip
 def test_pretrained_spec_problems(tmp_path: Path, model: str, message: str) -> None:
