@@ -43,12 +43,12 @@ def _offline() -> Iterator[None]:
     before = {key: os.environ.get(key) for key in _OFFLINE}
     bars = hf_logging.is_progress_bar_enabled()
     os.environ.update(_OFFLINE)
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         yield
     finally:
         if bars:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
         for key, value in before.items():
             if value is None:
                 os.environ.pop(key, None)

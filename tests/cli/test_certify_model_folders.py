@@ -160,7 +160,9 @@ def test_the_bundle_card_reaches_the_exports(
     data = json.loads(bom.read_text())
     assert data["metadata"]["component"]["authors"] == [{"name": "Imaging Team"}]
     cards = [c["modelCard"] for c in data["components"] if "modelCard" in c]
-    assert [c["name"] for c in data["components"] if "modelCard" in c] == ["tiny_seg/models/model.pt"]
+    assert [c["name"] for c in data["components"] if "modelCard" in c] == [
+        "tiny_seg/models/model.pt"
+    ]
     assert cards[0]["modelParameters"]["task"] == "segment bright squares"
     assert cards[0]["considerations"]["useCases"] == ["research only; not for diagnosis"]
     assert cards[0]["considerations"]["technicalLimitations"] is not None
@@ -206,7 +208,9 @@ def test_a_hugging_face_folder_certifies_and_verifies_by_folder(
     names = {s["name"] for s in statement["subject"]}
     assert {f"tiny_bert/{rel}" for rel in before} <= names  # shards, index, tokenizer
     assert "tiny_bert/tokenizer.json" in names and "tiny_bert/model.safetensors.index.json" in names
-    assert statement["predicate"]["model"]["card"]["architecture"] == "BertForSequenceClassification"
+    assert (
+        statement["predicate"]["model"]["card"]["architecture"] == "BertForSequenceClassification"
+    )
     code, text = _verify_without_torch(cert, keys[1], folder)
     assert code == 0 and "VERIFIED: tiny-bert 1.0.0" in text, text
     shard = sorted(folder.glob("model-*.safetensors"))[0]

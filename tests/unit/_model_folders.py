@@ -104,8 +104,7 @@ repeats: 2
 def make_hf_folder(parent: Path, *, head: bool = True, spec: str = HF_SPEC) -> Path:
     """A Hugging Face folder (tiny BERT, five safetensors shards and their index, a
     WordPiece tokenizer's files) under ``parent``, with attest.yaml and the probe beside it."""
-    from transformers import BertConfig, BertForSequenceClassification, BertModel
-    from transformers import BertTokenizerFast
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizerFast
 
     parent.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)

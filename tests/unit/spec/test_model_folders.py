@@ -138,7 +138,7 @@ def test_a_bad_size_expression_is_refused() -> None:
 
 def test_the_spec_beside_the_bundle_or_given(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path / "a", spec=None)
-    with pytest.raises(ConfigError, match="no attest.yaml beside it .* a bundle holds no probe"):
+    with pytest.raises(ConfigError, match=r"no attest.yaml beside it .* a bundle holds no probe"):
         load_spec(bundle)
     other = tmp_path / "specs" / "seg.yaml"
     other.parent.mkdir()
