@@ -7,9 +7,11 @@ with MONAI's own ``safe_eval`` as ``monai.bundle`` does. A probe the network was
 certifies a model nobody deploys, so each disagreement is a :class:`~attest.errors.ConfigError`
 naming the metadata key (``network_data_format.inputs.image.num_channels``) and both values.
 
-Output ``value_range`` is not held against the network: in the MONAI Model Zoo it describes
-the output after the bundle's postprocessing (softmax, argmax), not the logits the network
-returns, and a clean bundle would be refused.
+The output is held to its ``num_channels`` and ``dtype`` only, as MONAI's own
+``verify_net_in_out`` does: its ``value_range`` describes, in the MONAI Model Zoo, the output
+after the bundle's postprocessing (softmax, argmax), not the logits the network returns, and
+its ``spatial_shape`` is listed for classification heads that return (N, C); either would
+refuse a clean bundle.
 """
 
 from __future__ import annotations
@@ -106,12 +108,19 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def _check_tensor(
-    tensor: torch.Tensor, desc: Mapping[str, Any], key: str, meta: Path, what: str
+    tensor: torch.Tensor,
+    desc: Mapping[str, Any],
+    key: str,
+    meta: Path,
+    what: str,
+    *,
+    sizes: bool = True,
 ) -> None:
-    """Channels, spatial sizes and dtype of one (N, C, *spatial) tensor against ``desc``."""
+    """Channels, spatial sizes (with ``sizes``) and dtype of one (N, C, *spatial) tensor
+    against ``desc``."""
     shape = tuple(int(s) for s in tensor.shape)
     channels = desc.get("num_channels")
-    spatial = desc.get("spatial_shape")
+    spatial = desc.get("spatial_shape") if sizes else None
     if channels is not None and (len(shape) < 2 or shape[1] != channels):
         got = shape[1] if len(shape) >= 2 else "none"
         raise ConfigError(
@@ -194,11 +203,13 @@ def check_inputs(
 
 def check_outputs(fmt: Mapping[str, Any], output: Any, meta: Path) -> None:
     """The network's output for one probe example against ``network_data_format.outputs``:
-    channels, spatial sizes and dtype (a single tensor against the one listed output)."""
+    channels and dtype (a single tensor against the one listed output), what MONAI's own
+    ``verify_net_in_out`` checks. Not the output's ``spatial_shape``: the Model Zoo lists one
+    for classification heads that return (N, C), and a clean bundle would be refused."""
     import torch
 
     section = _section(fmt, "outputs", meta)
     if not isinstance(output, torch.Tensor) or len(section) != 1:
         return  # several outputs: which is which is the spec's output:/heads:, not checked here
     name, desc = next(iter(section.items()))
-    _check_tensor(output, desc, f"outputs.{name}", meta, "network's output")
+    _check_tensor(output, desc, f"outputs.{name}", meta, "network's output", sizes=False)
