@@ -4,6 +4,9 @@
   (:class:`LoadedSpec`) that collection receives.
 - :mod:`attest.spec.parse`: :func:`parse_spec_file`, the YAML validated, without torch.
 - :mod:`attest.spec.load`: :func:`load_spec`, the factory resolved, weights and probe read.
+- :mod:`attest.spec.source`: where the model comes from: a factory and weights, a MONAI
+  bundle (:mod:`attest.spec.monai_bundle`, its probe checked by
+  :mod:`attest.spec.bundle_format`) or a Hugging Face folder (:mod:`attest.spec.pretrained`).
 
 The spec is a contract: collection imports it, it imports nothing of collection.
 """
