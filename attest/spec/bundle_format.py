@@ -107,6 +107,19 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _torch_dtype(name: str, key: str, meta: Path) -> torch.dtype:
+    """The metadata's dtype as MONAI reads it (``get_equivalent_dtype``: numpy's names, so
+    ``"float"`` is float64), so that attest and MONAI never disagree on what it means."""
+    import torch
+    from monai.utils.type_conversion import get_equivalent_dtype
+
+    try:
+        found = get_equivalent_dtype(name.removeprefix("torch."), torch.Tensor)  # type: ignore[no-untyped-call]
+    except Exception:
+        raise ConfigError(f"{_where(meta, key + '.dtype')}: {name!r} is not a dtype") from None
+    return found  # type: ignore[no-any-return]
+
+
 def _check_tensor(
     tensor: torch.Tensor,
     desc: Mapping[str, Any],
@@ -149,7 +162,7 @@ def _check_tensor(
                     "multiple of 16, '*': any)",
                 )
     dtype = desc.get("dtype")
-    if isinstance(dtype, str) and dtype.removeprefix("torch.") != _dtype_name(tensor.dtype):
+    if isinstance(dtype, str) and _torch_dtype(dtype, key, meta) != tensor.dtype:
         raise ConfigError(
             f"{_where(meta, key + '.dtype')} is {dtype!r}, but the {what} is "
             f"{_dtype_name(tensor.dtype)}",

@@ -94,6 +94,16 @@ def test_a_torchscript_bundle_loads_model_ts(tmp_path: Path) -> None:
             r"outputs\.pred\.num_channels is 3, but the network's output has 2",
         ),
         (
+            with_format(inputs__image__dtype="float"),  # numpy's name: float64, as MONAI reads it
+            None,
+            r"inputs\.image\.dtype is 'float', but the probe's 'x' is float32",
+        ),
+        (
+            with_format(inputs__image__dtype="floaty"),
+            None,
+            r"inputs\.image\.dtype: 'floaty' is not a dtype",
+        ),
+        (
             with_format(outputs__pred__dtype="float16"),
             None,
             r"outputs\.pred\.dtype is 'float16', but the network's output is float32",
@@ -122,7 +132,9 @@ def test_a_clean_bundle_with_a_power_of_two_pattern_loads(tmp_path: Path) -> Non
     # "2**p" and "*" allow 8; the output's spatial_shape and value_range are not held against
     # the logits (MONAI's own check reads channels and dtype): false alarms on a clean bundle
     metadata = with_format(
-        inputs__image__spatial_shape=["2**p", "*"], outputs__pred__spatial_shape=[1]
+        inputs__image__spatial_shape=["2**p", "*"],
+        inputs__image__dtype="torch.float32",
+        outputs__pred__spatial_shape=[1],
     )
     bundle = make_bundle(tmp_path, metadata=metadata)
     assert load_spec(bundle).inputs.shape == (3, 1, 8, 8)
