@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from attest.ledger.entries import LedgerEntry
 
 
-def _listen(text: str) -> tuple[str, int]:
+def listen_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
         raise InputError(f"--listen {text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8080")
@@ -174,7 +174,7 @@ def serve(
     from attest.certificate.signing import load_private_key
     from attest.ledger.checkpoint import check_origin, verifier_key
 
-    host, port = _listen(listen)
+    host, port = listen_address(listen)
     if (tls_cert is None) != (tls_key is None):
         raise InputError("--tls-cert and --tls-key go together")
     try:
