@@ -11,11 +11,13 @@ import click
 
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, InputError
+from attest.cli.ledger_options import witness_trust_option
 from attest.ledger.service.limits import ConnectionLimits, connection_budget, raise_fd_limit
 
 if TYPE_CHECKING:
     from attest.certificate.signing import PrivateKey, PublicKey
     from attest.ledger.entries import LedgerEntry
+    from attest.ledger.witness.cosignature import WitnessPolicy
 
 
 def listen_address(text: str) -> tuple[str, int]:
@@ -236,18 +238,21 @@ def serve(
     type=click.Path(dir_okay=False, path_type=Path),
     help="The log's public key (PEM or note verifier key).",
 )
+@witness_trust_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def mirror(url: str, local: Path, key_path: Path, as_json: bool) -> None:
+def mirror(url: str, local: Path, key_path: Path, trust_path: Path | None, as_json: bool) -> None:
     """Keep a verified local copy (SQLite) of the remote log at URL.
 
     Fetches the entries the copy lacks from the tiles, checks the copy with them reproduces
-    the log's signed checkpoint, and only then commits them with that checkpoint.
+    the log's signed checkpoint (with --trust, cosigned by its witness quorum), and only then
+    commits them with that checkpoint.
     """
     from attest.ledger.checkpoint import load_checkpoint_key
     from attest.ledger.service.remote_audit import mirror_log
 
     key, name = load_checkpoint_key(key_path)
-    result = mirror_log(url, local, key, key_name=name)
+    policy = witness_policy(trust_path)
+    result = mirror_log(url, local, key, key_name=name, policy=policy)
     if as_json:
         click.echo(printable_json(json_safe(result)))
         return
@@ -266,6 +271,7 @@ def verify_remote(
     as_json: bool,
     *,
     origin: str | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> None:
     """``attest ledger verify URL``: audit the whole remote log from its tiles."""
     from attest.ledger.checkpoint import load_checkpoint_key
@@ -283,6 +289,7 @@ def verify_remote(
         state_path=state,
         check_entries=not skip_entries,
         origin=origin,
+        policy=policy,
     )
     if as_json:
         click.echo(printable_json(json_safe(report.to_json())))
@@ -293,6 +300,17 @@ def verify_remote(
             click.echo(f"  [{problem.kind}] {where}: {safe_text(problem.message, 2000)}")
     if not report.ok:
         ctx.exit(EXIT_NEGATIVE)
+
+
+def witness_policy(trust_path: Path | None) -> WitnessPolicy | None:
+    """The witness policy of ``--trust`` (None without it)."""
+    if trust_path is None:
+        return None
+    from attest.ledger.witness.cosignature import WitnessPolicy
+    from attest.verification.trust import load_trust_store
+
+    store = load_trust_store(trust_path)
+    return WitnessPolicy.of(store.witnesses, store.witness_quorum)
 
 
 # -- `attest verify/certify --ledger URL`: submitting through the offline spool ------------------
@@ -400,7 +418,7 @@ def remote_copy_path(url: str) -> Path:
 
 
 def remote_revocations(
-    target: RemoteLedger,
+    target: RemoteLedger, policy: WitnessPolicy | None = None
 ) -> tuple[list[tuple[str, bytes]], tuple[str, str] | None, str | None]:
     """The signed revocation statements the remote log holds, read from a local copy brought
     up to the log's checkpoint first (``attest ledger mirror``'s code: the checkpoint's signature
@@ -408,11 +426,13 @@ def remote_revocations(
     so a log rewritten under the copy is refused). Returns ``(revocations, problem, note)``:
     ``problem`` is a ``(REVOCATION_STATUS_UNKNOWN, message)`` reason when the log does not
     verify, or cannot be reached while no verified copy is kept (fail closed); ``note`` says
-    when an unreachable service's revocations came from the copy."""
+    when an unreachable service's revocations came from the copy. With ``policy``, a log
+    checkpoint below the witness quorum is ``(WITNESS_QUORUM_NOT_MET, message)``."""
     from attest.errors import LedgerError
     from attest.ledger import revocations_in
     from attest.ledger.service.client import Unreachable
     from attest.ledger.service.remote_audit import mirror_log
+    from attest.ledger.witness.cosignature import QuorumNotMet
 
     if target.log_key is None:  # attest verify reads them only with the key
         raise InputError("--ledger URL needs --ledger-log-key to read the log's revocations")
@@ -421,7 +441,9 @@ def remote_revocations(
     shown = safe_text(target.url)
     note = None
     try:
-        mirror_log(target.url, copy, key, key_name=name)
+        mirror_log(target.url, copy, key, key_name=name, policy=policy)
+    except QuorumNotMet as exc:
+        return [], (QuorumNotMet.code, f"the log at {shown}: {safe_text(exc.message, 800)}"), None
     except Unreachable as exc:
         size = _copy_size(copy)
         if size is None:

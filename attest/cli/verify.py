@@ -331,7 +331,9 @@ def verify(
     unknown: tuple[str, str] | None = None  # the remote log's revocations could not be read
     remote_note: str | None = None
     if remote is not None and remote.log_key is not None:
-        found, unknown, remote_note = remote_revocations(remote)
+        from attest.cli.ledger_service import witness_policy
+
+        found, unknown, remote_note = remote_revocations(remote, witness_policy(trust_path))
         revocations += found
     elif remote is not None:  # submission only: the log's revocations need its key
         remote_note = (

@@ -42,6 +42,7 @@ from attest.ledger.service.client import LedgerClient, Refused
 from attest.ledger.service.clients_doc import ClientsDocument
 from attest.ledger.service.tiles import TILE_WIDTH, TilePath, tiles_for_size
 from attest.ledger.storage import LAST_CHECKPOINT_META
+from attest.ledger.witness.cosignature import WitnessPolicy
 from attest.ledger.writers import entry_of_leaf, read_leaf
 
 __all__ = ["RemoteAuditReport", "audit_remote", "mirror_log"]
@@ -136,9 +137,11 @@ def audit_remote(
     check_entries: bool = True,
     origin: str | None = None,
     transport: httpx.BaseTransport | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> RemoteAuditReport:
     """Audit the whole remote log (module docstring); on success store the state.
-    ``origin``: the log's origin as the auditor names it (the checkpoint must carry it)."""
+    ``origin``: the log's origin as the auditor names it (the checkpoint must carry it);
+    ``policy``: the witnesses whose quorum must have cosigned the log's checkpoint."""
     started = time.perf_counter()
     report = RemoteAuditReport(url)
     with LedgerClient(url, transport=transport) as client:
@@ -152,6 +155,9 @@ def audit_remote(
         if problem:
             report.problems.append(problem)
         _check_origin(report, checkpoint, saved, origin)
+        witnessed = policy.problem(note) if policy is not None else None
+        if witnessed is not None:
+            report.problems.append(Problem(None, "witness", f"{witnessed[0]}: {witnessed[1]}"))
         previous = saved.checkpoint if saved is not None else None
         if previous is not None:
             report.previous_size = previous.size
@@ -296,9 +302,15 @@ class _WriterCheck:
 
 
 def mirror_log(
-    url: str, local: Path, key: PublicKey, *, key_name: str | None = None
+    url: str,
+    local: Path,
+    key: PublicKey,
+    *,
+    key_name: str | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> dict[str, Any]:
-    """Bring the local SQLite copy ``local`` up to the remote log's signed checkpoint.
+    """Bring the local SQLite copy ``local`` up to the remote log's signed checkpoint (with
+    ``policy``, one its witness quorum cosigned: else :class:`QuorumNotMet`, nothing added).
 
     Everything runs in one exclusive local transaction: the new entries are appended, the
     copy's root must equal the signed root (else nothing is kept), and the checkpoint is
@@ -306,6 +318,8 @@ def mirror_log(
     """
     with LedgerClient(url) as client, open_ledger(local, create=True) as book:
         checkpoint, note = client.checkpoint(key, key_name)
+        if policy is not None:
+            policy.require(note)
         storage = book.storage
         fixed = storage.get_meta("origin")
         if fixed is not None and fixed != checkpoint.origin:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import base64
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from attest.certificate.note_keys import SIGNATURE_TYPE_COSIGNATURE, NoteKey
 from attest.certificate.signing import PrivateKey, verify_signature
@@ -30,6 +31,8 @@ from attest.ledger.checkpoint import CheckpointError, split_note
 __all__ = [
     "WITNESS_QUORUM_NOT_MET",
     "CosignatureCheck",
+    "QuorumNotMet",
+    "WitnessPolicy",
     "check_cosignatures",
     "cosign",
     "cosigned_message",
@@ -131,5 +134,49 @@ def merge_signatures(note: str, lines: str) -> str:
     """``note`` with the signature ``lines`` added (each once; tlog-witness: "the client MAY
     concatenate it to the checkpoint")."""
     present = set(note.rstrip("\n").split("\n"))
-    extra = [line for line in lines.split("\n") if line and line not in present]
-    return note + "".join(line + "\n" for line in extra)
+    extra = [line for line in lines.split("\n") if line.startswith(_EM_DASH) and line not in present]
+    return note + "".join(line + "\n" for line in dict.fromkeys(extra))
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def key(self) -> NoteKey: ...
+
+
+class QuorumNotMet(LedgerError):
+    """A log checkpoint below the trust store's witness quorum: a negative result (exit 1)."""
+
+    exit_code = 1
+    code = WITNESS_QUORUM_NOT_MET
+
+
+@dataclass(frozen=True)
+class WitnessPolicy:
+    """The witnesses a client trusts (``(name, cosigner key)``) and how many of them must have
+    cosigned a checkpoint; ``quorum`` None: no cosignature is required (a log without
+    witnesses is accepted as before)."""
+
+    witnesses: tuple[tuple[str, NoteKey], ...] = ()
+    quorum: int | None = None
+
+    @classmethod
+    def of(cls, witnesses: Iterable[_Named], quorum: int | None) -> WitnessPolicy:
+        """From a trust store's ``witnesses`` (each with a ``name`` and a ``key``) and
+        ``witness_quorum``."""
+        return cls(tuple((w.name, w.key) for w in witnesses), quorum)
+
+    def problem(self, note: str) -> tuple[str, str] | None:
+        """``(WITNESS_QUORUM_NOT_MET, why)`` or None (:func:`quorum_problem`)."""
+        return quorum_problem(note, self.witnesses, self.quorum)
+
+    def require(self, note: str) -> None:
+        """Raise :class:`QuorumNotMet` when ``note`` is below the quorum."""
+        problem = self.problem(note)
+        if problem is not None:
+            raise QuorumNotMet(
+                f"{problem[0]}: {problem[1]}",
+                hint="the log may be showing you a tree its witnesses never saw (a split view);"
+                " try again later, and tell the log's operator if it persists",
+            )

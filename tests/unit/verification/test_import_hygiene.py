@@ -57,6 +57,7 @@ VERIFY_MODULES = {
     "attest.verification.signatures",
     "attest.verification.trust",
     "attest.verification.trust_fields",
+    "attest.certificate.note_keys",  # the witnesses of the trust store (issue 37)
     "attest.verification.policy_accept",
     "attest.verification.outcome",
     "attest.verification.verifier",
