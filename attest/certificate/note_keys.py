@@ -84,7 +84,9 @@ def parse_note_key(text: str, signature_type: bytes = SIGNATURE_TYPE_ED25519) ->
     except (binascii.Error, ValueError):
         raw = b""
     if not name or len(raw) != 33 or raw[:1] != signature_type:
-        raise KeyError_(f"not an {_TYPE_NAMES[signature_type]} note verifier key (name+keyid+base64)")
+        raise KeyError_(
+            f"not an {_TYPE_NAMES[signature_type]} note verifier key (name+keyid+base64)"
+        )
     # cryptography takes any 32 bytes as a key: refuse small-order and non-canonical points.
     key = check_public_key(ed25519.Ed25519PublicKey.from_public_bytes(raw[1:]), "note verifier key")
     parsed = NoteKey(name, key, signature_type)

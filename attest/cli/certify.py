@@ -186,7 +186,7 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
         result = append_certificate(Path(ledger), certificate)
         click.echo(f"ledger: recorded as entry {result.index} of {ledger}", err=True)
         return
-    from attest.cli.ledger_service import submit_remote
+    from attest.cli.ledger_remote import submit_remote
 
     submit_remote(remote, entry_for_certificate(certificate))
 
@@ -335,7 +335,7 @@ def certify(
     is signed only if every required target (the policy's required_targets) passes.
     """
     from attest.certificate.signing import load_private_key
-    from attest.cli.ledger_service import remote_ledger
+    from attest.cli.ledger_remote import remote_ledger
     from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from attest.cli.ledger_options import json_option as _json_option
-from attest.cli.ledger_options import witness_trust_option
 from attest.cli.ledger_options import ledger_option as _ledger_option
 from attest.cli.ledger_options import print_json as _print_json
+from attest.cli.ledger_options import witness_trust_option
 from attest.core.text import safe_text
 from attest.errors import EXIT_NEGATIVE, InputError
 
@@ -68,7 +68,8 @@ def verify(
     problem reported with its entry index).
     """
     if url is not None:
-        from attest.cli.ledger_service import verify_remote, witness_policy
+        from attest.cli.ledger_remote import witness_policy
+        from attest.cli.ledger_service import verify_remote
 
         policy = witness_policy(trust_path)
         verify_remote(

@@ -49,7 +49,7 @@ def flush(
     still waiting, not proven (the rest stays queued, in order); 2 the service refused an
     event (kept in the spool as refused, with its reason) or a usage error.
     """
-    from attest.cli.ledger_service import remote_ledger
+    from attest.cli.ledger_remote import remote_ledger
     from attest.ledger.service.spool import Spool, default_spool_path
 
     if log_key_path is not None and ledger_log_key is not None:

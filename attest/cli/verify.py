@@ -80,7 +80,7 @@ def _revocations(files: tuple[Path, ...], ledger: str | None) -> list[tuple[str,
 
 def is_url(target: str | None) -> bool:
     """True when a --ledger value names a ledger service rather than a local file (here, not in
-    attest.cli.ledger_service, so that a plain ``attest verify`` does not import the client)."""
+    attest.cli.ledger_remote, so that a plain ``attest verify`` does not import the client)."""
     return target is not None and target.startswith(("http://", "https://"))
 
 
@@ -90,7 +90,7 @@ def _recorder(ledger: str | None, target: Any) -> Any:
     verdict."""
     if ledger is None:
         return None
-    from attest.cli.ledger_service import submit_remote
+    from attest.cli.ledger_remote import submit_remote
 
     if target is not None:
 
@@ -118,7 +118,7 @@ def _remote_outcome(report: Any, unknown: tuple[str, str] | None, note: str | No
 
 def remote_ledger_options(f: F) -> F:
     """--ledger-client, --ledger-client-key and --ledger-log-key, for --ledger URL (here, not
-    in attest.cli.ledger_service, so that a plain ``attest verify`` does not import it)."""
+    in attest.cli.ledger_remote, so that a plain ``attest verify`` does not import it)."""
     f = click.option(
         "--ledger-log-key",
         default=None,
@@ -323,7 +323,7 @@ def verify(
 
     remote = None
     if is_url(ledger):
-        from attest.cli.ledger_service import remote_ledger, remote_revocations
+        from attest.cli.ledger_remote import remote_ledger, remote_revocations
 
         remote = remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
     record = _recorder(ledger, remote)
@@ -331,7 +331,7 @@ def verify(
     unknown: tuple[str, str] | None = None  # the remote log's revocations could not be read
     remote_note: str | None = None
     if remote is not None and remote.log_key is not None:
-        from attest.cli.ledger_service import witness_policy
+        from attest.cli.ledger_remote import witness_policy
 
         found, unknown, remote_note = remote_revocations(remote, witness_policy(trust_path))
         revocations += found

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attest.certificate.note_keys import SIGNATURE_TYPE_ED25519, NoteKey, parse_note_key
+from attest.certificate.note_keys import note_key_id as _note_key_id
 from attest.certificate.signing import (
     MAX_KEY_BYTES,
     PrivateKey,
@@ -30,8 +32,6 @@ from attest.certificate.signing import (
     load_public_key_pem,
     verify_signature,
 )
-from attest.certificate.note_keys import SIGNATURE_TYPE_ED25519, NoteKey, parse_note_key
-from attest.certificate.note_keys import note_key_id as _note_key_id
 from attest.core.files import read_bytes_checked
 from attest.errors import KeyError_, LedgerError
 from attest.ledger.merkle import HASH_SIZE

@@ -28,7 +28,7 @@ REASON_CODES: tuple[str, ...] = (
     "TIMESTAMP_INVALID",
     "CERTIFICATE_REVOKED",
     # attest verify --ledger URL: the ledger service's revocations could not be read from a log
-    # that verifies (attest.cli.ledger_service.remote_revocations); fails closed
+    # that verifies (attest.cli.ledger_remote.remote_revocations); fails closed
     "REVOCATION_STATUS_UNKNOWN",
     # the certificate's policy is not one this server accepts (attest verify --require-policy,
     # the trust store's accepted_policies; attest.verification.policy_accept)

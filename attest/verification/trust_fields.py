@@ -174,7 +174,9 @@ def witnesses_field(value: Any, where: str) -> tuple[TrustedWitness, ...]:
         entry = entry_fields(raw, {"name", "key"}, {"name", "key"}, here)
         name = text_field(entry["name"], f"{here}.name").strip()
         try:
-            key = parse_note_key(text_field(entry["key"], f"{here}.key"), SIGNATURE_TYPE_COSIGNATURE)
+            key = parse_note_key(
+                text_field(entry["key"], f"{here}.key"), SIGNATURE_TYPE_COSIGNATURE
+            )
         except KeyError_ as exc:
             raise ConfigError(
                 f"{here}.key: {exc.message}",

@@ -46,13 +46,20 @@ def test_served_witness_speaks_tlog_witness(
         assert conflict.status_code == 409
         assert conflict.headers["content-type"].startswith("text/x.tlog.size")
         assert conflict.text == "4\n"
-        grown = http.post("add-checkpoint", content=add_checkpoint_body(4, tree.proof(4), tree.note()))
+        grown = http.post(
+            "add-checkpoint", content=add_checkpoint_body(4, tree.proof(4), tree.note())
+        )
         assert grown.status_code == 200
         fork = Tree(tree.key, salt=b"fork").grow(6)
         refused = http.post("add-checkpoint", content=add_checkpoint_body(6, [], fork.note()))
         assert refused.status_code == 422
         unknown = Tree(tree.key, origin="other.example/log").grow(1)
-        assert http.post("add-checkpoint", content=add_checkpoint_body(0, [], unknown.note())).status_code == 404
+        assert (
+            http.post(
+                "add-checkpoint", content=add_checkpoint_body(0, [], unknown.note())
+            ).status_code
+            == 404
+        )
         latest = http.get(f"{origin_hash(ORIGIN)}/checkpoint")
         assert latest.status_code == 200 and "\n6\n" in latest.text
     code, out, _ = run(capsys, "ledger", "witness", "key", "--key", key_path, "--name", NAME)
@@ -77,8 +84,12 @@ def test_cosign_one_shot_from_a_local_ledger(
             for _ in range(count):
                 book.append(
                     LedgerEntry(
-                        event="verified", time=utc_now(), result="pass",
-                        certificate_checked=True, actor="a", host="h",
+                        event="verified",
+                        time=utc_now(),
+                        result="pass",
+                        certificate_checked=True,
+                        actor="a",
+                        host="h",
                     )
                 )
             book.sign_checkpoint(log_key, origin=ORIGIN)

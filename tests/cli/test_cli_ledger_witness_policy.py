@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from _cli_run import run
 from _fake_log import FakeLog, make_key, published_client, serve
+from _ledger_service_kit import entry
 from test_cli_ledger import world  # noqa: F401  (the signed certificate and its trust store)
 
 from attest.certificate.signing import key_id, load_private_key
 from attest.ledger.checkpoint import split_note
 from attest.ledger.log import open_ledger
-from attest.ledger.storage import LAST_CHECKPOINT_META
 from attest.ledger.service.submission import new_nonce, sign_submission
+from attest.ledger.storage import LAST_CHECKPOINT_META
 from attest.ledger.witness.cosignature import cosign, witness_key
-from _ledger_service_kit import entry
 
 WITNESSES = ("w.example/w1", "w.example/w2")
 
@@ -40,7 +40,9 @@ def witnessed(
     log.writer_key_ids["infer-01"] = key_id(client.public_key)
     log.publish_clients([published_client("infer-01", client)])
     for _ in range(3):
-        body = sign_submission(entry(), origin=log.origin, client="infer-01", nonce=new_nonce(), key=client)
+        body = sign_submission(
+            entry(), origin=log.origin, client="infer-01", nonce=new_nonce(), key=client
+        )
         log.append_honestly(body, log.writer_key_ids["infer-01"])
     witness_keys = [make_key(keys, f"witness{n}") for n in (1, 2)]
     cosigning: list[int] = [0, 1]
@@ -57,7 +59,13 @@ def witnessed(
     trust.write_text(trust.read_text() + "\n".join(lines) + "\nwitness_quorum: 2\n")
     monkeypatch.setenv("ATTEST_LEDGER_SPOOL", str(tmp_path / "spool.sqlite"))
     with serve(log) as url:
-        yield {"log": log, "url": url, "log_pub": keys / "log.pub", "keys": keys, "cosigning": cosigning}
+        yield {
+            "log": log,
+            "url": url,
+            "log_pub": keys / "log.pub",
+            "keys": keys,
+            "cosigning": cosigning,
+        }
 
 
 def test_ledger_verify_url_needs_the_quorum(

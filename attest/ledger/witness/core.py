@@ -123,7 +123,9 @@ class Witness:
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise LedgerError(f"cannot create the witness state folder {state_dir}: {exc}") from None
+            raise LedgerError(
+                f"cannot create the witness state folder {state_dir}: {exc}"
+            ) from None
         self._lock = threading.Lock()
 
     # -- state ---------------------------------------------------------------------------------

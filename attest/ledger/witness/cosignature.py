@@ -134,7 +134,9 @@ def merge_signatures(note: str, lines: str) -> str:
     """``note`` with the signature ``lines`` added (each once; tlog-witness: "the client MAY
     concatenate it to the checkpoint")."""
     present = set(note.rstrip("\n").split("\n"))
-    extra = [line for line in lines.split("\n") if line.startswith(_EM_DASH) and line not in present]
+    extra = [
+        line for line in lines.split("\n") if line.startswith(_EM_DASH) and line not in present
+    ]
     return note + "".join(line + "\n" for line in dict.fromkeys(extra))
 
 

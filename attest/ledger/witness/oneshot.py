@@ -44,7 +44,9 @@ def cosign_local(witness: Witness, ledger_path: Path) -> str:
             try:
                 checkpoint = Checkpoint.parse_body(split_note(note)[0])
             except CheckpointError as exc:
-                raise LedgerError(f"{ledger_path}: its checkpoint is malformed: {exc.message}") from None
+                raise LedgerError(
+                    f"{ledger_path}: its checkpoint is malformed: {exc.message}"
+                ) from None
             log = witness.logs.get(checkpoint.origin)
             if log is None:
                 raise LedgerError(

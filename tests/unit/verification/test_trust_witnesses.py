@@ -19,7 +19,9 @@ def _vkey(name: str) -> str:
 
 
 def _store(tmp_path: Path, tail: str) -> Path:
-    pem = "".join("      " + line + "\n" for line in public_key_pem(new_key().public_key).splitlines())
+    pem = "".join(
+        "      " + line + "\n" for line in public_key_pem(new_key().public_key).splitlines()
+    )
     path = tmp_path / "trust.yaml"
     path.write_text(f"version: 1\nkeys:\n  - name: k\n    pem: |\n{pem}{tail}")
     return path
@@ -45,8 +47,14 @@ def test_witnesses_and_quorum_load_and_survive_a_save(tmp_path: Path) -> None:
         ("witnesses:\n  - {name: w1, key: KEY1}\nwitness_quorum: 0\n", ">= 1"),
         ("witnesses:\n  - {name: w1, key: KEY1}\nwitness_quorum: true\n", ">= 1"),
         ("witness_quorum: 1\n", "can never be met"),
-        ("witnesses:\n  - {name: w1, key: KEY1}\n  - {name: w1, key: KEY2}\nwitness_quorum: 1\n", "listed twice"),
-        ("witnesses:\n  - {name: w1, key: KEY1}\n  - {name: w2, key: KEY1}\nwitness_quorum: 1\n", "listed twice"),
+        (
+            "witnesses:\n  - {name: w1, key: KEY1}\n  - {name: w1, key: KEY2}\nwitness_quorum: 1\n",
+            "listed twice",
+        ),
+        (
+            "witnesses:\n  - {name: w1, key: KEY1}\n  - {name: w2, key: KEY1}\nwitness_quorum: 1\n",
+            "listed twice",
+        ),
         ("witnesses:\n  - {name: w1, key: CHECKPOINTKEY}\nwitness_quorum: 1\n", "type 0x04"),
         ("witnesses:\n  - {name: w1, key: 'w+00+AA=='}\nwitness_quorum: 1\n", "note verifier key"),
         ("witnesses:\n  - {name: w1}\nwitness_quorum: 1\n", "missing key"),
@@ -56,7 +64,9 @@ def test_witnesses_and_quorum_load_and_survive_a_save(tmp_path: Path) -> None:
 )
 def test_bad_witness_sections_are_refused(tmp_path: Path, tail: str, says: str) -> None:
     checkpoint_key = NoteKey("w.example/w1", new_key().public_key).text
-    tail = tail.replace("KEY1", f"'{_vkey('w.example/w1')}'").replace("KEY2", f"'{_vkey('w.example/w2')}'")
+    tail = tail.replace("KEY1", f"'{_vkey('w.example/w1')}'").replace(
+        "KEY2", f"'{_vkey('w.example/w2')}'"
+    )
     tail = tail.replace("CHECKPOINTKEY", f"'{checkpoint_key}'")
     with pytest.raises(ConfigError) as caught:
         load_trust_store(_store(tmp_path, tail))

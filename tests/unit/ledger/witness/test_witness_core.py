@@ -97,7 +97,9 @@ def test_split_view_refused_and_logged(
     assert any("split view" in r.getMessage() for r in caplog.records)
     # the other tree grown: its consistency proof does not start from what the witness saw
     other.grow(3)
-    assert witness.add_checkpoint(add_checkpoint_body(5, other.proof(5), other.note())).status == 422
+    assert (
+        witness.add_checkpoint(add_checkpoint_body(5, other.proof(5), other.note())).status == 422
+    )
 
 
 def test_quorum_problem_counts_distinct_known_witnesses(

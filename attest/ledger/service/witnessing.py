@@ -1,0 +1,128 @@
+"""The service collects cosignatures: one asyncio task sends the newest signed checkpoint to
+every configured witness at once (:class:`~attest.ledger.witness.client.WitnessClient`), and
+once a quorum of them cosigned it, publishes the checkpoint with the cosignatures gathered
+(``GET /checkpoint`` then serves it). A write's answer waits, at most the configured time, for
+a published checkpoint that covers its entry. Rounds run back to back under load, so one round
+cosigns many batches; a round below the quorum is retried after a short pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import anyio.to_thread
+import httpx
+
+from attest.ledger.checkpoint import Checkpoint, split_note
+from attest.ledger.service.sequencer import ServedCheckpoint
+from attest.ledger.witness.client import WitnessClient, WitnessingConfig
+from attest.ledger.witness.cosignature import merge_signatures
+
+__all__ = ["Witnessing"]
+
+LOG = logging.getLogger("attest.ledger.service.witnessing")
+_RETRY_S = 0.5
+
+
+class Witnessing:
+    """Cosignature collection for one log (module docstring). ``prove(old, new)`` returns the
+    log's consistency proof between two sizes (blocking: run in a thread)."""
+
+    def __init__(self, config: WitnessingConfig, prove: Callable[[int, int], list[bytes]]) -> None:
+        self.config = config
+        self._prove_sync = prove
+        self.published: ServedCheckpoint | None = None
+        self._latest: ServedCheckpoint | None = None
+        self._changed: asyncio.Event | None = None
+        self._published_changed: asyncio.Condition | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._http: httpx.AsyncClient | None = None
+        self.clients: list[WitnessClient] = []
+
+    async def start(self, first: ServedCheckpoint) -> None:
+        self._changed = asyncio.Event()
+        self._published_changed = asyncio.Condition()
+        self._http = httpx.AsyncClient(timeout=10.0)
+        self.clients = [WitnessClient(w, self._http) for w in self.config.witnesses]
+        self.offer(first)
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._http is not None:
+            await self._http.aclose()
+
+    def offer(self, served: ServedCheckpoint) -> None:
+        """A newer signed checkpoint to have cosigned (the sequencer calls this)."""
+        if self._latest is None or served.head.size > self._latest.head.size:
+            self._latest = served
+            if self._changed is not None:
+                self._changed.set()
+
+    def current(self) -> ServedCheckpoint | None:
+        """The latest published (cosigned) checkpoint, None before the first."""
+        return self.published
+
+    async def wait_for(self, size: int) -> ServedCheckpoint | None:
+        """The published checkpoint once it covers ``size`` entries; None after the wait."""
+        condition = self._published_changed
+        if condition is None:
+            return None
+
+        def covers() -> bool:
+            return self.published is not None and self.published.head.size >= size
+
+        async with condition:
+            try:
+                await asyncio.wait_for(condition.wait_for(covers), self.config.wait_s)
+            except TimeoutError:
+                return None
+        return self.published
+
+    async def _prove(self, old: int, new: int) -> list[bytes]:
+        return await anyio.to_thread.run_sync(self._prove_sync, old, new)
+
+    async def _loop(self) -> None:
+        assert self._changed is not None and self._published_changed is not None
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            target = self._latest
+            published = self.published
+            if target is None or (
+                published is not None and target.head.size <= published.head.size
+            ):
+                continue
+            try:
+                lines = await self._round(target)
+            except Exception:  # a bug or the database: logged, retried; writes still answer
+                LOG.exception("cosigning the checkpoint of size %d failed", target.head.size)
+                lines = None
+            if lines is None:
+                await asyncio.sleep(_RETRY_S)
+                self._changed.set()
+                continue
+            self.published = ServedCheckpoint(merge_signatures(target.note, lines), target.head)
+            async with self._published_changed:
+                self._published_changed.notify_all()
+
+    async def _round(self, target: ServedCheckpoint) -> str | None:
+        """The cosignature lines of one round, or None below the quorum."""
+        checkpoint = Checkpoint.parse_body(split_note(target.note)[0])
+        answers = await asyncio.gather(
+            *(client.cosign(target.note, checkpoint, self._prove) for client in self.clients)
+        )
+        got = [lines for lines in answers if lines]
+        if len(got) < self.config.quorum:
+            LOG.warning(
+                "checkpoint of size %d: %d of the %d cosignatures needed; not published",
+                target.head.size, len(got), self.config.quorum,
+            )  # fmt: skip
+            return None
+        return "".join(got)
