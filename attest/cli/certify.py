@@ -16,7 +16,8 @@ import click
 from attest.cli.cosign import identity, signer_options
 from attest.cli.output import echo_json
 from attest.cli.progress_option import heartbeat_seconds, progress_option
-from attest.cli.verify import is_url, remote_ledger_options
+from attest.cli.remote_options import remote_ledger_options
+from attest.cli.verify import is_url
 from attest.errors import EXIT_NEGATIVE, InputError
 
 if TYPE_CHECKING:  # pragma: no cover

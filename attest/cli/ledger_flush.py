@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from attest.cli.verify import remote_ledger_options
+from attest.cli.remote_options import remote_ledger_options
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, InputError, LedgerError
 

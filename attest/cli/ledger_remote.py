@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from attest.certificate.signing import PrivateKey, PublicKey
     from attest.ledger.entries import LedgerEntry
     from attest.ledger.witness.cosignature import WitnessPolicy
+    from attest.verification.outcome import VerificationReport
 
 
 def witness_policy(trust_path: Path | None) -> WitnessPolicy | None:
@@ -203,3 +204,42 @@ def _copy_size(copy: Path) -> int | None:
     except LedgerError:
         return None
     return size or None
+
+
+# -- `attest verify --ledger-proof`: an offline proof (C2SP tlog-proof) ----------------------------
+
+
+def offline_proof_outcome(
+    report: VerificationReport, proof_path: Path, trust_path: Path, certificate: Path
+) -> None:
+    """Check ``--ledger-proof`` with no network (attest.ledger.tlog_proof): the proof must show
+    the certificate file's ``issued`` entry in a checkpoint signed by a valid ``ledger`` key of
+    the trust store and cosigned by its witness quorum; else the certificate is rejected with
+    LEDGER_PROOF_INVALID or WITNESS_QUORUM_NOT_MET."""
+    from attest.core.files import read_text_checked
+    from attest.core.io import sha256_file
+    from attest.ledger.tlog_proof import MAX_PROOF_BYTES, verify_tlog_proof
+    from attest.ledger.witness.cosignature import WitnessPolicy
+    from attest.verification.trust import LEDGER_ROLE, load_trust_store
+
+    text = read_text_checked(proof_path, what="ledger proof", max_bytes=MAX_PROOF_BYTES)
+    store = load_trust_store(trust_path)
+    keys = [
+        k.public_key
+        for k in store.keys
+        if LEDGER_ROLE in k.roles
+        and not store.is_revoked(k.keyid)
+        and k.window_problem(report.checked_at) is None
+    ]
+    policy = WitnessPolicy.of(store.witnesses, store.witness_quorum)
+    problems = verify_tlog_proof(text, sha256_file(certificate), keys, policy)
+    if problems:
+        report.reasons += problems
+        report.verified = False
+        report.statement = None
+        return
+    witnessed = f", cosigned by {store.witness_quorum} witness(es) or more" if policy.quorum else ""
+    report.notes.append(
+        f"offline ledger proof {proof_path}: the certificate's issue is in a checkpoint signed by"
+        f" a ledger key of the trust store{witnessed}"
+    )

@@ -76,6 +76,7 @@ from attest.verification.trust_fields import (
 )
 
 __all__ = [
+    "LEDGER_ROLE",
     "TRUST_FORMAT_VERSION",
     "Requirement",
     "RevokedKey",
@@ -92,6 +93,7 @@ __all__ = [
 ]
 
 TRUST_FORMAT_VERSION = 1
+LEDGER_ROLE = "ledger"  # the role of ledger checkpoint (log) keys: archives, offline proofs
 _MAX_TRUST_BYTES = 1024 * 1024
 
 

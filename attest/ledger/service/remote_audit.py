@@ -45,7 +45,7 @@ from attest.ledger.storage import LAST_CHECKPOINT_META
 from attest.ledger.witness.cosignature import WitnessPolicy
 from attest.ledger.writers import entry_of_leaf, read_leaf
 
-__all__ = ["RemoteAuditReport", "audit_remote", "mirror_log"]
+__all__ = ["RemoteAuditReport", "audit_remote", "entry_tiles", "mirror_log"]
 
 _PARALLEL = 8
 
@@ -112,7 +112,7 @@ class RemoteAuditReport:
         }
 
 
-def _tiles(
+def entry_tiles(
     client: LedgerClient, start: int, size: int
 ) -> Iterator[tuple[TilePath, list[bytes], list[bytes]]]:
     """Entry bundles and level-0 hash tiles from the one holding ``start`` up to ``size``,
@@ -176,7 +176,7 @@ def audit_remote(
         frontier: list[bytes] = []
         size = 0
         try:
-            for _tile, entries, hashes in _tiles(client, 0, checkpoint.size):
+            for _tile, entries, hashes in entry_tiles(client, 0, checkpoint.size):
                 for data, served_hash in zip(entries, hashes, strict=True):
                     computed = leaf_hash(data)
                     if computed != served_hash:
@@ -332,7 +332,7 @@ def mirror_log(
                     " the remote log was truncated, or this is not its mirror"
                 )
             at = start
-            for tile, entries, _hashes in _tiles(client, start, checkpoint.size):
+            for tile, entries, _hashes in entry_tiles(client, start, checkpoint.size):
                 fresh = entries[max(0, start - tile.index * TILE_WIDTH) :]
                 for data in fresh:
                     entry_of_leaf(data)

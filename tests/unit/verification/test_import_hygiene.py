@@ -41,6 +41,7 @@ VERIFY_MODULES = {
     "attest.certificate.format",
     "attest.cli",
     "attest.cli.verify",
+    "attest.cli.remote_options",  # the --ledger URL options (click only)
     "attest.verification.envelope",
     "attest.core.io",
     "attest.core.files",
