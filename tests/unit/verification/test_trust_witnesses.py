@@ -71,3 +71,24 @@ def test_bad_witness_sections_are_refused(tmp_path: Path, tail: str, says: str) 
     with pytest.raises(ConfigError) as caught:
         load_trust_store(_store(tmp_path, tail))
     assert says in caught.value.message, caught.value.message
+
+
+def test_trust_witness_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from _cli_run import run
+
+    trust = _store(tmp_path, "")
+    one, two = _vkey("w.example/w1"), _vkey("w.example/w2")
+    assert run(capsys, "trust", "witness", "w1", one, "--trust", trust)[0] == 0
+    assert load_trust_store(trust).witness_quorum == 1
+    assert run(capsys, "trust", "witness", "w2", two, "--trust", trust, "--quorum", "2")[0] == 0
+    store = load_trust_store(trust)
+    assert [w.name for w in store.witnesses] == ["w1", "w2"] and store.witness_quorum == 2
+    code, _, err = run(capsys, "trust", "witness", "w2", "--remove", "--trust", trust)
+    assert code == 2 and "can never be met" in err
+    assert run(capsys, "trust", "witness", "w2", "--quorum", "1", "--trust", trust)[0] == 0
+    assert run(capsys, "trust", "witness", "w2", "--remove", "--trust", trust)[0] == 0
+    code, _, err = run(capsys, "trust", "witness", "w3", "not-a-key", "--trust", trust)
+    assert code == 2 and "note verifier key" in err
+    assert run(capsys, "trust", "witness", "w1", "--remove", "--trust", trust)[0] == 0
+    store = load_trust_store(trust)
+    assert store.witnesses == () and store.witness_quorum is None
