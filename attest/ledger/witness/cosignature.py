@@ -81,29 +81,36 @@ def check_cosignatures(
     note: str, witnesses: Sequence[tuple[str, NoteKey]], *, now: float | None = None
 ) -> CosignatureCheck:
     """Verify every cosignature line of ``note`` from a witness in ``witnesses`` (``(name in
-    the policy, cosigner key)`` pairs); other lines are ignored, as signed-note requires."""
+    the policy, cosigner key)`` pairs); other lines are ignored, as signed-note requires. A
+    witness counts when its lines all verify (a failing line of a known key makes the note
+    malformed for that key, as signed-note says)."""
     text, signatures = split_note(note)
     result = CosignatureCheck()
     limit = (time.time() if now is None else now) + _FUTURE_SKEW_S
     for label, key in witnesses:
         expected = key.key_id
         lines = [blob[4:] for name, blob in signatures if name == key.name and blob[:4] == expected]
-        for body in lines:
-            if len(body) != 8 + 64:
-                result.invalid.append(label)
-                continue
-            (stamp,) = struct.unpack(">Q", body[:8])
-            if not 0 < stamp <= _MAX_TIMESTAMP or stamp > limit:
-                result.invalid.append(label)
-                continue
-            message = f"cosignature/v1\ntime {stamp}\n{text}".encode()
-            if verify_signature(key.public_key, body[8:], message):
-                if label not in result.verified:
-                    result.verified.append(label)
-                    result.timestamps[label] = stamp
-            else:
-                result.invalid.append(label)
+        stamps = [_verified_stamp(body, key, text, limit) for body in lines]
+        if not lines:
+            continue
+        if None in stamps:  # a known key's signature that fails makes the note malformed
+            result.invalid.append(label)
+        elif label not in result.verified:
+            result.verified.append(label)
+            result.timestamps[label] = max(s for s in stamps if s is not None)
     return result
+
+
+def _verified_stamp(body: bytes, key: NoteKey, text: str, limit: float) -> int | None:
+    """The timestamp of one cosignature (timestamp || signature) that verifies, else None."""
+    if len(body) != 8 + 64:
+        return None
+    (stamp,) = struct.unpack(">Q", body[:8])
+    if not 0 < stamp <= _MAX_TIMESTAMP or stamp > limit:
+        return None
+    return (
+        stamp if verify_signature(key.public_key, body[8:], cosigned_message(text, stamp)) else None
+    )
 
 
 def quorum_problem(

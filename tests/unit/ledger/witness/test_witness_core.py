@@ -120,6 +120,12 @@ def test_quorum_problem_counts_distinct_known_witnesses(
     assert quorum_problem(again, policy, 2) is not None
     both = merge_signatures(one, w2.add_checkpoint(add_checkpoint_body(0, [], note)).body)
     assert quorum_problem(both, policy, 2) is None
+    # a second, failing line of a known witness makes its cosignature malformed: not counted
+    forged = w1.add_checkpoint(add_checkpoint_body(5, [], note)).body
+    blob = forged.split(" ")[2]
+    broken = forged.replace(blob, blob[:20] + ("A" if blob[20] != "A" else "B") + blob[21:])
+    check = check_cosignatures(merge_signatures(both, broken), policy)
+    assert check.verified == ["w2"] and check.invalid == ["w1"]
     # a cosignature over another checkpoint text does not count
     swapped = both.replace(f"\n{tree.note().split(chr(10))[2]}\n", "\n" + "A" * 43 + "=\n", 1)
     assert quorum_problem(swapped, policy, 1) is not None
