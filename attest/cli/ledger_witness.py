@@ -59,7 +59,11 @@ def _witness(key_path: Path, name: str, logs_path: Path, state_dir: Path) -> Wit
     from attest.ledger.witness.core import Witness
     from attest.ledger.witness.logs import load_logs
 
-    return Witness(load_private_key(key_path), check_origin(name), load_logs(logs_path), state_dir)
+    try:
+        name = check_origin(name)
+    except LedgerError as exc:
+        raise InputError(f"--name: {safe_text(exc.message)}", hint=exc.hint) from None
+    return Witness(load_private_key(key_path), name, load_logs(logs_path), state_dir)
 
 
 @witness.command("serve")
