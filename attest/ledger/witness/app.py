@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from attest.errors import LedgerError
+from attest.errors import AttestError
 from attest.ledger.witness.core import LOG, MAX_REQUEST_BYTES, Witness, WitnessAnswer
 
 __all__ = ["create_witness_app"]
@@ -34,18 +34,22 @@ def create_witness_app(witness: Witness) -> Starlette:
                 return PlainTextResponse("request body too large\n", status_code=413)
         try:
             answer = await anyio.to_thread.run_sync(witness.add_checkpoint, body)
-        except LedgerError as exc:  # its own state is unreadable: never cosign then
+        except AttestError as exc:  # its state cannot be read or written: never cosign then
             LOG.error("%s", exc.message)
-            return PlainTextResponse("the witness cannot read its state\n", status_code=500)
+            return PlainTextResponse(
+                "the witness cannot read or write its state\n", status_code=500
+            )
         return _answer(answer)
 
     async def latest(request: Request) -> Response:
         hashed = str(request.path_params["origin_hash"])
         try:
             answer = await anyio.to_thread.run_sync(witness.latest, hashed)
-        except LedgerError as exc:
+        except AttestError as exc:
             LOG.error("%s", exc.message)
-            return PlainTextResponse("the witness cannot read its state\n", status_code=500)
+            return PlainTextResponse(
+                "the witness cannot read or write its state\n", status_code=500
+            )
         return _answer(answer)
 
     return Starlette(

@@ -145,3 +145,14 @@ def test_logs_file_is_strict(tmp_path: Path) -> None:
         bad.write_text(text)
         with pytest.raises(ConfigError):
             load_logs(bad)
+
+
+def test_unreadable_state_is_never_cosigned_over(setup: tuple[Tree, Path], tmp_path: Path) -> None:
+    from attest.errors import LedgerError
+
+    tree, pub = setup
+    witness = make_witness(tmp_path, pub)
+    assert witness.add_checkpoint(add_checkpoint_body(0, [], tree.note(2))).status == 200
+    (tmp_path / "state" / f"{origin_hash(ORIGIN)}.checkpoint").write_text("garbage\n")
+    with pytest.raises(LedgerError, match="cannot be read"):
+        witness.add_checkpoint(add_checkpoint_body(0, [], tree.note()))
