@@ -2,8 +2,8 @@
 every configured witness at once (:class:`~attest.ledger.witness.client.WitnessClient`), and
 once a quorum of them cosigned it, publishes the checkpoint with the cosignatures gathered
 (``GET /checkpoint`` then serves it). A write's answer waits, at most the configured time, for
-a published checkpoint that covers its entry. Rounds run back to back under load, so one round
-cosigns many batches; a round below the quorum is retried after a short pause.
+a published checkpoint that covers its entry. Rounds start at most every 20 ms, so under load
+one round cosigns many batches; a round below the quorum is retried after a short pause.
 """
 
 from __future__ import annotations
