@@ -6,6 +6,9 @@ cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvico
    sending the next: acknowledged appends per second, p50/p99 acknowledgement latency, and
    the CPU per acknowledged write of the service process and of the clients;
 2. tile reads per second (32 concurrent readers fetching full entry bundles and hash tiles);
+1b. with ``--witnesses`` (2), the same load against a second service whose checkpoints
+   ``--witnesses`` local ``attest ledger witness serve`` processes must all cosign before a
+   write is answered: its rate, the ratio to 1., service and witness CPU per write, p99;
 3. the sequencer's transaction alone (PostgresStorage.submit, batches of 32, no HTTP);
 4. a full remote audit (``attest ledger verify URL``'s code) of ``--audit-entries`` (10**6)
    entries from tiles; the entries are bulk-loaded through the storage first.
@@ -290,6 +293,107 @@ def _wait_for_size(url: str, public: Any, size: int, limit_s: float = 120) -> No
     raise RuntimeError(f"the service did not reach {size} entries")
 
 
+def _write_phase(
+    service: ServiceProcess, client_key: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """``args.clients`` writers for ``args.duration`` seconds against ``service`` (module
+    docstring, item 1): the figures of the window."""
+    url = service.url
+    per = [args.clients // args.client_processes] * args.client_processes
+    per[0] += args.clients - sum(per)
+    presign = max(1, -(-int(args.presign_rate * args.duration) // args.clients))
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(args.client_processes + 1), context.Queue()
+    processes = [
+        context.Process(
+            target=_writer_process,
+            args=((url, str(client_key), sum(per[:i]), n, presign, args.duration, start, results),),
+        )
+        for i, n in enumerate(per)
+    ]
+    for process in processes:
+        process.start()
+    start.wait(600)  # every client has signed its writes and opened its connections
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    assert service.proc is not None
+    service_cpu_before = _cpu_seconds(service.proc.pid)
+    parts = [results.get(timeout=args.duration + 600) for _ in processes]
+    elapsed = time.perf_counter() - started
+    service_cpu = _cpu_seconds(service.proc.pid) - service_cpu_before
+    for process in processes:
+        process.join()
+    latencies = sorted(x for part in parts for x in part["latencies"])
+    errors: dict[str, int] = {}
+    for part in parts:
+        for code, count in part["errors"].items():
+            errors[code] = errors.get(code, 0) + count
+    if not latencies:  # say why, rather than fail on an empty median
+        raise SystemExit(f"no write was acknowledged; answers by status: {errors}")
+    return {
+        "clients": args.clients,
+        "presigned_per_client": presign,
+        "signed_in_window": sum(part["signed_in_window"] for part in parts),
+        "load_average_at_start": [round(x, 2) for x in load_before],
+        "seconds": round(elapsed, 1),
+        "acknowledged": len(latencies),
+        "per_second": round(len(latencies) / elapsed, 1),
+        # CPU per acknowledged write: the service process (all its threads), the clients
+        "service_cpu_ms": round(1000 * service_cpu / len(latencies), 3),
+        "client_cpu_ms": round(1000 * sum(p["cpu_s"] for p in parts) / len(latencies), 3),
+        "p50_ms": round(1000 * statistics.median(latencies), 1),
+        "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1),
+        "errors": errors,
+    }
+
+
+def _witnessed_phase(
+    cluster: PgCluster, tmp: Path, keys: Keys, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The same write load against a second service (its own database) that has each checkpoint
+    cosigned by ``args.witnesses`` local ``attest ledger witness serve`` processes, all of them
+    needed (an n-of-n quorum), every write answered once its checkpoint is cosigned."""
+    from _witness_kit import WitnessProcess, write_logs
+
+    from attest.ledger.witness.cosignature import witness_key
+
+    log_key, log_pub = keys.make("ledger-witnessed")
+    client_key, client_pub = keys.make("bench-witnessed")
+    logs = write_logs(tmp / "logs.yaml", log_pub, ORIGIN)
+    witnesses: list[WitnessProcess] = []
+    service = None
+    lines = ["witnesses:"]
+    try:
+        for n in range(args.witnesses):
+            key_path, _ = keys.make(f"witness{n}")
+            folder = tmp / f"witness{n}"
+            folder.mkdir()
+            name = f"bench.example/w{n}"
+            process = WitnessProcess(folder, key_path, name, logs, tmp / f"witness{n}.log")
+            witnesses.append(process)
+            vkey = witness_key(name, load_private_key(key_path, prompt=False)).text
+            lines += [f"  - name: w{n}", f"    url: {process.url}", f"    key: {vkey}"]
+        config = tmp / "witnesses.yaml"
+        config.write_text("\n".join(lines) + f"\nquorum: {args.witnesses}\nwait: 10\n")
+        clients = write_clients(tmp / "clients-w.yaml", [("bench", client_pub, ["verified"])])
+        service = ServiceProcess(
+            cluster.create_database("witnessed"), log_key, clients, tmp / "service-w.log",
+            interval=5.0, extra_args=("--witnesses", str(config)),
+        )  # fmt: skip
+        before = sum(_cpu_seconds(w.proc.pid) for w in witnesses)
+        figures = _write_phase(service, client_key, args)
+        after = sum(_cpu_seconds(w.proc.pid) for w in witnesses)
+        figures["witnesses"] = args.witnesses
+        figures["quorum"] = args.witnesses
+        figures["witness_cpu_ms"] = round(1000 * (after - before) / figures["acknowledged"], 3)
+        return figures
+    finally:
+        if service is not None:
+            service.stop()
+        for witness in witnesses:
+            witness.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of write load (60)")
@@ -304,6 +408,13 @@ def main() -> None:
     )
     parser.add_argument("--read-seconds", type=float, default=10.0)
     parser.add_argument("--audit-entries", type=int, default=1_000_000)
+    parser.add_argument(
+        "--witnesses",
+        type=int,
+        default=2,
+        help="also run the write load with each checkpoint cosigned by this many local witness"
+        " processes, all of them required (2: a 2-of-2 quorum; 0 skips)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     bin_dir = find_pg_bin()
@@ -324,55 +435,13 @@ def main() -> None:
         service = ServiceProcess(dsn, log_key, clients, tmp / "service.log", interval=5.0)
         url, public = service.url, load_public_key(log_pub)
 
-        per = [args.clients // args.client_processes] * args.client_processes
-        per[0] += args.clients - sum(per)
-        presign = max(1, -(-int(args.presign_rate * args.duration) // args.clients))
-        context = multiprocessing.get_context("spawn")
-        start, results = context.Barrier(args.client_processes + 1), context.Queue()
-        processes = [
-            context.Process(
-                target=_writer_process,
-                args=(
-                    (url, str(client_key), sum(per[:i]), n, presign, args.duration, start, results),
-                ),
-            )
-            for i, n in enumerate(per)
-        ]
-        for process in processes:
-            process.start()
-        start.wait(600)  # every client has signed its writes and opened its connections
-        started = time.perf_counter()
-        load_before = os.getloadavg()
-        assert service.proc is not None
-        service_cpu_before = _cpu_seconds(service.proc.pid)
-        parts = [results.get(timeout=args.duration + 600) for _ in processes]
-        elapsed = time.perf_counter() - started
-        service_cpu = _cpu_seconds(service.proc.pid) - service_cpu_before
-        for process in processes:
-            process.join()
-        latencies = sorted(x for part in parts for x in part["latencies"])
-        errors: dict[str, int] = {}
-        for part in parts:
-            for code, count in part["errors"].items():
-                errors[code] = errors.get(code, 0) + count
-        if not latencies:  # say why, rather than fail on an empty median
-            raise SystemExit(f"no write was acknowledged; answers by status: {errors}")
-        figures["writes"] = {
-            "clients": args.clients,
-            "presigned_per_client": presign,
-            "signed_in_window": sum(part["signed_in_window"] for part in parts),
-            "load_average_at_start": [round(x, 2) for x in load_before],
-            "seconds": round(elapsed, 1),
-            "acknowledged": len(latencies),
-            "per_second": round(len(latencies) / elapsed, 1),
-            # CPU per acknowledged write: the service process (all its threads), the clients
-            "service_cpu_ms": round(1000 * service_cpu / len(latencies), 3),
-            "client_cpu_ms": round(1000 * sum(p["cpu_s"] for p in parts) / len(latencies), 3),
-            "p50_ms": round(1000 * statistics.median(latencies), 1),
-            "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1),
-            "errors": errors,
-        }
+        figures["writes"] = _write_phase(service, client_key, args)
         print(json.dumps(figures["writes"]), flush=True)
+        if args.witnesses:
+            figures["writes_witnessed"] = _witnessed_phase(cluster, tmp, keys, args)
+            ratio = figures["writes_witnessed"]["per_second"] / figures["writes"]["per_second"]
+            figures["writes_witnessed"]["ratio_to_unwitnessed"] = round(ratio, 2)
+            print(json.dumps(figures["writes_witnessed"]), flush=True)
 
         load_s = _bulk_load(dsn, args.audit_entries)
         _wait_for_size(url, public, args.audit_entries)

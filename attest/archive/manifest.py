@@ -35,7 +35,7 @@ from attest.core.io import StrictJSONError, loads_strict
 from attest.core.times import parse_timestamp
 from attest.verification.envelope import Envelope, Rejected, parse_envelope
 from attest.verification.signatures import check_signatures
-from attest.verification.trust import TrustStore
+from attest.verification.trust import LEDGER_ROLE, TrustStore
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -60,7 +60,6 @@ ARCHIVE_PREDICATE_TYPE: Final = "https://gradient-attest.dev/archive-manifest/v1
 MANIFEST: Final = "manifest.json"
 SIGNED_MANIFEST: Final = "manifest.dsse.json"
 ARCHIVIST_ROLE: Final = "archivist"  # the trust store role whose keys may sign an archive
-LEDGER_ROLE: Final = "ledger"  # the trust store role of ledger checkpoint (log) keys
 
 
 class _Strict(BaseModel):

@@ -204,6 +204,12 @@ def _check_ledger(
         out.notes.append(
             f"ledger inclusion proof verified against {good.label()} from your trust store"
         )
+    from attest.ledger.witness.cosignature import WitnessPolicy
+
+    note = document.get("checkpoint") if isinstance(document, dict) else None
+    witnessed = WitnessPolicy.of(held.witnesses, held.witness_quorum).problem(str(note or ""))
+    if witnessed is not None:
+        out.reasons.append(witnessed)
 
 
 def _verify_certificate(

@@ -16,7 +16,8 @@ import click
 from attest.cli.cosign import identity, signer_options
 from attest.cli.output import echo_json
 from attest.cli.progress_option import heartbeat_seconds, progress_option
-from attest.cli.verify import is_url, remote_ledger_options
+from attest.cli.remote_options import remote_ledger_options
+from attest.cli.verify import is_url
 from attest.errors import EXIT_NEGATIVE, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -186,7 +187,7 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
         result = append_certificate(Path(ledger), certificate)
         click.echo(f"ledger: recorded as entry {result.index} of {ledger}", err=True)
         return
-    from attest.cli.ledger_service import submit_remote
+    from attest.cli.ledger_remote import submit_remote
 
     submit_remote(remote, entry_for_certificate(certificate))
 
@@ -349,7 +350,7 @@ def certify(
     is signed only if every required target (the policy's required_targets) passes.
     """
     from attest.certificate.signing import load_private_key
-    from attest.cli.ledger_service import remote_ledger
+    from attest.cli.ledger_remote import remote_ledger
     from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
 

@@ -292,13 +292,17 @@ def checkpoint(
 def _add_service_commands() -> None:
     from attest.cli.ledger_checks import verify, verify_proof
     from attest.cli.ledger_flush import flush
+    from attest.cli.ledger_proof import proof
     from attest.cli.ledger_service import mirror, serve
+    from attest.cli.ledger_witness import witness
 
     ledger.add_command(verify)
     ledger.add_command(verify_proof)
     ledger.add_command(serve)
     ledger.add_command(mirror)
     ledger.add_command(flush)
+    ledger.add_command(witness)
+    ledger.add_command(proof)
 
 
 _add_service_commands()

@@ -10,6 +10,7 @@ import click
 from attest.cli.ledger_options import json_option as _json_option
 from attest.cli.ledger_options import ledger_option as _ledger_option
 from attest.cli.ledger_options import print_json as _print_json
+from attest.cli.ledger_options import witness_trust_option
 from attest.core.text import safe_text
 from attest.errors import EXIT_NEGATIVE, InputError
 
@@ -42,6 +43,7 @@ from attest.errors import EXIT_NEGATIVE, InputError
     is_flag=True,
     help="Check hashes only, not that every entry is a valid canonical record.",
 )
+@witness_trust_option
 @_ledger_option
 @_json_option
 @click.pass_context
@@ -52,6 +54,7 @@ def verify(
     origin: str | None,
     key_paths: tuple[Path, ...],
     skip_entries: bool,
+    trust_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -60,14 +63,21 @@ def verify(
     With URL (a ledger service), audit the remote log from its tiles instead, against the
     state stored from the last audit of the log signed by --key (--state; --origin names the
     log's origin), checking its published clients and every client signature in its leaves.
+    With --trust, the log's checkpoint must be cosigned by the trust store's witness quorum.
     Exit 0 when intact, 1 when anything was edited, deleted, reordered or inserted (each
     problem reported with its entry index).
     """
     if url is not None:
+        from attest.cli.ledger_remote import witness_policy
         from attest.cli.ledger_service import verify_remote
 
-        verify_remote(ctx, url, key_paths, state_path, skip_entries, as_json, origin=origin)
+        policy = witness_policy(trust_path)
+        verify_remote(
+            ctx, url, key_paths, state_path, skip_entries, as_json, origin=origin, policy=policy
+        )
         return
+    if trust_path is not None:
+        raise InputError("--trust applies to a remote log: attest ledger verify URL --trust T")
     if origin is not None:
         raise InputError("--origin applies to a remote log: attest ledger verify URL --origin O")
     from attest.ledger import audit_ledger, open_ledger

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from attest.cli.verify import remote_ledger_options
+from attest.cli.remote_options import remote_ledger_options
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, InputError, LedgerError
 
@@ -49,7 +49,7 @@ def flush(
     still waiting, not proven (the rest stays queued, in order); 2 the service refused an
     event (kept in the spool as refused, with its reason) or a usage error.
     """
-    from attest.cli.ledger_service import remote_ledger
+    from attest.cli.ledger_remote import remote_ledger
     from attest.ledger.service.spool import Spool, default_spool_path
 
     if log_key_path is not None and ledger_log_key is not None:

@@ -30,6 +30,18 @@ def ledger_option(f: F) -> F:
     )(f)
 
 
+def witness_trust_option(f: F) -> F:
+    """--trust: the trust store whose witnesses and witness_quorum a log checkpoint must meet."""
+    return click.option(
+        "--trust",
+        "trust_path",
+        default=None,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Trust store (trust.yaml) whose witnesses and witness_quorum the log's checkpoint"
+        " must meet (WITNESS_QUORUM_NOT_MET); without witness_quorum, no cosignature is needed.",
+    )(f)
+
+
 def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(f)
 

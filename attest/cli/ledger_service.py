@@ -1,24 +1,24 @@
 """``attest ledger serve``, ``attest ledger mirror`` and ``attest ledger verify URL``: the
-ledger service and its auditors' clients (attest.ledger.service). Click only."""
+ledger service and its auditors' clients (attest.ledger.service); ``--ledger URL`` of verify
+and certify is in attest.cli.ledger_remote. Click only."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from attest.cli.ledger_options import witness_trust_option
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, InputError
 from attest.ledger.service.limits import ConnectionLimits, connection_budget, raise_fd_limit
 
 if TYPE_CHECKING:
-    from attest.certificate.signing import PrivateKey, PublicKey
-    from attest.ledger.entries import LedgerEntry
+    from attest.ledger.witness.cosignature import WitnessPolicy
 
 
-def _listen(text: str) -> tuple[str, int]:
+def listen_address(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
         raise InputError(f"--listen {text!r} is not HOST:PORT", hint="e.g. 127.0.0.1:8080")
@@ -150,6 +150,14 @@ def missing_module(exc: ModuleNotFoundError) -> InputError:
     type=click.IntRange(1, 100_000),
     help="Requests answered at once at most; beyond, 503 UNAVAILABLE (retryable).",
 )
+@click.option(
+    "--witnesses",
+    "witnesses_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="witnesses.yaml: the witnesses asked to cosign each checkpoint (URL and key), the"
+    " quorum a checkpoint needs before it is published, and how long a write waits for it.",
+)
 def serve(
     dsn: str,
     key_path: Path,
@@ -165,6 +173,7 @@ def serve(
     keepalive_timeout: int,
     max_connections: int,
     max_requests: int,
+    witnesses_path: Path | None,
 ) -> None:
     """Run the ledger service: C2SP tlog-tiles reads, client-signed writes, on PostgreSQL.
 
@@ -174,13 +183,14 @@ def serve(
     from attest.certificate.signing import load_private_key
     from attest.ledger.checkpoint import check_origin, verifier_key
 
-    host, port = _listen(listen)
+    host, port = listen_address(listen)
     if (tls_cert is None) != (tls_key is None):
         raise InputError("--tls-cert and --tls-key go together")
     try:
         from attest.ledger.service.app import ServiceConfig, create_app
         from attest.ledger.service.guard import run_guarded
         from attest.ledger.service.submission import load_clients
+        from attest.ledger.witness.client import load_witnessing
     except ModuleNotFoundError as exc:
         raise missing_module(exc) from None
     limits = ConnectionLimits(
@@ -196,6 +206,7 @@ def serve(
         clients=load_clients(clients_path),
         checkpoint_interval_s=checkpoint_interval,
         max_batch=max_batch,
+        witnessing=load_witnessing(witnesses_path) if witnesses_path is not None else None,
     )
     app = create_app(config)
     scheme = "https" if tls_cert else "http"
@@ -236,18 +247,22 @@ def serve(
     type=click.Path(dir_okay=False, path_type=Path),
     help="The log's public key (PEM or note verifier key).",
 )
+@witness_trust_option
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def mirror(url: str, local: Path, key_path: Path, as_json: bool) -> None:
+def mirror(url: str, local: Path, key_path: Path, trust_path: Path | None, as_json: bool) -> None:
     """Keep a verified local copy (SQLite) of the remote log at URL.
 
     Fetches the entries the copy lacks from the tiles, checks the copy with them reproduces
-    the log's signed checkpoint, and only then commits them with that checkpoint.
+    the log's signed checkpoint (with --trust, cosigned by its witness quorum), and only then
+    commits them with that checkpoint.
     """
+    from attest.cli.ledger_remote import witness_policy
     from attest.ledger.checkpoint import load_checkpoint_key
     from attest.ledger.service.remote_audit import mirror_log
 
     key, name = load_checkpoint_key(key_path)
-    result = mirror_log(url, local, key, key_name=name)
+    policy = witness_policy(trust_path)
+    result = mirror_log(url, local, key, key_name=name, policy=policy)
     if as_json:
         click.echo(printable_json(json_safe(result)))
         return
@@ -266,6 +281,7 @@ def verify_remote(
     as_json: bool,
     *,
     origin: str | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> None:
     """``attest ledger verify URL``: audit the whole remote log from its tiles."""
     from attest.ledger.checkpoint import load_checkpoint_key
@@ -283,6 +299,7 @@ def verify_remote(
         state_path=state,
         check_entries=not skip_entries,
         origin=origin,
+        policy=policy,
     )
     if as_json:
         click.echo(printable_json(json_safe(report.to_json())))
@@ -293,174 +310,3 @@ def verify_remote(
             click.echo(f"  [{problem.kind}] {where}: {safe_text(problem.message, 2000)}")
     if not report.ok:
         ctx.exit(EXIT_NEGATIVE)
-
-
-# -- `attest verify/certify --ledger URL`: submitting through the offline spool ------------------
-
-
-@dataclass(frozen=True)
-class RemoteLedger:
-    """Where and as whom ``--ledger URL`` submits."""
-
-    url: str
-    client: str
-    key: PrivateKey
-    log_key: tuple[PublicKey, str | None] | None
-
-
-def remote_ledger(
-    url: str,
-    client: str | None,
-    client_key: Path | None,
-    log_key: Path | None,
-) -> RemoteLedger:
-    """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2)."""
-    from attest.certificate.signing import load_private_key
-    from attest.ledger.checkpoint import load_checkpoint_key
-
-    if not client or client_key is None:
-        raise InputError(
-            "--ledger URL needs --ledger-client NAME and --ledger-client-key KEY",
-            hint="the service accepts writes signed by the clients listed in its clients.yaml",
-        )
-    try:
-        import httpx  # noqa: F401  (the HTTP client of --ledger URL, imported where it is used)
-    except ModuleNotFoundError:
-        raise InputError(
-            "--ledger URL needs the httpx package",
-            hint="pip install 'gradient-attest[ledger-service]' (or httpx alone)",
-        ) from None
-    key = load_private_key(client_key)
-    return RemoteLedger(
-        url, client, key, load_checkpoint_key(log_key) if log_key is not None else None
-    )
-
-
-def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
-    """Spool ``entry`` durably, then submit everything pending for the service in order;
-    says on stderr what happened. Unreachable: the events stay queued (not an error). A
-    refusal by the service is a :class:`LedgerError`."""
-    from attest.errors import LedgerError
-    from attest.ledger.service.spool import Spool, default_spool_path
-
-    path = default_spool_path()
-    with Spool(path) as spool:
-        spool.enqueue(target.url, target.client, entry)
-        log_key, log_name = target.log_key or (None, None)
-        result = spool.flush(
-            target.url,
-            target.key,
-            log_key=log_key,
-            log_key_name=log_name,
-            client_name=target.client,
-        )
-    for seq, index in result.submitted:
-        click.echo(
-            f"ledger: event {seq} recorded at {safe_text(target.url)} as entry {index}"
-            " (proven in the log's signed checkpoint)",
-            err=True,
-        )
-    for seq, reason in result.unproven:
-        click.echo(
-            f"ledger: event {seq} submitted, not proven: {safe_text(reason, 500)}; kept pending"
-            f" in {path} until attest ledger flush {safe_text(target.url)} --key LEDGER.pub"
-            " proves it",
-            err=True,
-        )
-    if result.unreachable:
-        click.echo(
-            f"ledger: {safe_text(result.unreachable, 500)}; {result.pending} event(s) queued in "
-            f"{path}, sent on the next run with --ledger {safe_text(target.url)}",
-            err=True,
-        )
-    if result.refused:
-        seq, reason = result.refused[-1]
-        raise LedgerError(
-            f"the ledger service refused event {seq}: {reason}",
-            hint="check --ledger-client and --ledger-client-key against the service's clients.yaml",
-        )
-
-
-# -- `attest verify --ledger URL`: the revocations the remote log holds ----------------------------
-
-
-# the reason code (listed in attest.verification.verifier.REASON_CODES)
-REVOCATION_STATUS_UNKNOWN = "REVOCATION_STATUS_UNKNOWN"
-
-
-def remote_copy_path(url: str) -> Path:
-    """The verified local copy of the log at ``url`` that ``verify --ledger URL`` keeps (beside
-    the spool: ``ledger-copy-<16 hex of sha256(url)>.sqlite``)."""
-    import hashlib
-
-    from attest.ledger.service.spool import default_spool_path
-
-    digest = hashlib.sha256(url.encode("utf-8")).hexdigest()[:16]
-    return default_spool_path().with_name(f"ledger-copy-{digest}.sqlite")
-
-
-def remote_revocations(
-    target: RemoteLedger,
-) -> tuple[list[tuple[str, bytes]], tuple[str, str] | None, str | None]:
-    """The signed revocation statements the remote log holds, read from a local copy brought
-    up to the log's checkpoint first (``attest ledger mirror``'s code: the checkpoint's signature
-    under ``--ledger-log-key``, every new entry canonical, the copy reproducing the signed root,
-    so a log rewritten under the copy is refused). Returns ``(revocations, problem, note)``:
-    ``problem`` is a ``(REVOCATION_STATUS_UNKNOWN, message)`` reason when the log does not
-    verify, or cannot be reached while no verified copy is kept (fail closed); ``note`` says
-    when an unreachable service's revocations came from the copy."""
-    from attest.errors import LedgerError
-    from attest.ledger import revocations_in
-    from attest.ledger.service.client import Unreachable
-    from attest.ledger.service.remote_audit import mirror_log
-
-    if target.log_key is None:  # attest verify reads them only with the key
-        raise InputError("--ledger URL needs --ledger-log-key to read the log's revocations")
-    copy = remote_copy_path(target.url)
-    key, name = target.log_key
-    shown = safe_text(target.url)
-    note = None
-    try:
-        mirror_log(target.url, copy, key, key_name=name)
-    except Unreachable as exc:
-        size = _copy_size(copy)
-        if size is None:
-            return (
-                [],
-                (
-                    REVOCATION_STATUS_UNKNOWN,
-                    f"the ledger service {shown} could not be reached and no verified copy of its"
-                    f" log is kept here, so its revocations are unknown ({safe_text(exc.message, 300)})",
-                ),
-                None,
-            )
-        note = (
-            f"the ledger service {shown} could not be reached: revocations read from the verified"
-            f" copy {copy} ({size} entries)"
-        )
-    except LedgerError as exc:
-        return (
-            [],
-            (
-                REVOCATION_STATUS_UNKNOWN,
-                f"the log at {shown} does not verify against --ledger-log-key and the copy kept in"
-                f" {copy}, so its revocations are unknown: {safe_text(exc.message, 500)}",
-            ),
-            None,
-        )
-    return revocations_in(copy), None, note
-
-
-def _copy_size(copy: Path) -> int | None:
-    """How many entries the verified copy holds; None when there is none (or it is empty)."""
-    from attest.errors import LedgerError
-    from attest.ledger import open_ledger
-
-    if not copy.exists():
-        return None
-    try:
-        with open_ledger(copy) as book:
-            size = book.tree_head().size
-    except LedgerError:
-        return None
-    return size or None

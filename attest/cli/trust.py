@@ -199,6 +199,58 @@ def revokers(trust_path: Path, roles: tuple[str, ...], anyone: bool) -> None:
     click.echo(f"{trust_path}: certificates may be revoked by {shown}")
 
 
+@trust.command("witness")
+@click.argument("name")
+@click.argument("vkey", required=False)
+@_TRUST_OPTION
+@click.option(
+    "--quorum",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Set witness_quorum: how many listed witnesses must cosign a ledger checkpoint"
+    " (0 removes the requirement).",
+)
+@click.option("--remove", is_flag=True, help="Remove the witness NAME.")
+def witness(
+    name: str, vkey: str | None, trust_path: Path, quorum: int | None, remove: bool
+) -> None:
+    """Trust the ledger witness NAME with its cosigner key VKEY (printed by attest ledger
+    witness key), or --remove it; --quorum sets how many must cosign a log checkpoint."""
+    from dataclasses import replace
+
+    from attest.certificate.note_keys import SIGNATURE_TYPE_COSIGNATURE, parse_note_key
+    from attest.verification.trust import TrustedWitness, load_trust_store, save_trust_store
+
+    store = load_trust_store(trust_path)
+    others = tuple(w for w in store.witnesses if w.name != name)
+    if remove:
+        if vkey is not None or len(others) == len(store.witnesses):
+            raise InputError(f"give only the NAME of a listed witness to --remove ({name!r})")
+        witnesses = others
+    elif vkey is None:
+        witnesses = store.witnesses
+        if len(others) == len(witnesses):
+            raise InputError(f"witness {name!r} is not listed: give its VKEY to add it")
+    else:
+        witnesses = (
+            *others,
+            TrustedWitness(name, parse_note_key(vkey, SIGNATURE_TYPE_COSIGNATURE)),
+        )
+    if quorum is not None:
+        wanted = quorum or None
+    else:  # unchanged; the first witness added makes it 1; none left, none needed
+        wanted = (store.witness_quorum or 1) if witnesses else None
+    if witnesses and wanted is None:
+        raise InputError(
+            "a trust store that lists witnesses needs a quorum >= 1; remove them first"
+        )
+    if wanted is not None and wanted > len(witnesses):
+        raise InputError(f"--quorum {wanted} can never be met with {len(witnesses)} witness(es)")
+    save_trust_store(replace(store, witnesses=witnesses, witness_quorum=wanted), trust_path)
+    listed = ", ".join(w.name for w in witnesses) or "none"
+    click.echo(f"{trust_path}: witnesses {listed}; quorum {wanted or 'none'}")
+
+
 @trust.command("tsa")
 @click.argument("root", type=click.Path(dir_okay=False, path_type=Path))
 @_TRUST_OPTION

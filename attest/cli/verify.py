@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
+from attest.cli.remote_options import remote_ledger_options
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, AttestError, InputError
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _skew(text: str) -> timedelta:
@@ -80,7 +78,7 @@ def _revocations(files: tuple[Path, ...], ledger: str | None) -> list[tuple[str,
 
 def is_url(target: str | None) -> bool:
     """True when a --ledger value names a ledger service rather than a local file (here, not in
-    attest.cli.ledger_service, so that a plain ``attest verify`` does not import the client)."""
+    attest.cli.ledger_remote, so that a plain ``attest verify`` does not import the client)."""
     return target is not None and target.startswith(("http://", "https://"))
 
 
@@ -90,7 +88,7 @@ def _recorder(ledger: str | None, target: Any) -> Any:
     verdict."""
     if ledger is None:
         return None
-    from attest.cli.ledger_service import submit_remote
+    from attest.cli.ledger_remote import submit_remote
 
     if target is not None:
 
@@ -114,37 +112,6 @@ def _remote_outcome(report: Any, unknown: tuple[str, str] | None, note: str | No
         report.reasons.append(unknown)
         report.verified = False
         report.statement = None
-
-
-def remote_ledger_options(f: F) -> F:
-    """--ledger-client, --ledger-client-key and --ledger-log-key, for --ledger URL (here, not
-    in attest.cli.ledger_service, so that a plain ``attest verify`` does not import it)."""
-    f = click.option(
-        "--ledger-log-key",
-        default=None,
-        envvar="ATTEST_LEDGER_LOG_KEY",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="With --ledger URL: the log's public key; an event leaves the local spool only when "
-        "the service's answer proves it (a checkpoint signed by this key, the entry's inclusion "
-        "proof, consistency with the last checkpoint seen), else it is 'submitted, not proven' "
-        "and stays pending; verify also reads the revocations the log holds, rejecting the "
-        "certificate when they cannot be read (env ATTEST_LEDGER_LOG_KEY).",
-    )(f)
-    f = click.option(
-        "--ledger-client-key",
-        default=None,
-        envvar="ATTEST_LEDGER_CLIENT_KEY",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="With --ledger URL: this client's private key, listed in the service's clients.yaml "
-        "(env ATTEST_LEDGER_CLIENT_KEY).",
-    )(f)
-    return click.option(
-        "--ledger-client",
-        default=None,
-        envvar="ATTEST_LEDGER_CLIENT",
-        help="With --ledger URL: this client's name in the service's clients.yaml "
-        "(env ATTEST_LEDGER_CLIENT).",
-    )(f)
 
 
 def _render(data: dict[str, Any]) -> str:
@@ -290,6 +257,14 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
     "clinical-strict@>=1; else POLICY_NOT_ACCEPTED. A policy that extends it must be named.",
 )
 @remote_ledger_options
+@click.option(
+    "--ledger-proof",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="An offline proof (C2SP tlog-proof, attest ledger proof) that the certificate was"
+    " recorded: checked with no network against the trust store's ledger key and witness"
+    " quorum; else LEDGER_PROOF_INVALID or WITNESS_QUORUM_NOT_MET.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def verify(
@@ -309,6 +284,7 @@ def verify(
     ledger_client: str | None,
     ledger_client_key: Path | None,
     ledger_log_key: Path | None,
+    ledger_proof: Path | None,
     as_json: bool,
 ) -> None:
     """Verify a certificate offline against a trust store and the artifacts at hand.
@@ -323,7 +299,7 @@ def verify(
 
     remote = None
     if is_url(ledger):
-        from attest.cli.ledger_service import remote_ledger, remote_revocations
+        from attest.cli.ledger_remote import remote_ledger, remote_revocations
 
         remote = remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
     record = _recorder(ledger, remote)
@@ -331,7 +307,9 @@ def verify(
     unknown: tuple[str, str] | None = None  # the remote log's revocations could not be read
     remote_note: str | None = None
     if remote is not None and remote.log_key is not None:
-        found, unknown, remote_note = remote_revocations(remote)
+        from attest.cli.ledger_remote import witness_policy
+
+        found, unknown, remote_note = remote_revocations(remote, witness_policy(trust_path))
         revocations += found
     elif remote is not None:  # submission only: the log's revocations need its key
         remote_note = (
@@ -362,6 +340,10 @@ def verify(
         )
         if remote is not None:
             _remote_outcome(report, unknown, remote_note)
+        if ledger_proof is not None:
+            from attest.cli.ledger_remote import offline_proof_outcome
+
+            offline_proof_outcome(report, ledger_proof, trust_path, certificate)
         data = json_safe(report.to_dict())
         text = printable_json(data) if as_json else _render(data)
         if state_file is not None and at_text is None:

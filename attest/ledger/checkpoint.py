@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
-
+from attest.certificate.note_keys import SIGNATURE_TYPE_ED25519, NoteKey, parse_note_key
+from attest.certificate.note_keys import note_key_id as _note_key_id
 from attest.certificate.signing import (
     MAX_KEY_BYTES,
     PrivateKey,
     PublicKey,
-    check_public_key,
     load_public_key_pem,
     verify_signature,
 )
@@ -51,10 +48,10 @@ __all__ = [
     "parse_verifier_key",
     "sign_checkpoint",
     "sign_note",
+    "split_note",
     "verifier_key",
 ]
 
-SIGNATURE_TYPE_ED25519 = b"\x01"
 MAX_NOTE_BYTES = 1 << 20
 MAX_SIGNATURES = 64
 _EM_DASH = "\u2014"
@@ -120,25 +117,14 @@ def check_origin(origin: str) -> str:
     return origin
 
 
-def _raw_ed25519(public_key: PublicKey) -> bytes:
-    if not isinstance(public_key, ed25519.Ed25519PublicKey):
-        raise KeyError_(
-            "checkpoints are signed with Ed25519 (signed-note type 0x01); this key is ECDSA",
-            hint="create an Ed25519 key with attest keygen --algorithm ed25519",
-        )
-    return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
 def note_key_id(name: str, public_key: PublicKey) -> bytes:
     """The signed-note key ID: ``SHA-256(name || 0x0A || 0x01 || public key)[:4]``."""
-    material = name.encode("utf-8") + b"\n" + SIGNATURE_TYPE_ED25519 + _raw_ed25519(public_key)
-    return hashlib.sha256(material).digest()[:4]
+    return _note_key_id(name, public_key, SIGNATURE_TYPE_ED25519)
 
 
 def verifier_key(name: str, public_key: PublicKey) -> str:
     """The note verifier key string ``name+hex(key ID)+base64(0x01 || public key)``."""
-    raw = SIGNATURE_TYPE_ED25519 + _raw_ed25519(public_key)
-    return f"{name}+{note_key_id(name, public_key).hex()}+{base64.b64encode(raw).decode('ascii')}"
+    return NoteKey(name, public_key).text
 
 
 def sign_note(text: str, key: PrivateKey, name: str) -> str:
@@ -156,7 +142,9 @@ def sign_checkpoint(checkpoint: Checkpoint, key: PrivateKey) -> str:
     return sign_note(checkpoint.body, key, check_origin(checkpoint.origin))
 
 
-def _split_note(note: str) -> tuple[str, list[tuple[str, bytes]]]:
+def split_note(note: str) -> tuple[str, list[tuple[str, bytes]]]:
+    """A signed note's text and its ``(key name, key ID || signature)`` lines, checked for
+    form only (size, characters, the blank line, base64)."""
     if len(note.encode("utf-8")) > MAX_NOTE_BYTES:
         raise CheckpointError(f"checkpoint note is over {MAX_NOTE_BYTES} bytes")
     if _CONTROL.search(note):
@@ -211,7 +199,7 @@ def open_note(note: str, public_key: PublicKey, key_name: str) -> str:
     Signatures from other keys are ignored; a bad signature from the expected key, or none at
     all, raises :class:`CheckpointError`.
     """
-    text, signatures = _split_note(note)
+    text, signatures = split_note(note)
     _verify_note(text, signatures, public_key, key_name)
     return text
 
@@ -219,7 +207,7 @@ def open_note(note: str, public_key: PublicKey, key_name: str) -> str:
 def open_checkpoint(note: str, public_key: PublicKey, *, key_name: str | None = None) -> Checkpoint:
     """Verify a signed checkpoint note (key name: ``key_name``, default its origin) and
     return its checkpoint; see :func:`open_note`."""
-    text, signatures = _split_note(note)
+    text, signatures = split_note(note)
     checkpoint = Checkpoint.parse_body(text)
     _verify_note(text, signatures, public_key, key_name or checkpoint.origin)
     return checkpoint
@@ -227,19 +215,8 @@ def open_checkpoint(note: str, public_key: PublicKey, *, key_name: str | None = 
 
 def parse_verifier_key(text: str) -> tuple[PublicKey, str]:
     """Parse a note verifier key ``name+hex(key ID)+base64(0x01 || public key)``."""
-    name, _, rest = text.strip().partition("+")
-    hex_id, _, material = rest.partition("+")
-    try:
-        raw = base64.b64decode(material, validate=True)
-    except (binascii.Error, ValueError):
-        raw = b""
-    if not name or len(raw) != 33 or raw[:1] != SIGNATURE_TYPE_ED25519:
-        raise KeyError_("not an Ed25519 note verifier key (name+keyid+base64)")
-    # cryptography takes any 32 bytes as a key: refuse small-order and non-canonical points.
-    key = check_public_key(ed25519.Ed25519PublicKey.from_public_bytes(raw[1:]), "note verifier key")
-    if note_key_id(name, key).hex() != hex_id.lower():
-        raise KeyError_("note verifier key: the key ID does not match the name and key")
-    return key, name
+    key = parse_note_key(text, SIGNATURE_TYPE_ED25519)
+    return key.public_key, key.name
 
 
 def load_checkpoint_key(path: str | Path) -> tuple[PublicKey, str | None]:

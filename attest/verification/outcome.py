@@ -28,11 +28,17 @@ REASON_CODES: tuple[str, ...] = (
     "TIMESTAMP_INVALID",
     "CERTIFICATE_REVOKED",
     # attest verify --ledger URL: the ledger service's revocations could not be read from a log
-    # that verifies (attest.cli.ledger_service.remote_revocations); fails closed
+    # that verifies (attest.cli.ledger_remote.remote_revocations); fails closed
     "REVOCATION_STATUS_UNKNOWN",
     # the certificate's policy is not one this server accepts (attest verify --require-policy,
     # the trust store's accepted_policies; attest.verification.policy_accept)
     "POLICY_NOT_ACCEPTED",
+    # the ledger log's checkpoint is cosigned by fewer of the trust store's witnesses than its
+    # witness_quorum (attest verify --ledger URL, --ledger-proof; attest.ledger.witness)
+    "WITNESS_QUORUM_NOT_MET",
+    # attest verify --ledger-proof: the offline proof (C2SP tlog-proof) does not show this
+    # certificate's entry in a checkpoint of a ledger key of the trust store
+    "LEDGER_PROOF_INVALID",
 )
 
 

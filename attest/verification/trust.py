@@ -25,6 +25,9 @@ Format (written by ``attest trust add``; nobody needs to paste PEM into YAML by 
     timestamp_authorities:    # optional: roots of RFC 3161 TSAs: [{name, pem}]
     accepted_policies: [clinical-strict@>=1]  # optional: the policies certificates must be
                               # under (ID or ID@>=VERSION; attest.verification.policy_accept)
+    witnesses:                # optional: witnesses of the ledger log (C2SP tlog-cosignature)
+      - {name: w1, key: "witness.example/w1+30d819de+BD4m..."}   # attest ledger witness key
+    witness_quorum: 1         # required with witnesses: how many must cosign a log checkpoint
 
 A revoked key's signature counts only when a token of a trusted TSA proves it was made before
 ``revoked_at`` (docs/certificate-format.md, "Trusted time").
@@ -61,21 +64,26 @@ from attest.verification.policy_accept import AcceptedPolicy, accepted_policies_
 from attest.verification.trust_fields import (
     Requirement,
     TimestampAuthority,
+    TrustedWitness,
     authorities_field,
     entry_fields,
     requirements_field,
     roles_field,
     text_field,
     time_field,
+    witness_quorum_field,
+    witnesses_field,
 )
 
 __all__ = [
+    "LEDGER_ROLE",
     "TRUST_FORMAT_VERSION",
     "Requirement",
     "RevokedKey",
     "TimestampAuthority",
     "TrustStore",
     "TrustedKey",
+    "TrustedWitness",
     "add_key",
     "empty_trust_store",
     "load_trust_store",
@@ -85,6 +93,7 @@ __all__ = [
 ]
 
 TRUST_FORMAT_VERSION = 1
+LEDGER_ROLE = "ledger"  # the role of ledger checkpoint (log) keys: archives, offline proofs
 _MAX_TRUST_BYTES = 1024 * 1024
 
 
@@ -137,6 +146,8 @@ class TrustStore:
     timestamp_authorities: tuple[TimestampAuthority, ...] = ()
     revocation_roles: tuple[str, ...] | None = None  # None: any trusted key may revoke
     accepted_policies: tuple[AcceptedPolicy, ...] | None = None  # None: any policy
+    witnesses: tuple[TrustedWitness, ...] = ()
+    witness_quorum: int | None = None  # None: a log checkpoint needs no cosignature
 
     def may_revoke(self, key: TrustedKey) -> bool:
         """Whether ``key`` holds a role that may revoke certificates (whether the key itself was
@@ -191,6 +202,10 @@ class TrustStore:
             ]
         if self.accepted_policies is not None:
             data["accepted_policies"] = [p.label() for p in self.accepted_policies]
+        if self.witnesses:
+            data["witnesses"] = [{"name": w.name, "key": w.key.text} for w in self.witnesses]
+        if self.witness_quorum is not None:
+            data["witness_quorum"] = self.witness_quorum
         return data
 
 
@@ -209,6 +224,8 @@ _TOP_FIELDS = {
     "revocation_roles",
     "timestamp_authorities",
     "accepted_policies",
+    "witnesses",
+    "witness_quorum",
 }
 
 
@@ -285,6 +302,7 @@ def _parse(data: Any, source: str) -> TrustStore:
             hint="add keys with: attest trust add PUBKEY --trust FILE, or lower the threshold",
         )
     raw_roles = top.get("revocation_roles")
+    witnesses = witnesses_field(top.get("witnesses"), f"{source}: witnesses")
     return TrustStore(
         tuple(keys),
         tuple(revoked),
@@ -297,6 +315,10 @@ def _parse(data: Any, source: str) -> TrustStore:
         revocation_roles=None if raw_roles is None else roles_field(raw_roles, f"{source}: roles"),
         accepted_policies=accepted_policies_field(
             top.get("accepted_policies"), f"{source}: accepted_policies"
+        ),
+        witnesses=witnesses,
+        witness_quorum=witness_quorum_field(
+            top.get("witness_quorum"), len(witnesses), f"{source}: witness_quorum"
         ),
     )
 

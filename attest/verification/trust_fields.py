@@ -8,20 +8,24 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
+from attest.certificate.note_keys import SIGNATURE_TYPE_COSIGNATURE, NoteKey, parse_note_key
 from attest.certificate.signers import MEANINGS
 from attest.core.strict_yaml import cut, excerpt
 from attest.core.times import bounded_time, parse_timestamp
-from attest.errors import ConfigError
+from attest.errors import ConfigError, KeyError_
 
 __all__ = [
     "Requirement",
     "TimestampAuthority",
+    "TrustedWitness",
     "authorities_field",
     "entry_fields",
     "requirements_field",
     "roles_field",
     "text_field",
     "time_field",
+    "witness_quorum_field",
+    "witnesses_field",
 ]
 
 
@@ -44,6 +48,15 @@ class TimestampAuthority:
 
     name: str
     pem: str
+
+
+@dataclass(frozen=True)
+class TrustedWitness:
+    """A witness whose cosignatures (C2SP tlog-cosignature/v1) count toward the quorum: its
+    name in the trust store and its cosigner verifier key."""
+
+    name: str
+    key: NoteKey
 
 
 def entry_fields(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
@@ -146,3 +159,52 @@ def authorities_field(value: Any, where: str) -> tuple[TimestampAuthority, ...]:
             ) from None
         found.append(TimestampAuthority(text_field(entry["name"], f"{here}.name"), pem))
     return tuple(found)
+
+
+def witnesses_field(value: Any, where: str) -> tuple[TrustedWitness, ...]:
+    """``witnesses: [{name, key}]``: key a cosigner vkey (``name+keyid+base64(0x04 || key)``,
+    printed by ``attest ledger witness key``); names and keys each listed once."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{where} must be a list")
+    found: list[TrustedWitness] = []
+    for index, raw in enumerate(value):
+        here = f"{where}[{index}]"
+        entry = entry_fields(raw, {"name", "key"}, {"name", "key"}, here)
+        name = text_field(entry["name"], f"{here}.name").strip()
+        try:
+            key = parse_note_key(
+                text_field(entry["key"], f"{here}.key"), SIGNATURE_TYPE_COSIGNATURE
+            )
+        except KeyError_ as exc:
+            raise ConfigError(
+                f"{here}.key: {exc.message}",
+                hint="print a witness's key with: attest ledger witness key --key K --name NAME",
+            ) from None
+        if any(w.name == name for w in found):
+            raise ConfigError(f"{here}: witness name {cut(name)} is listed twice")
+        if any(w.key.public_key == key.public_key for w in found):
+            raise ConfigError(f"{here}: the key of witness {cut(name)} is listed twice")
+        found.append(TrustedWitness(name, key))
+    return tuple(found)
+
+
+def witness_quorum_field(value: Any, witnesses: int, where: str) -> int | None:
+    """``witness_quorum``: how many listed witnesses must have cosigned a log's checkpoint
+    (required with witnesses; at most as many as are listed)."""
+    if value is None:
+        if witnesses:
+            raise ConfigError(
+                f"{where} is missing: the trust store lists witnesses but no quorum",
+                hint="add witness_quorum: N (how many of them must cosign a checkpoint)",
+            )
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a whole number >= 1, got {excerpt(value)}")
+    if value > witnesses:
+        raise ConfigError(
+            f"{where} {value} can never be met with {witnesses} witness(es)",
+            hint="list the witnesses under witnesses: [{name, key}]",
+        )
+    return value

@@ -225,7 +225,7 @@ def test_verify_honours_revocations_held_by_the_ledger_service(
     capsys: pytest.CaptureFixture[str],
     pg_dsn: str,
 ) -> None:
-    from attest.cli.ledger_service import remote_copy_path
+    from attest.cli.ledger_remote import remote_copy_path
     from attest.ledger.entries import entry_for_certificate
 
     keys = world["keys"]

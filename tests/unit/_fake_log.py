@@ -65,6 +65,8 @@ class FakeLog:
     writer_key_ids: dict[str, str] = field(default_factory=dict)  # client name -> key id
     nonces: dict[str, int] = field(default_factory=dict)  # nonce -> index (honest replays)
     gzip_bomb: dict[str, bytes] = field(default_factory=dict)  # path prefix -> gzip body
+    # served checkpoint note -> the witnesses' cosignature lines added to it (issue 37)
+    cosign: Callable[[str], str] | None = None
 
     # -- the tree ------------------------------------------------------------------------------
 
@@ -136,7 +138,8 @@ class FakeLog:
                 return Raw(200, bomb, {"Content-Encoding": "gzip"})
         size = len(self.leaves)
         if path == "checkpoint":
-            return Raw(200, self.note().encode())
+            note = self.note()
+            return Raw(200, (note + (self.cosign(note) if self.cosign else "")).encode())
         if path == "add" and method == "POST":
             status, answer = (self.add or honest)(self, json.loads(body))
             return Raw(status, answer) if isinstance(answer, bytes) else _json(status, answer)

@@ -51,6 +51,8 @@ from attest.ledger.service.submission import (
     check_write,
 )
 from attest.ledger.service.tiles import TilePath, encode_bundle, parse_tile_path
+from attest.ledger.service.witnessing import Witnessing
+from attest.ledger.witness.client import WitnessingConfig
 from attest.ledger.writers import written_leaf_data
 
 __all__ = ["ServiceConfig", "create_app"]
@@ -70,6 +72,7 @@ class ServiceConfig:
     checkpoint_interval_s: float = 10.0
     max_batch: int = 512
     read_connections: int = 8
+    witnessing: WitnessingConfig | None = None  # the witnesses asked to cosign checkpoints
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
@@ -129,11 +132,23 @@ class _Service:
         )
         self.readers = _Readers(config.dsn, config.read_connections)
         self.published = publish_clients(config.dsn, config.key, config.origin, config.clients)
+        self.witnessing = (
+            Witnessing(config.witnessing, self._prove) if config.witnessing is not None else None
+        )
+        if self.witnessing is not None:
+            self.sequencer.on_serve = self.witnessing.offer
+
+    def _prove(self, old: int, new: int) -> list[bytes]:
+        with self.readers.borrow() as storage:
+            return consistency_proof(storage.read_nodes, old, new)
 
     # -- reads (sync: Starlette runs them in its thread pool) ----------------------------------
 
     def checkpoint(self, request: Request) -> Response:
-        note = self.sequencer.served.note
+        """The latest checkpoint a quorum of witnesses cosigned, when witnesses are configured
+        (the log's own latest before the first is cosigned), else the log's own latest."""
+        cosigned = self.witnessing.current() if self.witnessing is not None else None
+        note = (cosigned or self.sequencer.served).note
         return PlainTextResponse(
             note, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-cache"}
         )
@@ -274,12 +289,18 @@ class _Service:
             await _send_json(send, 409, refusal)
             return
         self.metrics.submissions.labels("appended").inc()
+        witnessed: dict[str, bool] = {}
+        if self.witnessing is not None:
+            cosigned = await self.witnessing.wait_for(served.head.size)
+            served = cosigned or served
+            witnessed["witnessed"] = cosigned is not None
         answer = {
             "index": outcome.index,
             "leaf_hash": _b64(outcome.leaf_hash),
             "leaf": _b64(leaf),
             "tree_size": served.head.size,
             "checkpoint": served.note,
+            **witnessed,
         }
         await _send_json(send, 200, answer)
 
@@ -342,9 +363,13 @@ def create_app(config: ServiceConfig) -> ASGIApp:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await service.sequencer.start()
+        if service.witnessing is not None:
+            await service.witnessing.start(service.sequencer.served)
         try:
             yield
         finally:
+            if service.witnessing is not None:
+                await service.witnessing.stop()
             await service.sequencer.stop()
             service.readers.close()
 

@@ -42,9 +42,10 @@ from attest.ledger.service.client import LedgerClient, Refused
 from attest.ledger.service.clients_doc import ClientsDocument
 from attest.ledger.service.tiles import TILE_WIDTH, TilePath, tiles_for_size
 from attest.ledger.storage import LAST_CHECKPOINT_META
+from attest.ledger.witness.cosignature import WitnessPolicy
 from attest.ledger.writers import entry_of_leaf, read_leaf
 
-__all__ = ["RemoteAuditReport", "audit_remote", "mirror_log"]
+__all__ = ["RemoteAuditReport", "audit_remote", "entry_tiles", "mirror_log"]
 
 _PARALLEL = 8
 
@@ -111,7 +112,7 @@ class RemoteAuditReport:
         }
 
 
-def _tiles(
+def entry_tiles(
     client: LedgerClient, start: int, size: int
 ) -> Iterator[tuple[TilePath, list[bytes], list[bytes]]]:
     """Entry bundles and level-0 hash tiles from the one holding ``start`` up to ``size``,
@@ -136,9 +137,11 @@ def audit_remote(
     check_entries: bool = True,
     origin: str | None = None,
     transport: httpx.BaseTransport | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> RemoteAuditReport:
     """Audit the whole remote log (module docstring); on success store the state.
-    ``origin``: the log's origin as the auditor names it (the checkpoint must carry it)."""
+    ``origin``: the log's origin as the auditor names it (the checkpoint must carry it);
+    ``policy``: the witnesses whose quorum must have cosigned the log's checkpoint."""
     started = time.perf_counter()
     report = RemoteAuditReport(url)
     with LedgerClient(url, transport=transport) as client:
@@ -152,6 +155,9 @@ def audit_remote(
         if problem:
             report.problems.append(problem)
         _check_origin(report, checkpoint, saved, origin)
+        witnessed = policy.problem(note) if policy is not None else None
+        if witnessed is not None:
+            report.problems.append(Problem(None, "witness", f"{witnessed[0]}: {witnessed[1]}"))
         previous = saved.checkpoint if saved is not None else None
         if previous is not None:
             report.previous_size = previous.size
@@ -170,7 +176,7 @@ def audit_remote(
         frontier: list[bytes] = []
         size = 0
         try:
-            for _tile, entries, hashes in _tiles(client, 0, checkpoint.size):
+            for _tile, entries, hashes in entry_tiles(client, 0, checkpoint.size):
                 for data, served_hash in zip(entries, hashes, strict=True):
                     computed = leaf_hash(data)
                     if computed != served_hash:
@@ -296,9 +302,15 @@ class _WriterCheck:
 
 
 def mirror_log(
-    url: str, local: Path, key: PublicKey, *, key_name: str | None = None
+    url: str,
+    local: Path,
+    key: PublicKey,
+    *,
+    key_name: str | None = None,
+    policy: WitnessPolicy | None = None,
 ) -> dict[str, Any]:
-    """Bring the local SQLite copy ``local`` up to the remote log's signed checkpoint.
+    """Bring the local SQLite copy ``local`` up to the remote log's signed checkpoint (with
+    ``policy``, one its witness quorum cosigned: else :class:`QuorumNotMet`, nothing added).
 
     Everything runs in one exclusive local transaction: the new entries are appended, the
     copy's root must equal the signed root (else nothing is kept), and the checkpoint is
@@ -306,6 +318,8 @@ def mirror_log(
     """
     with LedgerClient(url) as client, open_ledger(local, create=True) as book:
         checkpoint, note = client.checkpoint(key, key_name)
+        if policy is not None:
+            policy.require(note)
         storage = book.storage
         fixed = storage.get_meta("origin")
         if fixed is not None and fixed != checkpoint.origin:
@@ -318,7 +332,7 @@ def mirror_log(
                     " the remote log was truncated, or this is not its mirror"
                 )
             at = start
-            for tile, entries, _hashes in _tiles(client, start, checkpoint.size):
+            for tile, entries, _hashes in entry_tiles(client, start, checkpoint.size):
                 fresh = entries[max(0, start - tile.index * TILE_WIDTH) :]
                 for data in fresh:
                     entry_of_leaf(data)

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio.to_thread
@@ -70,6 +71,8 @@ class Sequencer:
         self.served = self._start_checkpoint()
         self._queue: asyncio.Queue[_Pending] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # told of every newer checkpoint served (the witnesses' cosigning, when configured)
+        self.on_serve: Callable[[ServedCheckpoint], None] | None = None
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -133,6 +136,8 @@ class Sequencer:
             self.served = candidate
             self.metrics.entries.set(candidate.head.size)
             self.metrics.checkpoint_time = candidate.at
+            if self.on_serve is not None:
+                self.on_serve(candidate)
 
     async def _refresh_loop(self) -> None:
         storage: PostgresStorage | None = None

@@ -29,14 +29,20 @@ from _archive_kit import (
     resign,
     rezip,
 )
-from _certfactory import NOW, iso, sign_as, sign_raw
+from _certfactory import NOW, iso, new_key, sign_as, sign_raw
 from _cli_run import run
 from _signer_cases import RE
 
 from attest.archive import ARCHIVIST_ROLE, LEDGER_ROLE, verify_archive
+from attest.certificate.note_keys import SIGNATURE_TYPE_COSIGNATURE, NoteKey
 from attest.certificate.revocation import revocation_envelope
 from attest.certificate.signing import public_key_pem
-from attest.verification.trust import revoke_key, save_trust_store
+from attest.verification.trust import (
+    TrustedWitness,
+    load_trust_store,
+    revoke_key,
+    save_trust_store,
+)
 
 LATER = NOW + timedelta(days=30)  # after the scheduled withdrawal below
 
@@ -241,6 +247,16 @@ def certificate_envelope_as_manifest(r: Release) -> Attack:
     return Attack(rezip(r.root / "a.zip", files), r.auditor)
 
 
+def witness_quorum_unmet(r: Release) -> Attack:
+    """The auditor requires a witness's cosignature on the log's checkpoint (issue 37); the
+    archived proof's checkpoint carries none."""
+    witness = NoteKey("w.example/w1", new_key().public_key, SIGNATURE_TYPE_COSIGNATURE)
+    store = replace(
+        load_trust_store(r.auditor), witnesses=(TrustedWitness("w1", witness),), witness_quorum=1
+    )
+    return Attack(r.build(), save_trust_store(store, r.root / "t.yaml"))
+
+
 def no_trust_store(r: Release) -> Attack:
     return Attack(r.build(), None)
 
@@ -270,6 +286,7 @@ ROWS: list[tuple[Callable[[Release], Attack], str, str]] = [
     (signature_flipped, "ARCHIVE_UNTRUSTED", "SIGNATURE_INVALID"),
     (signed_time_moved, "ARCHIVE_UNTRUSTED", "SIGNATURE_INVALID"),
     (certificate_envelope_as_manifest, "ARCHIVE_INVALID", "predicateType"),
+    (witness_quorum_unmet, "WITNESS_QUORUM_NOT_MET", "cosigned by 0 of the 1"),
     (no_trust_store, "TRUST_REQUIRED", "--trust"),
 ]
 

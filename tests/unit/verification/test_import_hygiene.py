@@ -41,6 +41,7 @@ VERIFY_MODULES = {
     "attest.certificate.format",
     "attest.cli",
     "attest.cli.verify",
+    "attest.cli.remote_options",  # the --ledger URL options (click only)
     "attest.verification.envelope",
     "attest.core.io",
     "attest.core.files",
@@ -57,6 +58,7 @@ VERIFY_MODULES = {
     "attest.verification.signatures",
     "attest.verification.trust",
     "attest.verification.trust_fields",
+    "attest.certificate.note_keys",  # the witnesses of the trust store (issue 37)
     "attest.verification.policy_accept",
     "attest.verification.outcome",
     "attest.verification.verifier",

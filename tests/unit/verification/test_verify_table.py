@@ -411,8 +411,15 @@ def test_table_is_large_and_covers_the_codes() -> None:
 
     covered = {code for _, code in TABLE}
     # ENVIRONMENT_MISMATCH needs the deployment extension; it is tested in test_verify_env.
-    # REVOCATION_STATUS_UNKNOWN comes from verify --ledger URL (tests/cli/test_cli_ledger_service).
-    assert set(REASON_CODES) - covered <= {"ENVIRONMENT_MISMATCH", "REVOCATION_STATUS_UNKNOWN"}
+    # REVOCATION_STATUS_UNKNOWN comes from verify --ledger URL (tests/cli/test_cli_ledger_service),
+    # WITNESS_QUORUM_NOT_MET and LEDGER_PROOF_INVALID from verify --ledger URL / --ledger-proof
+    # (tests/cli/test_cli_ledger_witness_policy.py).
+    assert set(REASON_CODES) - covered <= {
+        "ENVIRONMENT_MISMATCH",
+        "REVOCATION_STATUS_UNKNOWN",
+        "WITNESS_QUORUM_NOT_MET",
+        "LEDGER_PROOF_INVALID",
+    }
 
 
 def test_the_untampered_certificate_verifies(world: World) -> None:

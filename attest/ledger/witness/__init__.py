@@ -1,0 +1,1 @@
+"""A C2SP tlog-witness for ledger logs (``attest ledger witness``)."""
