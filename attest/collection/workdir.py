@@ -158,11 +158,12 @@ class WorkFolder:
         self.identity = ident
         self.phases = list(phases)
         self.progress = progress
+        self.resume = resume
         self.operators: str | None = None
         self.saved: list[SavedPhase] = []
         self._saving = True
         self._pruned = False
-        self._saved_operators: str | None = None
+        self._saved_operators: set[str | None] = set()
         if resume:
             if not self.path.is_dir():
                 raise InputError(
@@ -213,17 +214,17 @@ class WorkFolder:
                     "or collect again without --resume",
                 )
             self.saved.append(_parse(path, phase, data))
-            self._saved_operators = data.get("operators_sha256")
+            self._saved_operators.add(data.get("operators_sha256"))
 
     def bind_operators(self, digest: str) -> None:
         """After this collect's reference capture: refuse to reuse phases measured on other
         operators; say which phases are reused."""
         self.operators = digest
         if not self.saved:
-            if self._files():
+            if self.resume:
                 self._say(f"resuming from {self.path}: no finished phase to reuse")
             return
-        if self._saved_operators != digest:
+        if self._saved_operators != {digest}:
             raise CollectError(
                 f"--resume {self.path}: this collect's reference capture recorded other "
                 "operators (or output shapes) than the killed collect's, so its finished "
