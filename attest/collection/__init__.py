@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner, phase_units
@@ -47,7 +48,7 @@ from attest.collection.runners import (
 from attest.collection.workdir import WorkFolder, default_work_dir, identity
 from attest.core.progress import plan_message, step_message
 from attest.errors import InputError
-from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
+from attest.evidence.model import CHECK_IDS, CheckResult, Evidence, PhaseRecord
 
 __all__ = [
     "CHECK_RUNNERS",
@@ -91,11 +92,8 @@ def collect(
     groups, IG's input groups and randomization stages, the determinism repeats...) over that
     many processes (Ray tasks on the cluster at ``ray_address`` when given;
     :mod:`attest.collection.parallel`).
-    ``work_dir`` is where each finished phase is saved as it completes (default: beside
-    ``out``, ``.attest-work/<out name>/``; none without ``out``); ``resume`` reuses the phases
-    it holds (a killed collect continues from its last finished phase) and refuses, naming
-    what differs, when they were made from other files, settings or environment. The phase
-    files are removed once the evidence is assembled (:mod:`attest.collection.workdir`).
+    ``work_dir`` (default: ``.attest-work/`` beside ``out``) keeps each finished phase;
+    ``resume`` reuses the phases there (:mod:`attest.collection.workdir`).
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
@@ -126,19 +124,8 @@ def collect(
             progress=progress,
         )
         artifacts = rows.artifact_digests(loaded)
-        work = None
-        if work_dir is not None:  # refuses a work folder of other inputs before any work
-            names = [phase_name(r) for r in order]
-            ident = identity(artifacts, settings, names, envelope)
-            work = WorkFolder(work_dir, ident, names, resume=resume, progress=progress)
-        if progress is not None:
-            progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
-        preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
-        if progress is not None:
-            progress(step_message(0, len(CHECK_IDS), "capturing operators"))
-        phases = [measure_capture(ctx)]
-        if work is not None:
-            work.bind_operators(operators_digest(ctx))
+        work = _open_work(work_dir, resume, artifacts, settings, order, envelope, progress)
+        phases = _preflight_and_capture(ctx, work)
         planner = None
         if workers != 1:
             from attest.collection.parallel import run_parallel
@@ -189,6 +176,39 @@ def collect(
     if work is not None:  # the evidence is whole: its phases need no resuming any more
         work.clean()
     return evidence
+
+
+def _open_work(
+    work_dir: Path | None,
+    resume: bool,
+    artifacts: dict[str, dict[str, Any]],
+    settings: CheckSettings,
+    order: list[Runner],
+    envelope: dict[str, Any],
+    progress: Callable[[str], None] | None,
+) -> WorkFolder | None:
+    """This collect's work folder (None: none kept); one made from other inputs is refused
+    here, before any work."""
+    if work_dir is None:
+        return None
+    names = [phase_name(r) for r in order]
+    ident = identity(artifacts, settings, names, envelope)
+    return WorkFolder(work_dir, ident, names, resume=resume, progress=progress)
+
+
+def _preflight_and_capture(ctx: CollectContext, work: WorkFolder | None) -> list[PhaseRecord]:
+    """The preflight, then the reference capture measured as the first phase (a resumed
+    collect's work folder then checks it recorded the killed collect's operators)."""
+    progress = ctx.progress
+    if progress is not None:
+        progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
+    preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
+    if progress is not None:
+        progress(step_message(0, len(CHECK_IDS), "capturing operators"))
+    phases = [measure_capture(ctx)]
+    if work is not None:
+        work.bind_operators(operators_digest(ctx))
+    return phases
 
 
 def _work_dir(

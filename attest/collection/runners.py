@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from functools import partial
 import importlib
 import traceback
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 

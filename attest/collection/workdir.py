@@ -84,9 +84,7 @@ def identity(
     """What a phase's results depend on besides the operators (module docstring): the files'
     sha256 by role, the attest version, the settings and phases, the determinism envelope."""
     values = {
-        f.name: getattr(settings, f.name)
-        for f in dataclasses.fields(settings)
-        if f.name != "extra"
+        f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "extra"
     }
     values.update({f"extra.{k}": v for k, v in sorted(settings.extra.items())})
     values["phases"] = list(phases)
@@ -107,7 +105,9 @@ def _differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     for role in sorted(set(files_then) | set(files_now)):
         a, b = files_then.get(role), files_now.get(role)
         if a != b:
-            found.append(f"the {role} file's sha256 ({_short(a)} in the work folder, {_short(b)} now)")
+            found.append(
+                f"the {role} file's sha256 ({_short(a)} in the work folder, {_short(b)} now)"
+            )
     if saved.get("attest_version") != now["attest_version"]:
         found.append(
             f"the attest version ({saved.get('attest_version')} in the work folder, "
@@ -208,8 +208,7 @@ class WorkFolder:
             if differences:
                 raise InputError(
                     f"--resume {self.path}: the killed collect was made with other inputs than "
-                    "this one, so its finished phases cannot be reused: "
-                    + "; ".join(differences),
+                    "this one, so its finished phases cannot be reused: " + "; ".join(differences),
                     hint="resume with the same spec, weights, probe, settings and environment, "
                     "or collect again without --resume",
                 )

@@ -96,7 +96,12 @@ def test_a_resumed_export_whose_file_changed_runs_again(
     onnx_file.write_bytes(onnx_file.read_bytes() + b"\0")
     said: list[str] = []
     resumed = collect(spec, out=out, output_dir=out.parent, resume=True, progress=said.append)
-    assert [p.phase for p in resumed.phases if p.reused] == ["topology", "profile", "gradients", "ig"]
+    assert [p.phase for p in resumed.phases if p.reused] == [
+        "topology",
+        "profile",
+        "gradients",
+        "ig",
+    ]
     assert any("running export again" in m and "changed" in m for m in said), said
     assert resumed.checks["export"].status != "error"
 
@@ -189,4 +194,3 @@ def test_the_phase_state_codec_keeps_what_json_lacks() -> None:
     assert math.isnan(decode(encode(math.nan)))
     with pytest.raises(TypeError):
         encode(torch.zeros(1))
-
