@@ -117,11 +117,10 @@ def _profile_figures(profile: Profile) -> dict[str, Any]:
         for f in _fields(profile)
         if f.name not in _PROFILE_OWN
     }
-    ops = [
-        {f.name: encode(getattr(m, f.name)) for f in _fields(m) if f.name not in _CAPTURED}
-        for m in profile.ops
-    ]
-    return {"model": model, "ops": ops}
+    # one row per operator, the field names once (a real-size model has thousands of operators)
+    names = [f.name for f in dataclasses.fields(OpMeasure) if f.name not in _CAPTURED]
+    rows = [[encode(getattr(m, name)) for name in names] for m in profile.ops]
+    return {"model": model, "fields": names, "ops": rows}
 
 
 def reusable(phase: str, state: dict[str, Any]) -> str | None:
@@ -156,14 +155,11 @@ def restore_state(ctx: CollectContext, phase: str, state: dict[str, Any]) -> Non
             )
         for name, value in figures["model"].items():
             setattr(profile, name, decode(value))
-        for measure, saved in zip(profile.ops, figures["ops"], strict=True):
-            _restore_measure(measure, saved)
+        names = figures["fields"]
+        for measure, row in zip(profile.ops, figures["ops"], strict=True):
+            for name, value in zip(names, row, strict=True):
+                setattr(measure, name, decode(value))
     elif phase == "ig":
         ctx.ig.attributions = decode(state["attributions"])
     elif phase == "export" and state.get("export") is not None:
         ctx.export = ExportRecord.model_validate(state["export"])
-
-
-def _restore_measure(measure: OpMeasure, saved: dict[str, Any]) -> None:
-    for name, value in saved.items():
-        setattr(measure, name, decode(value))

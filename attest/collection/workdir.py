@@ -50,7 +50,7 @@ from pydantic import ValidationError
 
 from attest._version import __version__
 from attest.collection.phase_state import reusable
-from attest.core.io import atomic_write_json, read_json_file
+from attest.core.io import atomic_write_text, read_json_file
 from attest.errors import CollectError, InputError
 from attest.evidence.model import CheckResult, PhaseRecord
 
@@ -65,7 +65,10 @@ __all__ = [
 FORMAT = "attest-collect-work/1"
 KILL_ENV = "ATTEST_TEST_SIGKILL_AT_PHASE"
 DEFAULT_FOLDER = ".attest-work"
-_FILE = re.compile(r"^phase-\d\d-[A-Za-z0-9_.-]+\.json$")
+# a phase file, or what a kill during its atomic write left (.phase-NN-x.json.XXXX.tmp)
+_FILE = re.compile(r"^\.?phase-\d\d-[A-Za-z0-9_.-]+\.json(\.[A-Za-z0-9_]+\.tmp)?$")
+# the work folder is this collect's own output: larger than the limit on files users give
+_MAX_BYTES = 1 << 30
 
 
 def default_work_dir(out: str | Path) -> Path:
@@ -198,7 +201,7 @@ class WorkFolder:
             path = self.path / _file_name(index, phase)
             if not path.is_file():
                 break
-            data = read_json_file(path, what="work folder phase file")
+            data = read_json_file(path, what="work folder phase file", max_bytes=_MAX_BYTES)
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise InputError(
                     f"{path} is not a phase file of this attest version ({FORMAT})",
@@ -286,7 +289,8 @@ class WorkFolder:
         }
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(self.path / _file_name(index, phase), data)
+            text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+            atomic_write_text(self.path / _file_name(index, phase), text)
         except OSError as exc:
             raise CollectError(
                 f"cannot write the work folder {self.path}: {exc}",

@@ -69,6 +69,7 @@ def test_a_collect_stopped_in_training_resumes_with_ig_and_export_reused(
         "phase-04-ig.json",
         "phase-05-export.json",
     ]
+    (work / ".phase-06-training.json.k7x_2q.tmp").write_text("{")  # a kill mid-write leaves it
     said: list[str] = []
     resumed = collect(spec, out=out, output_dir=out.parent, resume=True, progress=said.append)
     assert [p.phase for p in resumed.phases if p.reused] == [
