@@ -118,6 +118,7 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
         "model_failure": evidence.model_failure.model_dump() if evidence.model_failure else None,
         "compile": evidence.compile.model_dump() if evidence.compile else None,
         "errored": _errored(evidence)[0],
+        "reused_phases": [p.phase for p in evidence.phases if p.reused],
         "model_metrics": evidence.model_metrics,
         "checks": {
             check_id: {

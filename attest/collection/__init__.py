@@ -146,7 +146,7 @@ def collect(
                 )
                 planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
             if progress is not None and ctx.profiler.profile is not None:
-                progress(_plan(ctx, order))
+                progress(_plan(ctx, order[len(work.saved) if work else 0 :]))  # to run
             checks = run_checks(ctx, order, progress, phases, planner, work=work)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))

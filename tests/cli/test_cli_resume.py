@@ -56,8 +56,9 @@ def test_a_collect_killed_in_its_third_phase_resumes_to_the_same_evidence(
 ) -> None:
     spec = make_spec(tmp_path / "m", MLP, spec_extra="repeats: 2\nthreads: 1\n")
     whole = tmp_path / "whole" / "evidence.json"
-    done = _attest("collect", spec, "-o", whole, "-q")
+    done = _attest("collect", spec, "-o", whole, "--json")
     assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["reused_phases"] == []
 
     out = tmp_path / "run" / "evidence.json"
     work = default_work_dir(out)
