@@ -123,14 +123,16 @@ def _profile_figures(profile: Profile) -> dict[str, Any]:
     return {"model": model, "fields": names, "ops": rows}
 
 
-def reusable(phase: str, state: dict[str, Any]) -> str | None:
+def reusable(phase: str, state: dict[str, Any], output_dir: Path | None) -> str | None:
     """None when the saved ``state`` can be put back now; else why not (an exported file that
-    is gone or changed since the phase wrote it)."""
+    is gone or changed since the phase wrote it, or not in this collect's ``output_dir``)."""
     if phase != "export" or state.get("export") is None:
         return None
     record = ExportRecord.model_validate(state["export"])
     for entry in (record.onnx, record.probe_bundle):
         path = Path(entry.path)
+        if output_dir is not None and path.parent.resolve() != output_dir.resolve():
+            return f"its exported {path.name} is in {path.parent}, not in {output_dir}"
         if not path.is_file():
             return f"its exported {path.name} is no longer at {path}"
         if sha256_file(path) != entry.sha256:

@@ -146,7 +146,7 @@ def run_checks(
     results: dict[str, CheckResult] = {}
     for index, runner in enumerate(runners):
         name = _runner_name(runner)
-        saved = work.reuse(index, phase_name(runner)) if work is not None else None
+        saved = work.reuse(index, phase_name(runner), ctx.output_dir) if work else None
         if saved is not None:
             restore_state(ctx, saved.phase, saved.state)
             phases.append(saved.record)

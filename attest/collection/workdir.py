@@ -238,11 +238,11 @@ class WorkFolder:
             "(finished by the killed collect)"
         )
 
-    def reuse(self, index: int, phase: str) -> SavedPhase | None:
-        """The saved phase at ``index`` when it can be put back now; None: run it (and every
-        later one)."""
+    def reuse(self, index: int, phase: str, output_dir: Path | None) -> SavedPhase | None:
+        """The saved phase at ``index`` when it can be put back now (``output_dir``: where
+        this collect's exported files go); None: run it (and every later one)."""
         saved = self.saved[index] if index < len(self.saved) else None
-        why = None if saved is None else reusable(phase, saved.state)
+        why = None if saved is None else reusable(phase, saved.state, output_dir)
         if saved is not None and why is None:
             return saved
         if why is not None:

@@ -19,7 +19,7 @@ from attest.collection.capture.run import ModelFailure
 from attest.collection.cluster.bundle import pack_spec
 from attest.collection.cluster.ray_dispatch import collect_target, target_work_dir
 from attest.collection.context import CheckSettings, CollectContext
-from attest.collection.phase_state import decode, encode
+from attest.collection.phase_state import decode, encode, reusable
 from attest.collection.workdir import default_work_dir
 from attest.errors import CollectError, InputError
 from attest.evidence.model import Evidence
@@ -93,6 +93,9 @@ def test_a_resumed_export_whose_file_changed_runs_again(
         _killed_at(patch, TRAINING)
         with pytest.raises(CollectError):
             collect(spec, out=out, output_dir=out.parent)
+    saved = json.loads((default_work_dir(out) / "phase-05-export.json").read_text())["state"]
+    assert reusable("export", saved, out.parent) is None
+    assert "not in" in str(reusable("export", saved, tmp_path / "elsewhere"))  # another -o
     onnx_file = next(out.parent.glob("*.onnx"))
     onnx_file.write_bytes(onnx_file.read_bytes() + b"\0")
     said: list[str] = []
