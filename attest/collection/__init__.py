@@ -45,7 +45,7 @@ from attest.collection.runners import (
     run_checks,
     unit_seconds,
 )
-from attest.collection.workdir import WorkFolder, default_work_dir, identity
+from attest.collection.workdir import Resume, WorkFolder, default_work_dir, identity
 from attest.core.progress import plan_message, step_message
 from attest.errors import InputError
 from attest.evidence.model import CHECK_IDS, CheckResult, Evidence, PhaseRecord
@@ -73,7 +73,7 @@ def collect(
     workers: int = 1,
     ray_address: str | None = None,
     work_dir: str | Path | None = None,
-    resume: bool = False,
+    resume: Resume = False,
 ) -> Evidence:
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
@@ -93,7 +93,8 @@ def collect(
     many processes (Ray tasks on the cluster at ``ray_address`` when given;
     :mod:`attest.collection.parallel`).
     ``work_dir`` (default: ``.attest-work/`` beside ``out``) keeps each finished phase;
-    ``resume`` reuses the phases there (:mod:`attest.collection.workdir`).
+    ``resume`` reuses the phases there (``"auto"``: those that match, else starts over;
+    :mod:`attest.collection.workdir`).
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
@@ -180,7 +181,7 @@ def collect(
 
 def _open_work(
     work_dir: Path | None,
-    resume: bool,
+    resume: Resume,
     artifacts: dict[str, dict[str, Any]],
     settings: CheckSettings,
     order: list[Runner],
@@ -214,15 +215,15 @@ def _preflight_and_capture(ctx: CollectContext, work: WorkFolder | None) -> list
 def _work_dir(
     work_dir: str | Path | None,
     out: str | Path | None,
-    resume: bool,
+    resume: Resume,
     budget_s: float | None,
     workers: int,
 ) -> Path | None:
     """The work folder of this collect (None: none kept); see :mod:`attest.collection.workdir`."""
-    if resume and work_dir is None and out is None:
+    if resume is True and work_dir is None and out is None:
         raise InputError("resuming needs the work folder of the killed collect (work_dir)")
     if budget_s is not None or workers != 1:
-        if resume:
+        if resume is True:
             raise InputError(
                 "a collect planned to a budget (--budget, or the spec's budget:) or split over "
                 "--workers cannot be resumed: its phases depend on the time or the processes "

@@ -19,7 +19,8 @@ collect's seed (:func:`attest.collection.pieces.reseed`), never from random stat
 phase consumed, so the resumed evidence is the uninterrupted one, timings aside
 (tests/cli/test_cli_resume.py kills a real ``attest collect`` with SIGKILL to show it). A
 reused phase's record says so (``PhaseRecord.reused``; its times and memory are the killed
-process's).
+process's). ``resume="auto"`` (a retried Ray task, which may land on another node) reuses
+the phases when nothing differs and otherwise starts over, saying why, instead of refusing.
 
 Where: ``<evidence folder>/.attest-work/<evidence file name>/`` by default
 (:func:`default_work_dir`), or the folder given. After the evidence is written the phase
@@ -44,23 +45,28 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from attest._version import __version__
 from attest.collection.phase_state import reusable
 from attest.core.io import atomic_write_text, read_json_file
-from attest.errors import CollectError, InputError
+from attest.errors import AttestError, CollectError, InputError
 from attest.evidence.model import CheckResult, PhaseRecord
 
 __all__ = [
     "KILL_ENV",
+    "Resume",
     "SavedPhase",
     "WorkFolder",
     "default_work_dir",
     "identity",
 ]
+
+# True: reuse the folder's phases, refusing other inputs; "auto": reuse them when they match,
+# else start over (a retried Ray task); False: start over
+Resume = bool | Literal["auto"]
 
 FORMAT = "attest-collect-work/1"
 KILL_ENV = "ATTEST_TEST_SIGKILL_AT_PHASE"
@@ -154,7 +160,7 @@ class WorkFolder:
         ident: dict[str, Any],
         phases: list[str],
         *,
-        resume: bool,
+        resume: Resume,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path)
@@ -167,23 +173,40 @@ class WorkFolder:
         self._saving = True
         self._pruned = False
         self._saved_operators: set[str | None] = set()
-        if resume:
-            if not self.path.is_dir():
-                raise InputError(
-                    f"--resume {self.path}: no such work folder",
-                    hint="give the work folder of the killed collect (by default "
-                    f"<evidence folder>/{DEFAULT_FOLDER}/<evidence file name>)",
-                )
-            self._load()
-        else:
-            stale = self._files()
-            for old in stale:
-                old.unlink(missing_ok=True)
+        if resume is True and not self.path.is_dir():
+            raise InputError(
+                f"--resume {self.path}: no such work folder",
+                hint="give the work folder of the killed collect (by default "
+                f"<evidence folder>/{DEFAULT_FOLDER}/<evidence file name>)",
+            )
+        if not resume:
+            stale = self._remove_all()
             if stale:
                 self._say(
-                    f"starting over: removed {len(stale)} phase file(s) of an earlier collect "
+                    f"starting over: removed {stale} phase file(s) of an earlier collect "
                     f"from {self.path} (continue a killed collect with --resume {self.path})"
                 )
+            return
+        try:
+            self._load()
+        except AttestError as exc:
+            if resume is True:
+                raise
+            self._start_over(exc.message)
+
+    def _remove_all(self) -> int:
+        stale = self._files()
+        for old in stale:
+            old.unlink(missing_ok=True)
+        return len(stale)
+
+    def _start_over(self, why: str) -> None:
+        """``resume="auto"`` (a retried Ray task, perhaps on another node): what cannot be
+        reused is removed and the collect starts over, saying why."""
+        self.saved.clear()
+        self._saved_operators.clear()
+        self._remove_all()
+        self._say(f"starting over: {why}")
 
     def _say(self, message: str) -> None:
         if self.progress is not None:
@@ -223,16 +246,20 @@ class WorkFolder:
         operators; say which phases are reused."""
         self.operators = digest
         if not self.saved:
-            if self.resume:
+            if self.resume is True:
                 self._say(f"resuming from {self.path}: no finished phase to reuse")
             return
         if self._saved_operators != {digest}:
-            raise CollectError(
+            error = CollectError(
                 f"--resume {self.path}: this collect's reference capture recorded other "
                 "operators (or output shapes) than the killed collect's, so its finished "
                 "phases would describe another run of the model",
                 hint="collect again without --resume",
             )
+            if self.resume is True:
+                raise error
+            self._start_over(error.message)
+            return
         self._say(
             f"resuming from {self.path}: reusing {', '.join(s.phase for s in self.saved)} "
             "(finished by the killed collect)"

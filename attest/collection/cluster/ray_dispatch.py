@@ -120,7 +120,7 @@ def collect_target(
             output_dir=folder / "_exported",
             workers=workers,
             work_dir=work if workers == 1 else None,
-            resume=workers == 1 and work is not None and work.is_dir(),
+            resume="auto",  # what the lost attempt finished, if it matches this node's run
         )
         if work is not None:  # the collect removed its own folder: now the command's, if empty
             with contextlib.suppress(OSError):

@@ -180,6 +180,17 @@ def test_a_retried_ray_task_resumes_from_the_lost_attempts_work_folder(
     evidence = Evidence.model_validate(result["evidence"])
     assert [p.phase for p in evidence.phases if p.reused] == ["topology", "profile", "gradients"]
     assert not work.exists() and not work.parent.exists()  # the run's folder too, once empty
+    # a retry on a node whose environment differs starts over rather than failing the target
+    with monkeypatch.context() as patch:
+        _killed_at(patch, IG)
+        with pytest.raises(CollectError):
+            collect_target("cpu", bundle, 1, work)
+    first = work / "phase-01-topology.json"
+    data = json.loads(first.read_text())
+    data["identity"]["environment"]["cpu"] = "another CPU"
+    first.write_text(json.dumps(data))
+    again = Evidence.model_validate(collect_target("cpu", bundle, 1, work)["evidence"])
+    assert not any(p.reused for p in again.phases)
 
 
 def test_the_phase_state_codec_keeps_what_json_lacks() -> None:
