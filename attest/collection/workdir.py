@@ -299,24 +299,23 @@ class WorkFolder:
         if not self._saving:
             return
         try:
-            handed_on = state()
-        except (TypeError, ValueError) as exc:
+            data = {
+                "format": FORMAT,
+                "phase": phase,
+                "index": index,
+                "identity": self.identity,
+                "operators_sha256": self.operators,
+                "results": [r.model_dump(mode="json") for r in results],
+                "record": record.model_dump(mode="json"),
+                "state": state(),
+            }
+            text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:  # a value JSON (or the codec) cannot hold
             self._saving = False
             self._say(f"phase {phase} is not saved for --resume (it holds {exc})")
             return
-        data = {
-            "format": FORMAT,
-            "phase": phase,
-            "index": index,
-            "identity": self.identity,
-            "operators_sha256": self.operators,
-            "results": [r.model_dump(mode="json") for r in results],
-            "record": record.model_dump(mode="json"),
-            "state": handed_on,
-        }
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
             atomic_write_text(self.path / _file_name(index, phase), text)
         except OSError as exc:
             raise CollectError(

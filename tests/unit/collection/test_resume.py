@@ -20,9 +20,9 @@ from attest.collection.cluster.bundle import pack_spec
 from attest.collection.cluster.ray_dispatch import collect_target, target_work_dir
 from attest.collection.context import CheckSettings, CollectContext
 from attest.collection.phase_state import decode, encode, reusable
-from attest.collection.workdir import default_work_dir
+from attest.collection.workdir import WorkFolder, default_work_dir
 from attest.errors import CollectError, InputError
-from attest.evidence.model import Evidence
+from attest.evidence.model import Evidence, PhaseRecord
 
 IG = "attest.collection.ig.checks:run"
 TRAINING = "attest.collection.training.runner:run"
@@ -209,3 +209,14 @@ def test_the_phase_state_codec_keeps_what_json_lacks() -> None:
     assert math.isnan(decode(encode(math.nan)))
     with pytest.raises(TypeError):
         encode(torch.zeros(1))
+
+
+def test_a_phase_that_cannot_be_saved_stops_the_saving_and_says_so(tmp_path: Path) -> None:
+    said: list[str] = []
+    ident = {"files": {}, "attest_version": "x", "settings": {}, "environment": {}}
+    work = WorkFolder(tmp_path / "w", ident, ["a", "b"], resume=False, progress=said.append)
+    record = PhaseRecord(phase="a", duration_s=0.0, cpu_s=0.0)
+    work.save(0, "a", [], record, lambda: {"model": encode(torch.zeros(1))})
+    work.save(1, "b", [], record.model_copy(update={"phase": "b"}), dict)
+    assert not (tmp_path / "w").exists()  # neither, so no resume skips the unsaved phase
+    assert said == ["phase a is not saved for --resume (it holds a Tensor value)"]
