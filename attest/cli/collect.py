@@ -3,6 +3,7 @@
     attest collect attest.yaml -o evidence.json [--json]
     attest collect --merge cpu.json cuda.json -o all.json [--json]
     attest collect attest.yaml --ray auto --targets targets.yaml -o evidence.json
+    attest collect attest.yaml -o evidence.json --resume .attest-work/evidence.json
 
 Exit codes: 0 when evidence was written and its checks ran (whatever they show), 2 on bad
 input, on a model that cannot run one forward and backward of its probe (the preflight, before
@@ -42,6 +43,9 @@ def _summary_lines(evidence: Evidence, out: Path) -> list[str]:
         lines.append(f"  model raised {f.error_type} in {f.phase} at {where}: {f.message}")
     if evidence.compile is not None:
         lines.append(f"  {evidence.compile.note}")
+    reused = [p.phase for p in evidence.phases if p.reused]
+    if reused:
+        lines.append(f"  resumed: phases {', '.join(reused)} reused from the killed collect")
     metrics = evidence.model_metrics
     lines.append(
         f"  {metrics.get('operators')} operators; bit-exact reproducibility "
@@ -114,6 +118,7 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
         "model_failure": evidence.model_failure.model_dump() if evidence.model_failure else None,
         "compile": evidence.compile.model_dump() if evidence.compile else None,
         "errored": _errored(evidence)[0],
+        "reused_phases": [p.phase for p in evidence.phases if p.reused],
         "model_metrics": evidence.model_metrics,
         "checks": {
             check_id: {
@@ -181,6 +186,26 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
     "and no --targets); the figures are the same as in one process.",
 )
 @click.option(
+    "--resume",
+    "resume_dir",
+    default=None,
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
+    help="Continue a killed collect from its last finished phase, reusing the phases saved in "
+    "its work folder DIR (refused, naming what differs, when the spec, weights, probe, "
+    "settings or environment changed).",
+)
+@click.option(
+    "--work-dir",
+    default=None,
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
+    help="Where each finished phase is saved for --resume (default: .attest-work/OUT_NAME/ "
+    "beside OUT; removed once the evidence is written). With --ray --targets: the root under "
+    "which each target's task keeps its own (shared storage lets a retry on another node "
+    "resume; default: a folder in each node's temporary directory).",
+)
+@click.option(
     "--schedule-timeout",
     default="10m",
     show_default=True,
@@ -199,6 +224,8 @@ def collect(
     ray_address: str | None,
     targets_file: Path | None,
     workers: int,
+    resume_dir: Path | None,
+    work_dir: Path | None,
     schedule_timeout: str,
 ) -> None:
     """Profile the model of SPEC (attest.yaml, or a MONAI bundle folder with --spec or an
@@ -222,21 +249,33 @@ def collect(
         )
     if spec_file is not None and (merge or ray_address is not None):
         raise InputError("--spec goes with a MONAI bundle collected here, not --merge or --ray")
+    if resume_dir is not None and (work_dir is not None or merge or ray_address is not None):
+        raise InputError(
+            "--resume goes with neither --work-dir (the folder resumed is the work folder), "
+            "--merge nor --ray",
+            hint="attest collect attest.yaml -o evidence.json --resume .attest-work/evidence.json",
+        )
+    if work_dir is not None and (budget is not None or workers != 1) and targets_file is None:
+        raise InputError(
+            "--work-dir cannot go with --budget or --workers: such a collect cannot be resumed "
+            "(its phases depend on the time or the processes it had), so it keeps no work folder"
+        )
     if merge:
-        if workers != 1:
-            raise InputError("--workers applies to collecting, not to --merge")
+        if workers != 1 or work_dir is not None:
+            raise InputError("--workers and --work-dir apply to collecting, not to --merge")
         evidence = _merge(paths, out, budget, ray_address)
     elif ray_address is not None and targets_file is not None:
         evidence = _collect_on_ray(
             paths, out, budget, ray_address, targets_file, schedule_timeout,
             quiet or progress_mode == "none" or (as_json and progress_mode == "auto"),
-            workers,
+            workers, work_dir,
         )  # fmt: skip
     else:
         silent = quiet or progress_mode == "none"
         evidence = _collect_here(
-            paths, out, budget, silent, as_json, workers, ray_address, progress_mode, spec_file
-        )
+            paths, out, budget, silent, as_json, workers, ray_address, progress_mode, spec_file,
+            work_dir=resume_dir or work_dir, resume=resume_dir is not None,
+        )  # fmt: skip
     if as_json:
         echo_json(_json_summary(evidence, out))
     else:
@@ -281,6 +320,9 @@ def _collect_here(
     ray_address: str | None = None,
     progress_mode: str = "auto",
     spec_file: Path | None = None,
+    *,
+    work_dir: Path | None = None,
+    resume: bool = False,
 ) -> Evidence:
     from attest.collection import collect as run_collect
     from attest.core.progress_display import terminal_progress
@@ -309,6 +351,8 @@ def _collect_here(
             output_dir=out.resolve().parent,
             workers=workers,
             ray_address=ray_address,
+            work_dir=work_dir,
+            resume=resume,
         )
 
 
@@ -321,6 +365,7 @@ def _collect_on_ray(
     schedule_timeout: str,
     silent: bool,
     workers: int = 1,
+    work_dir: Path | None = None,
 ) -> Evidence:
     from datetime import timedelta
 
@@ -348,6 +393,7 @@ def _collect_on_ray(
         say=say,
         schedule_timeout_s=timeout.total_seconds(),
         workers=workers,
+        work_root=work_dir,
     )
     for name, path in result.per_target.items():
         say(f"target {name}: evidence {path}")

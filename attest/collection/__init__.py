@@ -26,10 +26,12 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner, phase_units
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
+from attest.collection.parallel import operators_digest
 from attest.collection.preflight import preflight
 from attest.collection.runners import (
     CHECK_RUNNERS,
@@ -43,9 +45,10 @@ from attest.collection.runners import (
     run_checks,
     unit_seconds,
 )
+from attest.collection.workdir import Resume, WorkFolder, default_work_dir, identity
 from attest.core.progress import plan_message, step_message
 from attest.errors import InputError
-from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
+from attest.evidence.model import CHECK_IDS, CheckResult, Evidence, PhaseRecord
 
 __all__ = [
     "CHECK_RUNNERS",
@@ -69,6 +72,8 @@ def collect(
     budget_s: float | None = None,
     workers: int = 1,
     ray_address: str | None = None,
+    work_dir: str | Path | None = None,
+    resume: Resume = False,
 ) -> Evidence:
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
@@ -87,6 +92,9 @@ def collect(
     groups, IG's input groups and randomization stages, the determinism repeats...) over that
     many processes (Ray tasks on the cluster at ``ray_address`` when given;
     :mod:`attest.collection.parallel`).
+    ``work_dir`` (default: ``.attest-work/`` beside ``out``) keeps each finished phase;
+    ``resume`` reuses the phases there (``"auto"``: those that match, else starts over;
+    :mod:`attest.collection.workdir`).
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
@@ -110,6 +118,7 @@ def collect(
             "--workers cannot go with a --budget (or with runners that are not importable names)",
             hint="drop --budget, or collect in one process",
         )
+    work_dir = _work_dir(work_dir, out, resume, budget_s, workers)
     if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
         loaded = dataclasses.replace(loaded)
         settings = dataclasses.replace(settings)
@@ -123,12 +132,9 @@ def collect(
             output_dir=Path(output_dir) if output_dir is not None else None,
             progress=progress,
         )
-        if progress is not None:
-            progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
-        preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
-        if progress is not None:
-            progress(step_message(0, len(CHECK_IDS), "capturing operators"))
-        phases = [measure_capture(ctx)]
+        artifacts = rows.artifact_digests(loaded)
+        work = _open_work(work_dir, resume, artifacts, settings, order, envelope, progress)
+        phases = _preflight_and_capture(ctx, work)
         planner = None
         if workers != 1:
             from attest.collection.parallel import run_parallel
@@ -149,8 +155,8 @@ def collect(
                 )
                 planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
             if progress is not None and ctx.profiler.profile is not None:
-                progress(_plan(ctx, order))
-            checks = run_checks(ctx, order, progress, phases, planner)
+                progress(_plan(ctx, order[len(work.saved) if work else 0 :]))  # to run
+            checks = run_checks(ctx, order, progress, phases, planner, work=work)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
         profile = ctx.profiler.profile
@@ -159,7 +165,7 @@ def collect(
             tool_version=__version__,
             created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             model=rows.model_section(loaded),
-            artifacts=rows.artifact_digests(loaded),
+            artifacts=artifacts,
             environment=envelope,
             model_metrics=rows.model_metrics(profile, checks),
             operators=rows.operator_rows(profile, ctx, envelope["target"]),
@@ -176,7 +182,66 @@ def collect(
         _attach_attributions(ctx, evidence)
     if out is not None:
         atomic_write_json(out, evidence.model_dump(mode="json"))
+    if work is not None:  # the evidence is whole: its phases need no resuming any more
+        work.clean()
     return evidence
+
+
+def _open_work(
+    work_dir: Path | None,
+    resume: Resume,
+    artifacts: dict[str, dict[str, Any]],
+    settings: CheckSettings,
+    order: list[Runner],
+    envelope: dict[str, Any],
+    progress: Callable[[str], None] | None,
+) -> WorkFolder | None:
+    """This collect's work folder (None: none kept); one made from other inputs is refused
+    here, before any work."""
+    if work_dir is None:
+        return None
+    names = [phase_name(r) for r in order]
+    ident = identity(artifacts, settings, names, envelope)
+    return WorkFolder(work_dir, ident, names, resume=resume, progress=progress)
+
+
+def _preflight_and_capture(ctx: CollectContext, work: WorkFolder | None) -> list[PhaseRecord]:
+    """The preflight, then the reference capture measured as the first phase (a resumed
+    collect's work folder then checks it recorded the killed collect's operators)."""
+    progress = ctx.progress
+    if progress is not None:
+        progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
+    preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
+    if progress is not None:
+        progress(step_message(0, len(CHECK_IDS), "capturing operators"))
+    phases = [measure_capture(ctx)]
+    if work is not None:
+        work.bind_operators(operators_digest(ctx))
+    return phases
+
+
+def _work_dir(
+    work_dir: str | Path | None,
+    out: str | Path | None,
+    resume: Resume,
+    budget_s: float | None,
+    workers: int,
+) -> Path | None:
+    """The work folder of this collect (None: none kept); see :mod:`attest.collection.workdir`."""
+    if resume is True and work_dir is None and out is None:
+        raise InputError("resuming needs the work folder of the killed collect (work_dir)")
+    if budget_s is not None or workers != 1:
+        if resume is True:
+            raise InputError(
+                "a collect planned to a budget (--budget, or the spec's budget:) or split over "
+                "--workers cannot be resumed: its phases depend on the time or the processes "
+                "the killed collect had",
+                hint="collect again without --resume",
+            )
+        return None  # nothing a resume could use: no work folder
+    if work_dir is not None:
+        return Path(work_dir)
+    return default_work_dir(out) if out is not None else None
 
 
 def _plan(ctx: CollectContext, order: list[Runner]) -> str:

@@ -67,13 +67,17 @@ class Split:
 def reseed(seed: int) -> None:
     """Every runner, and every piece of one, starts from the same random state, whichever ran
     before it (so a collect split over workers, :mod:`attest.collection.parallel`, gives the
-    same figures)."""
+    same figures, and so does one resumed after a kill, :mod:`attest.collection.workdir`,
+    whose earlier phases did not run in its process): Python's, torch's (every device's) and
+    numpy's global generators."""
     import random
 
+    import numpy as np
     import torch
 
     random.seed(seed)
     torch.manual_seed(seed)
+    np.random.seed(seed & 0xFFFFFFFF)  # numpy takes 32-bit seeds
 
 
 def piece_seed(seed: int, key: str) -> int:

@@ -16,12 +16,14 @@ import gc
 import importlib
 import traceback
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from attest.collection.budget import BudgetPlanner
 from attest.collection.checkpointing import checkpointing_off
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec
+from attest.collection.phase_state import phase_state, restore_state
 from attest.collection.pieces import in_key_order, join_split, reseed, split_of
 from attest.collection.resources import (
     PhaseMeter,
@@ -31,6 +33,7 @@ from attest.collection.resources import (
     out_of_memory_error,
     require_headroom,
 )
+from attest.collection.workdir import WorkFolder
 from attest.core.progress import step_message
 from attest.errors import AttestError
 from attest.evidence.model import (
@@ -135,10 +138,24 @@ def run_checks(
     planner: BudgetPlanner | None = None,
     *,
     fill_missing: bool = True,
+    work: WorkFolder | None = None,
 ) -> dict[str, CheckResult]:
+    """Every runner in order, each measured as one phase; with a ``work`` folder, a phase it
+    holds is reused (its results, record and hand-on state put back) and each phase run is
+    saved there as it finishes (:mod:`attest.collection.workdir`)."""
     results: dict[str, CheckResult] = {}
     for index, runner in enumerate(runners):
         name = _runner_name(runner)
+        saved = work.reuse(index, phase_name(runner), ctx.output_dir) if work else None
+        if saved is not None:
+            restore_state(ctx, saved.phase, saved.state)
+            phases.append(saved.record)
+            for result in saved.results:
+                results.setdefault(result.check, result)
+            if progress is not None:
+                done = sum(1 for check_id in CHECK_IDS if check_id in results)
+                progress(step_message(done, len(CHECK_IDS), f"checks: {saved.phase} reused"))
+            continue
         if planner is not None:  # plan again with the time actually left
             planner.plan([phase_name(r) for r in runners[index:]], ctx.settings, ctx.spec)
         if phases and phases[0].phase == "capture":
@@ -146,6 +163,8 @@ def run_checks(
         if progress is not None:  # steps: the check ids finished so far, of all of them
             done = sum(1 for check_id in CHECK_IDS if check_id in results)
             progress(step_message(done, len(CHECK_IDS), f"checks: {phase_name(runner)}"))
+        if work is not None:
+            work.begin(phase_name(runner))
         # the training checks run checkpointed regions as the model does; the others plainly
         plain = (
             contextlib.nullcontext() if phase_name(runner) == "training" else checkpointing_off()
@@ -155,13 +174,17 @@ def run_checks(
             gc.collect()  # what the runner built and dropped goes before the next one starts
             ctx.release_spill_pages()
         usage = meter.usage
-        phases.append(_phase_record(phase_name(runner), [r.check for r in produced], usage))
+        record = _phase_record(phase_name(runner), [r.check for r in produced], usage)
+        phases.append(record)
         for result in produced:
             if result.duration_s is None:
                 result.duration_s = round(usage.duration_s / max(1, len(produced)), 6)
             if result.peak_rss_bytes is None:
                 result.peak_rss_bytes = usage.peak_rss_bytes
             results.setdefault(result.check, result)
+        if work is not None:
+            phase = phase_name(runner)
+            work.save(index, phase, produced, record, partial(phase_state, ctx, phase))
     return completed(results) if fill_missing else results
 
 

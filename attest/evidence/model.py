@@ -384,6 +384,10 @@ class PhaseRecord(_Strict):
     peak_method: Literal["VmHWM", "sampled", "none"] = "none"
     # the worker process that ran it (attest collect --workers); None: this process
     worker: int | None = None
+    # True: measured by an earlier, killed process of the same collect and read back from its
+    # work folder by `attest collect --resume` (its times and memory are that process's);
+    # None: measured by the process that wrote the evidence
+    reused: bool | None = None
     # the pieces of the runner this record measured (attest.collection.pieces): their keys,
     # or ["join"] for the joining of every piece's output; None: the whole runner (and in
     # evidence written before runners had pieces)

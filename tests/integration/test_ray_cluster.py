@@ -158,11 +158,8 @@ def test_two_targets_collected_on_the_cluster_then_certified(
     assert (tmp_path / "cert" / "gradient_certificate.json").is_file()
 
 
-def test_a_worker_killed_mid_task_is_retried_and_recorded(
-    cluster: tuple[str, dict[str, str]], tmp_path: Path
-) -> None:
-    address, env = cluster
-    folder = tmp_path / "slow"
+def _slow_spec(folder: Path) -> Path:
+    """A spec folder of the :data:`SLOW` model; its attest.yaml."""
     make_spec(folder, SLOW, spec_extra="repeats: 3\nthreads: 1\n")
     spec = folder / "attest.yaml"
     spec.write_text(spec.read_text().replace("factory: model:build", "factory: model:build_slow"))
@@ -175,6 +172,50 @@ def test_a_worker_killed_mid_task_is_retried_and_recorded(
         str(folder / "weights.safetensors"),
     )
     (folder / "inner.safetensors").unlink()
+    return spec
+
+
+def test_a_worker_killed_after_two_phases_is_retried_and_resumes(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    """The retry finds the phases the killed attempt finished in the work folder (--work-dir:
+    storage every node sees) and reuses them instead of starting over."""
+    address, env = cluster
+    spec = _slow_spec(tmp_path / "slow")
+    targets = tmp_path / "targets.yaml"
+    targets.write_text("only: {num_cpus: 1, max_retries: 2}\n")
+    out = tmp_path / "run" / "evidence.json"
+    work = tmp_path / "work"
+    proc = _collect(spec, address, targets, out, env, "--work-dir", str(work))
+    assert proc.stderr is not None
+    pid = None
+    lines: list[str] = []
+    while pid is None:
+        line = proc.stderr.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+        if "target only: running, attempt 1 (pid " in line:
+            pid = int(line.split("(pid ")[1].split()[0])
+    deadline = time.monotonic() + 300
+    while not list(work.glob("*/only/phase-02-profile.json")):
+        assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    code, _, err = _finish(proc)
+    assert code == 0, "".join(lines) + err[-3000:]
+    assert "target only: running, attempt 2" in err
+    evidence = json.loads(out.read_text())
+    assert evidence["dispatch"][0]["attempts"] == 2
+    reused = [p["phase"] for p in evidence["phases"] if p.get("reused")]
+    assert reused[:2] == ["topology", "profile"], evidence["phases"]
+    assert not list(work.glob("*/only")), "the target's work folder is removed after success"
+
+
+def test_a_worker_killed_mid_task_is_retried_and_recorded(
+    cluster: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    address, env = cluster
+    spec = _slow_spec(tmp_path / "slow")
     targets = tmp_path / "targets.yaml"
     targets.write_text("only: {num_cpus: 1, max_retries: 2}\n")
     out = tmp_path / "run" / "evidence.json"

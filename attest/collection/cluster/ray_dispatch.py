@@ -7,7 +7,11 @@ its node into a private folder, checks their digests, runs the ordinary
 and probe bundle. A task whose worker process dies is run again by Ray (``max_retries``, per
 target); every start is counted by a small tracker actor, so the evidence records how many
 attempts a target took and where it finally ran (:class:`attest.evidence.model.DispatchRecord`).
-A collect that raises is not retried: it fails the same way on the same bytes.
+A collect that raises is not retried: it fails the same way on the same bytes. A retried
+attempt resumes: every attempt of a target collects with the same work folder
+(:func:`target_work_dir`, :mod:`attest.collection.workdir`), so the phases the lost attempt
+finished are reused when the retry can see that folder: always with ``--work-dir`` on storage
+every node mounts, else (the default, node-local) when Ray retries on the same node.
 
 Ray is used as the scheduler and transport, not re-implemented: resources, placement, retries
 and the object store are Ray's. Hand-written here are only what Ray does not say by itself:
@@ -22,9 +26,11 @@ is written, so a partial set never reaches a signature.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -40,7 +46,7 @@ from attest.errors import AttestError, CollectError
 from attest.evidence.merge import merge_evidence
 from attest.evidence.model import DispatchRecord, Evidence
 
-__all__ = ["RayCollect", "collect_on_ray", "target_folder"]
+__all__ = ["RayCollect", "collect_on_ray", "collect_target", "target_folder", "target_work_dir"]
 
 Say = Callable[[str], None]
 _POLL_S = 0.5
@@ -76,19 +82,49 @@ class _Attempts:
         return self.starts
 
 
-def _run_target(name: str, bundle: SpecBundle, tracker: Any, workers: int = 1) -> dict[str, Any]:
+def target_work_dir(root: str | Path | None, run: str, name: str) -> Path:
+    """The work folder of one target's task (:mod:`attest.collection.workdir`):
+    ``<root>/<run>/<name>``, the same for every attempt of the task, so a retried attempt
+    resumes from the phases the lost one finished wherever it can see that folder. ``root``
+    None: ``attest-work`` in the node's temporary directory (a retry on the same node resumes,
+    one on another node starts over); give shared storage to resume on any node."""
+    base = Path(root) if root is not None else Path(tempfile.gettempdir()) / "attest-work"
+    return base / run / name
+
+
+def _run_target(
+    name: str, bundle: SpecBundle, tracker: Any, workers: int = 1, work: str | None = None
+) -> dict[str, Any]:
     """The task on the target's node (module docstring). Returns plain data."""
     import ray
 
     node = str(ray.get_runtime_context().get_node_id())
     attempt = ray.get(tracker.start.remote(name, os.getpid(), node, socket.gethostname()))
+    result = collect_target(name, bundle, workers, Path(work) if work is not None else None)
+    return {**result, "attempt": attempt, "node": node}
+
+
+def collect_target(
+    name: str, bundle: SpecBundle, workers: int = 1, work: Path | None = None
+) -> dict[str, Any]:
+    """One target's collect on this node, without Ray: unpack the spec, collect (resuming from
+    ``work`` when an earlier attempt left phases there), check the digests. Plain data back."""
     from attest.collection import collect  # torch: after the start is on record
 
     started = time.perf_counter()
     folder, spec_path = unpack_spec(bundle)
     try:
-        # --workers inside a target: a local process pool on the target's node
-        evidence = collect(spec_path, output_dir=folder / "_exported", workers=workers)
+        # --workers inside a target: a local process pool on the target's node (not resumed)
+        evidence = collect(
+            spec_path,
+            output_dir=folder / "_exported",
+            workers=workers,
+            work_dir=work if workers == 1 else None,
+            resume="auto",  # what the lost attempt finished, if it matches this node's run
+        )
+        if work is not None:  # the collect removed its own folder: now the command's, if empty
+            with contextlib.suppress(OSError):
+                work.parent.rmdir()
         for role, digest in bundle.roles.items():
             recorded = evidence.artifacts.get(role, {}).get("sha256")
             if recorded != digest:
@@ -103,8 +139,6 @@ def _run_target(name: str, bundle: SpecBundle, tracker: Any, workers: int = 1) -
         return {
             "evidence": evidence.model_dump(mode="json"),
             "files": files,
-            "attempt": attempt,
-            "node": node,
             "hostname": socket.gethostname(),
             "duration_s": time.perf_counter() - started,
         }
@@ -244,11 +278,13 @@ def collect_on_ray(
     say: Say | None = None,
     schedule_timeout_s: float = 600.0,
     workers: int = 1,
+    work_root: str | Path | None = None,
 ) -> RayCollect:
     """Collect ``spec`` once per target on the Ray cluster at ``address`` (module docstring).
 
     ``address`` is what ``ray.init`` takes: ``auto`` (the cluster this machine belongs to),
     ``HOST:PORT`` of a head node, or ``local`` (start a cluster on this machine).
+    ``work_root``: under it each target's task keeps its work folder (:func:`target_work_dir`).
     """
     report = say or (lambda _message: None)
     out_path = Path(out)
@@ -260,9 +296,10 @@ def collect_on_ray(
         bundle_ref = ray.put(bundle)
         tracker = ray.remote(num_cpus=0)(_Attempts).options(name=f"attest-{uuid.uuid4()}").remote()
         task = ray.remote(_run_target)
+        run = uuid.uuid4().hex  # one per command: every attempt of a target shares its folder
         refs = {
             name: task.options(name=f"attest-collect-{name}", **req.ray_options()).remote(
-                name, bundle_ref, tracker, workers
+                name, bundle_ref, tracker, workers, str(target_work_dir(work_root, run, name))
             )
             for name, req in targets.items()
         }
