@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey, load_private_key
 from attest.certificate.statement import (
     DeploymentEnvelope,
+    EvidenceProvenance,
     PolicyRef,
     Statement,
     build_statement,
@@ -49,9 +50,11 @@ from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
 from attest.evidence.model import Evidence, ExportedFile
 from attest.pipeline.measured import require_measured
+from attest.pipeline.provenance import local_provenance
 from attest.pipeline.training_log import training_log_record
 from attest.policy.engine import evaluate
 from attest.policy.model import Finding, Findings, Policy, load_policy
+from attest.policy.targets import target_name
 from attest.spec import LoadedSpec, load_spec, parse_spec_file
 from attest.spec.model import parse_budget
 
@@ -314,7 +317,9 @@ def certify(
     say = progress or (lambda _message: None)
     say(f"collecting evidence for {spec.path if isinstance(spec, LoadedSpec) else spec}")
     loaded_spec = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    started = datetime.now(timezone.utc)
     evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
+    finished = datetime.now(timezone.utc)
     if log_path is not None and log_record is not None:
         taken = {p.name for p in _spec_files(loaded_spec).values()}
         if log_record.log in taken:
@@ -324,6 +329,7 @@ def certify(
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
+    collected = local_provenance(sha256_file(evidence_path), started, finished)
 
     return _sign_and_report(
         evidence,
@@ -340,6 +346,7 @@ def certify(
         say=say,
         signer=signer,
         tsa=tsa,
+        provenance={target_name(evidence): collected},
     )
 
 
@@ -389,6 +396,7 @@ def _sign_and_report(
     deployment: DeploymentEnvelope | None = None,
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
+    provenance: Mapping[str, EvidenceProvenance] | None = None,
 ) -> CertifyResult:
     """On pass, build the statement over ``subjects()`` and sign it (with the signer's stated
     identity and meaning, and a timestamp from ``tsa``); then the report; the result either
@@ -419,6 +427,10 @@ def _sign_and_report(
             findings=[_finding_json(f) for f in findings.findings],
             waivers=findings.waivers_used(),
             onnx_mapping=_onnx_mapping(evidence),
+            evidence_provenance={
+                name: record.model_dump(mode="json", exclude_none=True)
+                for name, record in (provenance or {}).items()
+            },
         )
         envelope = sign_statement(
             statement,

@@ -263,6 +263,7 @@ def _after_gates(
     report.certificate_subjects = statement["subject"]
     report.policy = predicate["policy"]
     report.verdict_counts = verdict_counts(predicate)
+    report.evidence_provenance = predicate.get("evidence_provenance") or {}
     reasons: list[tuple[str, str]] = list(revoked)  # CERTIFICATE_REVOKED, found by the caller
     # 5. validity window
     if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
