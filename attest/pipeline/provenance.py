@@ -187,13 +187,16 @@ def _check_signature(
             hint=f"attest trust role {key.keyid[:16]} --add {COLLECTOR_ROLE} --trust TRUST.yaml, "
             "if this key is a collector you trust",
         )
-    reasons = "; ".join(f"{c}: {m}" for c, m in (check or others).problems)
+    problems = (check or others).problems
+    reasons = "; ".join(f"{c}: {m}" for c, m in problems)
+    untrusted = all(code == "UNTRUSTED_KEY" for code, _ in problems)
     raise EvidenceProvenanceError(
-        "EVIDENCE_SIGNATURE_INVALID",
+        "EVIDENCE_UNTRUSTED_COLLECTOR" if untrusted else "EVIDENCE_SIGNATURE_INVALID",
         f"{where}: no signature by a trusted collector ({wanted}) counts: {reasons}",
-        hint="the evidence or its statement was changed after signing, or its collector's key "
-        "is not in the trust store: collect again, or add the collector's key with "
-        f"attest trust add COLLECTOR.pub --role {COLLECTOR_ROLE}",
+        hint=f"add the collector's key with attest trust add COLLECTOR.pub --role {COLLECTOR_ROLE}"
+        " if you trust it"
+        if untrusted
+        else "the statement was changed after signing: collect the evidence again",
     )
 
 

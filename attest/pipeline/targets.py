@@ -84,37 +84,23 @@ def certify_evidence(
     lifetime, loaded_policy, signing_key, report_writer = _inputs(
         expires_in, policy, key, report, model_signing
     )
+    say = progress or (lambda _message: None)
+    targets = _read_targets(evidence, (evidence_path, findings_path, out_path), say)
     store = load_trust_store(trust) if isinstance(trust, (str, Path)) else trust
     require_trust_store(loaded_policy, store)
     release = _release_files(Path(spec))
     provenance: dict[str, EvidenceProvenance] = {}
-    say = progress or (lambda _message: None)
-    targets: list[TargetEvidence] = []
-    for item in evidence:
-        name, raw = item if isinstance(item, tuple) else (None, item)
-        path = Path(raw)
-        if path.resolve() in {evidence_path.resolve(), findings_path.resolve(), out_path.resolve()}:
-            raise InputError(
-                f"--evidence {path} is also an output of this run; it would be overwritten",
-                hint="write the merged evidence elsewhere with --evidence-out",
-            )
-        loaded = load_evidence(path)
-        # its statuses are the collector's claim: refused before anything reads them when
-        # they disagree with its figures (docs/policy-reference.md)
-        require_consistent(loaded, str(path))
-        say(f"read evidence {path} ({target_name(loaded)})")
-        target = TargetEvidence(
-            name=name or target_name(loaded),
-            evidence=loaded,
-            source=str(path),
-            sha256=sha256_file(path),
-        )
+    for target in targets:
+        path = Path(target.source)
         provenance[target.name] = check_provenance(
-            path, loaded, target.sha256 or "", target=target.name, release=release,
+            path, target.evidence, target.sha256 or "", target=target.name, release=release,
             policy=loaded_policy, trust=store, at=at,
         )  # fmt: skip
         say(f"  {provenance_line(target.name, provenance[target.name].model_dump(mode='json'))}")
-        targets.append(target)
+        # its statuses are the collector's claim: refused before anything reads them when
+        # they disagree with its figures (docs/policy-reference.md); a signed file was held
+        # to its signature first, so an edit of it is refused by the signature
+        require_consistent(target.evidence, str(path))
     _check_spec_files(Path(spec), targets[0] if targets else None)
     say(f"evaluating {len(targets)} target(s) against policy {loaded_policy.id}")
     findings = evaluate_targets(targets, loaded_policy, at=at)
@@ -160,6 +146,34 @@ def certify_evidence(
         tsa=tsa,
         provenance=provenance,
     )
+
+
+def _read_targets(
+    evidence: Sequence[str | Path | tuple[str, str | Path]],
+    outputs: tuple[Path, ...],
+    say: Progress,
+) -> list[TargetEvidence]:
+    """Each ``--evidence [NAME=]FILE`` read and named (not yet checked)."""
+    targets: list[TargetEvidence] = []
+    for item in evidence:
+        name, raw = item if isinstance(item, tuple) else (None, item)
+        path = Path(raw)
+        if path.resolve() in {p.resolve() for p in outputs}:
+            raise InputError(
+                f"--evidence {path} is also an output of this run; it would be overwritten",
+                hint="write the merged evidence elsewhere with --evidence-out",
+            )
+        loaded = load_evidence(path)
+        say(f"read evidence {path} ({target_name(loaded)})")
+        targets.append(
+            TargetEvidence(
+                name=name or target_name(loaded),
+                evidence=loaded,
+                source=str(path),
+                sha256=sha256_file(path),
+            )
+        )
+    return targets
 
 
 def _release_files(spec: Path) -> ReleaseFiles:
