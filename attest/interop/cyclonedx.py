@@ -17,6 +17,9 @@ validated with the library's own strict JSON-schema validator (CycloneDX 1.6):
   policy verdict), each as measured and signed;
 - ``considerations.technicalLimitations``: every failed and waived finding with its reason
   (and the waiver's approver, justification and reference).
+
+Each target's evidence provenance (who collected it, on which host, when: the certificate's
+``evidence_provenance``) is a BOM property ``gradient-attest:evidence:TARGET``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ from attest._version import __version__
 from attest.errors import InputError
 from attest.interop.source import VerifiedCertificate
 
-__all__ = ["MODEL_SUFFIXES", "cyclonedx_bom", "limitations", "performance_metrics"]
+__all__ = [
+    "MODEL_SUFFIXES",
+    "cyclonedx_bom",
+    "evidence_provenance",
+    "limitations",
+    "performance_metrics",
+]
 
 MODEL_SUFFIXES: Final = (".safetensors", ".onnx", ".pt", ".pth", ".ckpt", ".bin", ".h5")
 _DATA_SUFFIXES: Final = (".npz", ".npy", ".safetensors")
@@ -82,6 +91,17 @@ def limitations(predicate: dict[str, Any]) -> list[str]:
             )
         out.append(text)
     return out
+
+
+def evidence_provenance(predicate: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(target, line)`` for each target's evidence provenance: who collected it, where, when
+    (:func:`attest.verification.outcome.provenance_line`); empty for an older certificate."""
+    from attest.verification.outcome import provenance_line
+
+    recorded = predicate.get("evidence_provenance")
+    if not isinstance(recorded, dict):
+        return []
+    return [(str(target), provenance_line(str(target), r)) for target, r in recorded.items()]
 
 
 def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
@@ -157,6 +177,12 @@ def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
     for component in data.get("components", []):
         if component.get("bom-ref") in model_refs:
             component["modelCard"] = card
+    provenance = evidence_provenance(predicate)
+    if provenance:  # CycloneDX has no field for it: name-value properties, our namespace
+        data["properties"] = [
+            {"name": f"gradient-attest:evidence:{target}", "value": line}
+            for target, line in provenance
+        ]
     text = json.dumps(data, indent=2, sort_keys=True)
     problem = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
     if problem is not None:  # our card or the library's output broke the schema: a bug here

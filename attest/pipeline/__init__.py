@@ -428,8 +428,7 @@ def _sign_and_report(
             waivers=findings.waivers_used(),
             onnx_mapping=_onnx_mapping(evidence),
             evidence_provenance={
-                name: record.model_dump(mode="json")
-                for name, record in (provenance or {}).items()
+                name: record.model_dump(mode="json") for name, record in (provenance or {}).items()
             },
         )
         envelope = sign_statement(

@@ -369,3 +369,33 @@ def test_collect_refuses_signing_options_that_cannot_apply(
             kit["root"] / "node-a.key"]  # fmt: skip
     code, text = run(args, capsys)
     assert code == 2 and "not a merge" in text
+
+
+def test_the_report_and_the_exports_name_each_target_s_collector(
+    kit: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, text, cert = _certify(kit, kit["evidence"], capsys, policy="research")
+    assert code == 0, text
+    ((target, record),) = _statement(cert)["predicate"]["evidence_provenance"].items()
+    line = f"{target}: signed by node-a (collector, key {record['collector']['keyid'][:16]}"
+    folder, trust = cert.parent, kit["trust"]
+    code, text = run(["report", cert, "--trust", trust, "-o", folder / "r.html"], capsys)
+    assert code == 0, text
+    import html
+
+    assert line in html.unescape((folder / "r.html").read_text())
+    code, text = run(["export", "cyclonedx", cert, "--trust", trust, "-o", folder / "b.json"],
+                     capsys)  # fmt: skip
+    assert code == 0, text
+    properties = json.loads((folder / "b.json").read_text())["properties"]
+    assert properties[0]["name"] == f"gradient-attest:evidence:{target}"
+    assert properties[0]["value"].startswith(line)
+    code, text = run(["export", "spdx", cert, "--trust", trust, "-o", folder / "s.json"], capsys)
+    assert code == 0 and line in (folder / "s.json").read_text()
+    code, text = run(["export", "test-result", cert, "--trust", trust, "--key", kit["release"],
+                      "-o", folder / "t.json"], capsys)  # fmt: skip
+    assert code == 0, text
+    configuration = _payload(folder / "t.json")["predicate"]["configuration"]
+    assert {"name": f"evidence-statement:{target}", "digest": record["statement_digest"]} in (
+        configuration
+    )
