@@ -162,13 +162,13 @@ def _check_signature(
     at = parse_timestamp(statement.predicate.finished_at)
     check = check_signatures(envelope, allowed, at, timedelta(0)) if allowed.keys else None
     if check is not None and not check.problems:
-        key = check.counted[0]
         claimed = statement.predicate.collector
-        if claimed.keyid != key.keyid:
+        key = next((k for k in check.counted if k.keyid == claimed.keyid), None)
+        if key is None:
             raise EvidenceProvenanceError(
                 "EVIDENCE_SIGNATURE_INVALID",
                 f"{where}: the statement names collector key {claimed.keyid[:16]} but is signed "
-                f"by {key.label()}",
+                f"by {', '.join(k.label() for k in check.counted)}",
                 hint="collect again; a statement is signed by the key it names",
             )
         return {"name": claimed.name, "role": claimed.role, "keyid": key.keyid,

@@ -107,3 +107,27 @@ def test_local_provenance_is_the_certify_run_s_own() -> None:
     record = local_provenance("a" * 64, NOW - timedelta(minutes=2), NOW)
     assert (record.collected_by, record.signed) == ("certify", False)
     assert record.finished_at == "2026-06-01T12:00:00Z" and record.host
+
+
+def test_a_statement_naming_another_key_than_its_signer_is_refused(
+    signed: tuple[Path, object], tmp_path: Path
+) -> None:
+    import base64
+
+    from attest.certificate.format import PAYLOAD_TYPE
+    from attest.certificate.signing import canonical_json, dsse_envelope
+
+    path, store = signed
+    where = statement_path(path)
+    payload = json.loads(base64.b64decode(json.loads(where.read_text())["payload"]))
+    payload["predicate"]["collector"]["keyid"] = "b" * 64  # claims to be another collector
+    key = load_private_key(tmp_path / "node.key")  # the trusted collector signs the claim
+    where.write_text(json.dumps(dsse_envelope(canonical_json(payload), PAYLOAD_TYPE, [key])))
+    with pytest.raises(EvidenceProvenanceError) as info:
+        check_provenance(
+            path, make_evidence(), sha256_file(path), target="cpu-a", release=_release(),
+            policy=load_policy("research"), trust=store, at=NOW,  # type: ignore[arg-type]
+        )  # fmt: skip
+    assert info.value.code == "EVIDENCE_SIGNATURE_INVALID" and "names collector key bbbb" in str(
+        info.value.message
+    )
