@@ -67,12 +67,17 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         main(["collect", str(spec), "-o", str(evidence), "-q", "--key", str(collector)])
     assert info.value.code in (0, None)
     rel = (release_pub, "release", ())
+    trust = _store(root / "trust.yaml", rel)
+    with pytest.raises(SystemExit) as info:  # the collector role, as a user gives it
+        main(["trust", "add", str(collector_pub), "--trust", str(trust), "--name", "node-a",
+              "--role", "collector"])  # fmt: skip
+    assert info.value.code in (0, None)
     return {
         "root": root,
         "spec": spec,
         "evidence": evidence,
         "release": release,
-        "trust": _store(root / "trust.yaml", rel, (collector_pub, "node-a", ("collector",))),
+        "trust": trust,
         "wrong_role": _store(root / "auditor.yaml", rel, (collector_pub, "node-a", ("auditor",))),
         "untrusted": _store(root / "other.yaml", rel, (other_pub, "node-b", ("collector",))),
     }
