@@ -407,6 +407,15 @@ def certify(
         ctx.exit(EXIT_NEGATIVE)
 
 
+def _print_provenance(result: CertifyResult) -> None:
+    """Each target's evidence provenance as the certificate records it, one line each."""
+    from attest.verification.outcome import provenance_line
+
+    recorded = result.statement.predicate.evidence_provenance if result.statement else {}
+    for target, record in recorded.items():
+        click.echo(f"  evidence {provenance_line(target, record.model_dump(mode='json'))}")
+
+
 def _print_result(result: CertifyResult, output: Path, as_json: bool) -> None:
     """The verdict, the findings and where each output is (text, or one JSON object)."""
     outputs = {
@@ -439,6 +448,7 @@ def _print_result(result: CertifyResult, output: Path, as_json: bool) -> None:
             )
         if result.passed:
             click.echo(f"certificate: {result.certificate_path}")
+            _print_provenance(result)
         else:
             click.echo("no certificate written: the policy failed")
             if output.exists():

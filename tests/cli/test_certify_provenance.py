@@ -145,8 +145,8 @@ def test_collect_signs_a_statement_the_schema_accepts(kit: dict[str, Any]) -> No
 def test_signed_evidence_is_certified_and_every_reader_names_its_collector(
     kit: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, text, cert = _certify(kit, kit["evidence"], capsys, policy="research")
-    assert code == 0, text
+    code, certified, cert = _certify(kit, kit["evidence"], capsys, policy="research")
+    assert code == 0, certified
     ((target, record),) = _statement(cert)["predicate"]["evidence_provenance"].items()
     assert record["signed"] is True and record["collected_by"] == "collect"
     assert record["collector"]["name"] == "node-a"
@@ -156,6 +156,7 @@ def test_signed_evidence_is_certified_and_every_reader_names_its_collector(
     assert record["statement_digest"]["sha256"] == _sha256(statement_file)
     assert record["evidence_digest"]["sha256"] == _sha256(kit["evidence"])
     line = f"{target}: signed by node-a (collector, key {record['collector']['keyid'][:16]}"
+    assert f"  evidence {line}" in certified  # certify says so too
     code, text = run(["verify", cert, "--trust", kit["trust"], "--artifact",
                       cert.with_name("model.onnx"), "--no-state"], capsys)  # fmt: skip
     assert code == 0, text
