@@ -273,8 +273,10 @@ def collect(
     signed_line = (
         f"  signed by {signing.name} ({signing.role}, key {signing.key.keyid[:16]}): {statement}"
         if signing is not None and statement is not None
-        else "  UNSIGNED: no --key, so certify cannot tell who collected this evidence "
-        "(a policy requiring signed evidence refuses it)"
+        else "  UNSIGNED: "
+        + ("a merge is never signed" if merge else "no --key")
+        + ", so certify cannot tell who collected this evidence (a policy requiring signed "
+        "evidence refuses it)"
     )
     if as_json:
         echo_json(
@@ -307,8 +309,8 @@ def _collector(
     """The collector's key and identity, loaded before any work (a wrong passphrase costs
     nothing); ``None`` without --key."""
     if key_path is None:
-        if name is not None or target is not None:
-            raise InputError("--name and --target-name name the signer: they need --key")
+        if name is not None or target is not None or role != "collector":
+            raise InputError("--name, --role and --target-name name the signer: they need --key")
         return None
     if merge:
         raise InputError(

@@ -370,7 +370,9 @@ def test_collect_refuses_signing_options_that_cannot_apply(
 ) -> None:
     evidence = kit["evidence"]
     code, text = run(["collect", kit["spec"], "-o", tmp_path / "e.json", "--name", "x"], capsys)
-    assert code == 2 and "need --key" in text
+    assert code == 2 and "they need --key" in text
+    code, text = run(["collect", kit["spec"], "-o", tmp_path / "e.json", "--role", "x"], capsys)
+    assert code == 2 and "they need --key" in text
     args = ["collect", "--merge", evidence, evidence, "-o", tmp_path / "m.json", "--key",
             kit["root"] / "node-a.key"]  # fmt: skip
     code, text = run(args, capsys)
