@@ -71,8 +71,10 @@ __all__ = [
     "SUBJECT_NAME_PATTERN",
     "TIMESTAMP_PATTERN",
     "VERSION_PATTERN",
+    "CollectorRef",
     "DeploymentEnvelope",
     "DigestSet",
+    "EvidenceProvenance",
     "ModelIdentity",
     "PolicyRef",
     "Predicate",
@@ -181,6 +183,37 @@ class DeploymentEnvelope(_Strict):
     per_target: dict[str, TargetEnvelope] = Field(default_factory=dict)
 
 
+class CollectorRef(_Strict):
+    """The collector that signed a target's evidence statement: the name and role it stated,
+    its key id, and what made the key count at certify (``role collector``, ``name NAME``)."""
+
+    name: Text
+    role: Text
+    keyid: Sha256Hex
+    trusted_as: Text
+
+
+class EvidenceProvenance(_Strict):
+    """Where one target's evidence came from (``predicate.evidence_provenance[TARGET]``).
+
+    ``collected_by``: ``certify`` when the certify run collected it itself (its own signature
+    vouches for it), ``collect`` for a file given with ``certify --evidence``. ``signed``: the
+    file's collector statement was checked against certify's trust store (then
+    ``statement_digest`` and ``collector`` are set). ``host``, ``started_at``,
+    ``finished_at``: as the statement signs them, or as the certify run measured them; unsigned
+    files give only their own ``created_at`` as ``finished_at``."""
+
+    collected_by: Literal["certify", "collect"]
+    signed: bool
+    evidence_digest: DigestSet
+    statement_digest: DigestSet | None = None
+    collector: CollectorRef | None = None
+    host: Text | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    note: str | None = Field(default=None, max_length=1024)
+
+
 class Predicate(_Strict):
     """The gradient certificate predicate (``predicateType`` = :data:`PREDICATE_TYPE`).
 
@@ -207,6 +240,8 @@ class Predicate(_Strict):
     findings: list[dict[str, Any]] = Field(default_factory=list)
     waivers: list[dict[str, Any]] = Field(default_factory=list)
     onnx_mapping: dict[str, Any] = Field(default_factory=dict)
+    # Where each target's evidence came from: collector, host, time (docs/certificate-format.md)
+    evidence_provenance: dict[str, EvidenceProvenance] = Field(default_factory=dict)
     # Namespaced additions ("<stage>.<name>") before they earn a field of their own.
     extensions: dict[str, Any] = Field(default_factory=dict)
 
@@ -335,7 +370,7 @@ def build_statement(
     ``subjects`` maps names to sha256 hex (see :func:`subjects_from_paths`); ``sections`` fills
     the loosely typed predicate sections (``operators=...``, ``checks=...``, ``findings=...``,
     ``waivers=...``, ``evidence_digest=...``, ``onnx_mapping=...``, ``model_metrics=...``,
-    ``modules=...``, ``extensions=...``). Raises :class:`InputError` if anything is invalid.
+    ``modules=...``, ``evidence_provenance=...``, ``extensions=...``). Raises :class:`InputError` if anything is invalid.
     """
     issued = (issued_at or datetime.now(timezone.utc)).replace(microsecond=0)
     if expires_in <= timedelta(0):

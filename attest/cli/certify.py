@@ -296,6 +296,15 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     "target the evidence records).",
 )
 @click.option(
+    "--trust",
+    "trust_path",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --evidence: the trust store whose collector keys (role collector, or names the "
+    "policy's evidence.collectors lists) must have signed each file's STEM.intoto.json; "
+    "required by a policy with evidence.require_signed (clinical-strict).",
+)
+@click.option(
     "--ledger",
     default=None,
     metavar="PATH|URL",
@@ -330,6 +339,7 @@ def certify(
     cert_format: str,
     model_signing: bool,
     evidence_files: tuple[str, ...],
+    trust_path: Path | None,
     ledger: str | None,
     ledger_client: str | None,
     ledger_client_key: Path | None,
@@ -347,7 +357,10 @@ def certify(
 
     With --evidence (once per hardware target), nothing is collected: each target's evidence
     is held against the policy and one certificate lists every target with its verdict; it
-    is signed only if every required target (the policy's required_targets) passes.
+    is signed only if every required target (the policy's required_targets) passes. Each
+    file's collector statement (STEM.intoto.json, attest collect --key) is checked against
+    --trust; a policy with evidence.require_signed (clinical-strict) refuses unsigned files.
+    The certificate records every target's evidence provenance.
     """
     from attest.certificate.signing import load_private_key
     from attest.cli.ledger_remote import remote_ledger
@@ -380,6 +393,12 @@ def certify(
         "tsa": tsa,
         "model_signing": model_signing,
     }
+    if trust_path is not None and not evidence_files:
+        raise InputError(
+            "--trust checks the collectors of evidence given with --evidence; certify "
+            "collecting here needs none",
+            hint="drop --trust, or certify collected files with --evidence FILE --trust TRUST",
+        )
     if evidence_files and training_log is not None:
         raise InputError(
             "--training-log binds a log when certify collects; it cannot go with --evidence",
@@ -398,7 +417,7 @@ def certify(
             from attest.pipeline.targets import certify_evidence
 
             items = [_named_evidence(text) for text in evidence_files]
-            result = certify_evidence(spec, items, progress=progress, **common)
+            result = certify_evidence(spec, items, progress=progress, trust=trust_path, **common)
         else:
             result = run_certify(
                 spec,
@@ -415,6 +434,15 @@ def certify(
     _print_result(result, output, as_json)
     if not result.passed:
         ctx.exit(EXIT_NEGATIVE)
+
+
+def _print_provenance(result: CertifyResult) -> None:
+    """Each target's evidence provenance as the certificate records it, one line each."""
+    from attest.verification.outcome import provenance_line
+
+    recorded = result.statement.predicate.evidence_provenance if result.statement else {}
+    for target, record in recorded.items():
+        click.echo(f"  evidence {provenance_line(target, record.model_dump(mode='json'))}")
 
 
 def _print_result(result: CertifyResult, output: Path, as_json: bool) -> None:
@@ -449,6 +477,7 @@ def _print_result(result: CertifyResult, output: Path, as_json: bool) -> None:
             )
         if result.passed:
             click.echo(f"certificate: {result.certificate_path}")
+            _print_provenance(result)
         else:
             click.echo("no certificate written: the policy failed")
             if output.exists():

@@ -131,6 +131,10 @@ def _render(data: dict[str, Any]) -> str:
             for r in data["reasons"]
         ]
     lines += _policy_lines(data)
+    if data["verified"] and data.get("evidence_provenance") is not None:
+        from attest.verification.outcome import provenance_lines
+
+        lines += [f"  evidence {line}" for line in provenance_lines(data["evidence_provenance"])]
     from attest.verification.signatures import signature_line
 
     lines += [f"  {signature_line(sig)}" for sig in data.get("signatures") or []]
@@ -450,6 +454,10 @@ def _render_claims(statement: Any, claims: list[dict[str, Any]]) -> str:
     findings = _field(statement, "predicate", "findings")
     if isinstance(findings, list) and findings:
         lines.append(f"  findings:    {len(findings)}")
+    from attest.verification.outcome import provenance_lines
+
+    provenance = _field(statement, "predicate", "evidence_provenance")
+    lines += [f"  evidence:    {line}" for line in provenance_lines(provenance)]
     return "\n".join(lines)
 
 

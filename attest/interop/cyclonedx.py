@@ -19,6 +19,9 @@ validated with the library's own strict JSON-schema validator (CycloneDX 1.6):
   (and the waiver's approver, justification and reference);
 - for a MONAI bundle or Hugging Face folder, its card (task, intended use, authors, changelog:
   :mod:`attest.interop.model_card`).
+
+Each target's evidence provenance (who collected it, on which host, when: the certificate's
+``evidence_provenance``) is a BOM property ``gradient-attest:evidence:TARGET``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ from attest.errors import InputError
 from attest.interop.model_card import card_of, cyclonedx_card
 from attest.interop.source import VerifiedCertificate
 
-__all__ = ["MODEL_SUFFIXES", "cyclonedx_bom", "limitations", "performance_metrics"]
+__all__ = [
+    "MODEL_SUFFIXES",
+    "cyclonedx_bom",
+    "evidence_provenance",
+    "limitations",
+    "performance_metrics",
+]
 
 MODEL_SUFFIXES: Final = (".safetensors", ".onnx", ".pt", ".pth", ".ckpt", ".bin", ".h5")
 _DATA_SUFFIXES: Final = (".npz", ".npy", ".safetensors")
@@ -85,6 +94,17 @@ def limitations(predicate: dict[str, Any]) -> list[str]:
             )
         out.append(text)
     return out
+
+
+def evidence_provenance(predicate: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(target, line)`` for each target's evidence provenance: who collected it, where, when
+    (:func:`attest.verification.outcome.provenance_line`); empty for an older certificate."""
+    from attest.verification.outcome import provenance_line
+
+    recorded = predicate.get("evidence_provenance")
+    if not isinstance(recorded, dict):
+        return []
+    return [(str(target), provenance_line(str(target), r)) for target, r in recorded.items()]
 
 
 def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
@@ -166,6 +186,12 @@ def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
         if component.get("bom-ref") in model_refs:
             component["modelCard"] = card
     data.get("metadata", {}).get("component", {}).update(root_fields)
+    provenance = evidence_provenance(predicate)
+    if provenance:  # CycloneDX has no field for it: name-value properties, our namespace
+        data["properties"] = [
+            {"name": f"gradient-attest:evidence:{target}", "value": line}
+            for target, line in provenance
+        ]
     text = json.dumps(data, indent=2, sort_keys=True)
     problem = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
     if problem is not None:  # our card or the library's output broke the schema: a bug here

@@ -9,7 +9,8 @@ Built with the SPDX project's generated bindings (``spdx-python-model``, JSON-LD
   failed and waived findings;
 - one ``software_File`` per other subject (spec, probe inputs, probe bundle) with its SHA-256;
 - the certificate itself as a ``software_File`` (purpose ``evidence``) with its SHA-256, and a
-  ``hasEvidence`` relationship from every model package to it;
+  ``hasEvidence`` relationship from every model package to it; its comment names each
+  target's evidence provenance (collector, host, time);
 - the tool as the creating agent and tool;
 - for a MONAI bundle or Hugging Face folder, its card on each model package (domain, type of
   model, intended use, training data, authors: :mod:`attest.interop.model_card`).
@@ -25,7 +26,12 @@ from typing import Any
 
 from attest._version import __version__
 from attest.core.times import parse_timestamp
-from attest.interop.cyclonedx import MODEL_SUFFIXES, limitations, performance_metrics
+from attest.interop.cyclonedx import (
+    MODEL_SUFFIXES,
+    evidence_provenance,
+    limitations,
+    performance_metrics,
+)
 from attest.interop.model_card import card_lines, card_of
 from attest.interop.source import VerifiedCertificate
 
@@ -58,7 +64,8 @@ def spdx_document(cert: VerifiedCertificate) -> bytes:
             creationInfo=info,
             verifiedUsing=[sha256(cert.sha256)],
             software_primaryPurpose=spdx.software_SoftwarePurpose.evidence,
-            comment=f"gradient certificate {predicate['certificate_id']} (signed DSSE)",
+            comment=f"gradient certificate {predicate['certificate_id']} (signed DSSE)"
+            + "".join(f"; evidence {line}" for _, line in evidence_provenance(predicate)),
         )
     )
     metrics = [

@@ -11,7 +11,8 @@ release without knowing our predicate:
   the checks as ``check:<id>``, each with the worst verdict of its findings (a waived finding
   counts as a warning; a check without a finding, e.g. ``not_applicable``, is not listed);
 - ``configuration``: the policy (``policy:<id>@<version>`` with its file's sha256) and the
-  certificate itself (its file's sha256), as in-toto ResourceDescriptors.
+  certificate itself (its file's sha256), and each target's signed evidence statement
+  (``evidence-statement:TARGET``, its sha256), as in-toto ResourceDescriptors.
 
 The statement is signed into a DSSE envelope (plain DSSE signatures, ``keyid`` + ``sig``), by
 the key given to the command.
@@ -72,12 +73,26 @@ def test_result_statement(cert: VerifiedCertificate) -> dict[str, Any]:
                     "digest": {"sha256": policy["digest"]["sha256"]},
                 },
                 {"name": cert.path.name, "digest": {"sha256": cert.sha256}},
+                *_evidence_statements(predicate),
             ],
             "passedTests": lists[0],
             "warnedTests": lists[1],
             "failedTests": lists[2],
         },
     }
+
+
+def _evidence_statements(predicate: dict[str, Any]) -> list[dict[str, Any]]:
+    """The collectors' signed evidence statements the certificate records, one per target."""
+    recorded = predicate.get("evidence_provenance")
+    out = []
+    for target, record in sorted(recorded.items()) if isinstance(recorded, dict) else []:
+        digest = (record.get("statement_digest") or {}) if isinstance(record, dict) else {}
+        if isinstance(digest.get("sha256"), str):
+            out.append(
+                {"name": f"evidence-statement:{target}", "digest": {"sha256": digest["sha256"]}}
+            )
+    return out
 
 
 def sign_test_result(cert: VerifiedCertificate, key: PrivateKey) -> dict[str, Any]:

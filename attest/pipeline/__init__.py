@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,12 @@ from attest.core.io import (
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
 from attest.evidence.model import Evidence, ExportedFile
+from attest.pipeline.provenance import local_provenance
 from attest.pipeline.signing import CertifyResult, Progress, sign_and_report
 from attest.pipeline.training_log import training_log_record
 from attest.policy.engine import evaluate
 from attest.policy.model import Policy, load_policy
+from attest.policy.targets import target_name
 from attest.spec import LoadedSpec, load_spec, parse_spec_file
 from attest.spec.model import parse_budget
 from attest.spec.source import ModelFolder, refuse_inside
@@ -301,7 +303,9 @@ def certify(
             "Hugging Face folder is bound file by file by the certificate instead",
             hint="certify without --model-signing",
         )
+    started = datetime.now(timezone.utc)
     evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
+    finished = datetime.now(timezone.utc)
     if log_path is not None and log_record is not None:
         taken = {p.name for p in _spec_files(loaded_spec).values()}
         if log_record.log in taken:
@@ -311,6 +315,7 @@ def certify(
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
+    collected = local_provenance(sha256_file(evidence_path), started, finished)
 
     return sign_and_report(
         evidence,
@@ -327,6 +332,7 @@ def certify(
         say=say,
         signer=signer,
         tsa=tsa,
+        provenance={target_name(evidence): collected},
     )
 
 

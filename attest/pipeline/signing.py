@@ -18,6 +18,7 @@ from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey
 from attest.certificate.statement import (
     DeploymentEnvelope,
+    EvidenceProvenance,
     PolicyRef,
     Statement,
     build_statement,
@@ -95,6 +96,7 @@ def sign_and_report(
     deployment: DeploymentEnvelope | None = None,
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
+    provenance: Mapping[str, EvidenceProvenance] | None = None,
 ) -> CertifyResult:
     """On pass, build the statement over ``subjects()`` and sign it (with the signer's stated
     identity and meaning, and a timestamp from ``tsa``); then the report; the result either
@@ -122,6 +124,9 @@ def sign_and_report(
             findings=[_finding_json(f) for f in findings.findings],
             waivers=findings.waivers_used(),
             onnx_mapping=_onnx_mapping(evidence),
+            evidence_provenance={
+                name: record.model_dump(mode="json") for name, record in (provenance or {}).items()
+            },
         )
         envelope = sign_statement(
             statement,

@@ -15,7 +15,12 @@ from pathlib import Path
 
 from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey
-from attest.certificate.statement import DeploymentEnvelope, DigestSet, TargetEnvelope
+from attest.certificate.statement import (
+    DeploymentEnvelope,
+    DigestSet,
+    EvidenceProvenance,
+    TargetEnvelope,
+)
 from attest.core.io import atomic_write_text, dumps_pretty, sha256_file
 from attest.errors import InputError
 from attest.evidence.consistency import require_consistent
@@ -29,9 +34,13 @@ from attest.pipeline import (
     release_subjects,
 )
 from attest.pipeline.measured import require_measured
+from attest.pipeline.provenance import ReleaseFiles, check_provenance, require_trust_store
 from attest.pipeline.signing import CertifyResult, Progress, _deployment, sign_and_report
 from attest.policy.model import Findings, Policy
 from attest.policy.targets import TargetEvidence, evaluate_targets, target_name
+from attest.spec import parse_spec_file
+from attest.verification.outcome import provenance_line
+from attest.verification.trust import TrustStore, load_trust_store
 
 __all__ = ["certify_evidence"]
 
@@ -52,6 +61,7 @@ def certify_evidence(
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
     model_signing: bool = False,
+    trust: str | Path | TrustStore | None = None,
 ) -> CertifyResult:
     """Certify evidence collected elsewhere, one file per hardware target: no re-collection.
 
@@ -62,34 +72,32 @@ def certify_evidence(
     (``predicate.deployment.per_target``) and is signed only when every required target
     passes. The evidence written next to the certificate merges the targets' evidence (worst
     figure over targets, :mod:`attest.evidence.merge`); the findings name their target.
+
+    ``trust`` (a trust store or its path) checks each file's collector statement
+    (:mod:`attest.pipeline.provenance`): needed when the policy's ``evidence.require_signed``
+    is set. The certificate records each target's provenance (``evidence_provenance``).
     """
     out_path, evidence_path, findings_path = _output_paths(out, evidence_out, findings_out)
     lifetime, loaded_policy, signing_key, report_writer = _inputs(
         expires_in, policy, key, report, model_signing
     )
     say = progress or (lambda _message: None)
-    targets: list[TargetEvidence] = []
-    for item in evidence:
-        name, raw = item if isinstance(item, tuple) else (None, item)
-        path = Path(raw)
-        if path.resolve() in {evidence_path.resolve(), findings_path.resolve(), out_path.resolve()}:
-            raise InputError(
-                f"--evidence {path} is also an output of this run; it would be overwritten",
-                hint="write the merged evidence elsewhere with --evidence-out",
-            )
-        loaded = load_evidence(path)
+    targets = _read_targets(evidence, (evidence_path, findings_path, out_path), say)
+    store = load_trust_store(trust) if isinstance(trust, (str, Path)) else trust
+    require_trust_store(loaded_policy, store)
+    release = _release_files(Path(spec))
+    provenance: dict[str, EvidenceProvenance] = {}
+    for target in targets:
+        path = Path(target.source)
+        provenance[target.name] = check_provenance(
+            path, target.evidence, target.sha256 or "", target=target.name, release=release,
+            policy=loaded_policy, trust=store, at=at,
+        )  # fmt: skip
+        say(f"  {provenance_line(target.name, provenance[target.name].model_dump(mode='json'))}")
         # its statuses are the collector's claim: refused before anything reads them when
-        # they disagree with its figures (docs/policy-reference.md)
-        require_consistent(loaded, str(path))
-        say(f"read evidence {path} ({target_name(loaded)})")
-        targets.append(
-            TargetEvidence(
-                name=name or target_name(loaded),
-                evidence=loaded,
-                source=str(path),
-                sha256=sha256_file(path),
-            )
-        )
+        # they disagree with its figures (docs/policy-reference.md); a signed file was held
+        # to its signature first, so an edit of it is refused by the signature
+        require_consistent(target.evidence, str(path))
     _check_spec_files(Path(spec), targets[0] if targets else None)
     say(f"evaluating {len(targets)} target(s) against policy {loaded_policy.id}")
     findings = evaluate_targets(targets, loaded_policy, at=at)
@@ -133,7 +141,49 @@ def certify_evidence(
         deployment=_targets_deployment(targets, findings) if findings.passed else None,
         signer=signer,
         tsa=tsa,
+        provenance=provenance,
     )
+
+
+def _read_targets(
+    evidence: Sequence[str | Path | tuple[str, str | Path]],
+    outputs: tuple[Path, ...],
+    say: Progress,
+) -> list[TargetEvidence]:
+    """Each ``--evidence [NAME=]FILE`` read and named (not yet checked)."""
+    targets: list[TargetEvidence] = []
+    for item in evidence:
+        name, raw = item if isinstance(item, tuple) else (None, item)
+        path = Path(raw)
+        if path.resolve() in {p.resolve() for p in outputs}:
+            raise InputError(
+                f"--evidence {path} is also an output of this run; it would be overwritten",
+                hint="write the merged evidence elsewhere with --evidence-out",
+            )
+        loaded = load_evidence(path)
+        say(f"read evidence {path} ({target_name(loaded)})")
+        targets.append(
+            TargetEvidence(
+                name=name or target_name(loaded),
+                evidence=loaded,
+                source=str(path),
+                sha256=sha256_file(path),
+            )
+        )
+    return targets
+
+
+def _release_files(spec: Path) -> ReleaseFiles:
+    """The spec, weights and probe being certified, with their digests, and the model."""
+    files: dict[str, tuple[Path, str]] = {}
+    for role, path in _spec_files(spec).items():
+        if not path.is_file():
+            raise InputError(f"the spec's {role} file {path} does not exist", hint="check the path")
+        files[role] = (path, sha256_file(path))
+    parsed = parse_spec_file(spec)
+    if parsed.model is None:  # refused earlier (a bundle is certified in one run); kept exact
+        raise InputError(f"{spec} names no model", hint="certify a MONAI bundle in one run")
+    return ReleaseFiles(files, (parsed.model.name, parsed.model.version))
 
 
 def _check_spec_files(spec: Path, first: TargetEvidence | None) -> None:

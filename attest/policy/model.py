@@ -48,6 +48,7 @@ from attest.core.strict_yaml import load_yaml_mapping
 from attest.core.validation import validation_problems
 from attest.errors import PolicyError
 from attest.evidence.model import CHECK_IDS, CheckId, Metric, Subject, load_evidence
+from attest.policy.evidence_rules import EvidenceRules
 
 __all__ = [
     "FINDINGS_SCHEMA_VERSION",
@@ -222,6 +223,11 @@ class Policy(_Strict):
     training_log: TrainingLogRules | None = Field(
         default=None,
         description="thresholds on a training log given to certify (docs/policy-reference.md)",
+    )
+    evidence: EvidenceRules | None = Field(
+        default=None,
+        description="what attest certify --evidence accepts: signed statements from trusted "
+        "collectors, their age and attest version (docs/policy-reference.md)",
     )
     required_targets: list[str] = Field(
         default_factory=list,

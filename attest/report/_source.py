@@ -116,6 +116,8 @@ class ReportSource:
     compile_note: str | None = None  # evidence.compile's note: the model runs torch.compile'd
     targets: list[str] = field(default_factory=list)
     evidence_digest: str | None = None
+    # predicate.evidence_provenance: each target's collector, host, time (None: not recorded)
+    evidence_provenance: dict[str, Any] | None = None
     evidence_path: str | None = None  # --evidence given with a certificate
     training_log: dict[str, Any] | None = None  # the evidence's training log record
     notes: list[str] = field(default_factory=list)
@@ -243,6 +245,8 @@ def _from_statement(
     src.policy = dict(policy) if isinstance(policy, dict) else None
     src.created_at = src.issued_at
     src.evidence_digest = _as_dict(predicate.get("evidence_digest")).get("sha256")
+    if "evidence_provenance" in predicate:
+        src.evidence_provenance = _as_dict(predicate.get("evidence_provenance"))
     src.targets = [str(t) for t in _as_dict(src.deployment).get("targets", []) if t]
     return src
 

@@ -199,6 +199,16 @@ def _signatures(src: ReportSource, ver: Verification) -> str:
     return "<br>".join(f"<code>{esc(s.get('keyid'))}</code> (not verified)" for s in src.signatures)
 
 
+def _collected(src: ReportSource) -> str:
+    """Who collected each target's evidence, where and when (the certificate's
+    evidence_provenance), one line per target; a certificate before it says so."""
+    if not src.signed:
+        return NA
+    from attest.verification.outcome import provenance_lines
+
+    return "<br>".join(esc(line) for line in provenance_lines(src.evidence_provenance))
+
+
 def _summary(src: ReportSource, ver: Verification) -> str:
     policy = src.policy or {}
     model_pairs = [
@@ -213,6 +223,7 @@ def _summary(src: ReportSource, ver: Verification) -> str:
         ),
         ("policy digest", f"<code>{esc(_digest(policy))}</code>" if policy else NA),
         ("signatures", _signatures(src, ver) or NA),
+        ("evidence collected", _collected(src)),
         ("validity window", _validity(src)),
         ("written by", esc(f"gradient-attest {src.tool_version}") if src.tool_version else NA),
         (

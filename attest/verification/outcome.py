@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from attest.core.text import safe_text
 from attest.core.times import format_timestamp
 
-__all__ = ["REASON_CODES", "VerificationReport"]
+__all__ = ["REASON_CODES", "VerificationReport", "provenance_line", "provenance_lines"]
 
 REASON_CODES: tuple[str, ...] = (
     "MALFORMED",
@@ -60,6 +61,8 @@ class VerificationReport:
     certificate_subjects: list[dict[str, Any]] = field(default_factory=list)  # as signed
     policy: dict[str, Any] | None = None  # id, version, digest: as signed
     verdict_counts: dict[str, int] | None = None  # the recorded findings by verdict
+    # predicate.evidence_provenance as signed: each target's collector, host and time
+    evidence_provenance: dict[str, Any] | None = None
     statement: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     probe: dict[str, Any] | None = None
@@ -89,9 +92,48 @@ class VerificationReport:
             "model": self.model,
             "policy": self.policy,
             "verdict_counts": self.verdict_counts,
+            "evidence_provenance": self.evidence_provenance,
             "checked_at": format_timestamp(self.checked_at),
             "notes": self.notes,
             "probe": self.probe,
             "environment_differences": self.environment_differences,
             "environment_target": self.environment_target,
         }
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def provenance_line(target: str, record: Any) -> str:
+    """One target's evidence provenance in one line, safe to print (``record`` is a
+    certificate's ``evidence_provenance[target]``, which inspect shows unverified):
+    signed by NAME (ROLE, key ID) on HOST at TIME, or UNSIGNED and why."""
+    name = safe_text(target, 200)
+    when = safe_text(_get(record, "finished_at") or "an unrecorded time", 40)
+    host = safe_text(_get(record, "host") or "an unrecorded host", 200)
+    started = _get(record, "started_at")
+    span = f"{safe_text(started, 40)} to {when}" if started else when
+    if _get(record, "signed") is True and isinstance(_get(record, "collector"), dict):
+        keyid = safe_text(str(_get(record, "collector", "keyid"))[:16], 16)
+        return (
+            f"{name}: signed by {safe_text(_get(record, 'collector', 'name'), 200)} "
+            f"({safe_text(_get(record, 'collector', 'role'), 100)}, key {keyid}; trusted as "
+            f"{safe_text(_get(record, 'collector', 'trusted_as'), 200)}) on {host} at {span}"
+        )
+    if _get(record, "collected_by") == "certify":
+        return f"{name}: collected by the certify run itself on {host} at {span} (no collector statement)"
+    note = _get(record, "note")
+    return f"{name}: UNSIGNED evidence, recorded at {when}" + (
+        f" ({safe_text(note, 300)})" if note else ""
+    )
+
+
+def provenance_lines(provenance: Any) -> list[str]:
+    """:func:`provenance_line` of every target of a certificate's ``evidence_provenance``;
+    a certificate made before it existed says so."""
+    if not isinstance(provenance, dict) or not provenance:
+        return ["(no evidence provenance recorded: a certificate older than signed evidence)"]
+    return [provenance_line(str(target), record) for target, record in provenance.items()]

@@ -97,6 +97,11 @@ LEDGER_ROLE = "ledger"  # the role of ledger checkpoint (log) keys: archives, of
 _MAX_TRUST_BYTES = 1024 * 1024
 
 
+# Roles whose keys sign collected evidence only (attest collect --key; the release side's
+# certify --evidence --trust reads them): never counted for certificates or revocations.
+EVIDENCE_ONLY_ROLES: frozenset[str] = frozenset({"collector"})
+
+
 @dataclass(frozen=True)
 class TrustedKey:
     """A public key the verifier accepts signatures from, within its validity window."""
@@ -148,6 +153,13 @@ class TrustStore:
     accepted_policies: tuple[AcceptedPolicy, ...] | None = None  # None: any policy
     witnesses: tuple[TrustedWitness, ...] = ()
     witness_quorum: int | None = None  # None: a log checkpoint needs no cosignature
+
+    def certificate_signers(self) -> TrustStore:
+        """The store without the keys it gives only evidence roles (:data:`EVIDENCE_ONLY_ROLES`):
+        a collector key signs evidence statements for certify, never a certificate or a
+        revocation, so a stolen one cannot issue either on a server that trusts it."""
+        keys = tuple(k for k in self.keys if not (k.roles and set(k.roles) <= EVIDENCE_ONLY_ROLES))
+        return replace(self, keys=keys)
 
     def may_revoke(self, key: TrustedKey) -> bool:
         """Whether ``key`` holds a role that may revoke certificates (whether the key itself was

@@ -120,6 +120,21 @@ def _schema_problem(statement: dict[str, Any]) -> str | None:
     return None
 
 
+def _collector_signed(envelope: Envelope, everyone: TrustStore, store: TrustStore) -> list[str]:
+    """Notes naming a key that signed but holds only evidence roles (it cannot count)."""
+    from attest.certificate.signing import pae, verify_signature
+
+    message = pae(envelope.payload_type, envelope.payload)
+    left_out = [k for k in everyone.keys if store.key(k.keyid) is None]
+    return [
+        f"signature {i} is by {key.label()}, which the trust store gives only the "
+        f"{', '.join(key.roles)} role: a collector signs evidence, never a certificate"
+        for i, sig in enumerate(envelope.signatures)
+        for key in left_out
+        if verify_signature(key.public_key, sig.sig, message)
+    ]
+
+
 def _check_payload(env: Envelope) -> dict[str, Any]:
     if env.payload_type != PAYLOAD_TYPE:
         raise Rejected(
@@ -263,6 +278,7 @@ def _after_gates(
     report.certificate_subjects = statement["subject"]
     report.policy = predicate["policy"]
     report.verdict_counts = verdict_counts(predicate)
+    report.evidence_provenance = predicate.get("evidence_provenance") or {}
     reasons: list[tuple[str, str]] = list(revoked)  # CERTIFICATE_REVOKED, found by the caller
     # 5. validity window
     if parse_timestamp(predicate["issued_at"]) > now + clock_skew:
@@ -373,7 +389,8 @@ def verify(
         specs.append(artifact_name_and_path(probe))
     if not specs and require_artifacts:  # False: signature/validity only (attest report)
         raise InputError("no artifact given", hint="pass the file(s) to check with --artifact PATH")
-    store = trust if isinstance(trust, TrustStore) else load_trust_store(trust)
+    everyone = trust if isinstance(trust, TrustStore) else load_trust_store(trust)
+    store = everyone.certificate_signers()  # collector keys sign evidence, not certificates
     report = VerificationReport(
         verified=False, reasons=[], checked_at=now, certificate_path=str(path)
     )
@@ -386,6 +403,7 @@ def verify(
         report.signatures = [s.to_dict() for s in check.signatures]
         if check.problems:
             report.reasons = check.problems
+            report.notes += _collector_signed(envelope, everyone, store)
             return report
         report.signers = [{"keyid": k.keyid, "name": k.name} for k in check.counted]
         statement = _check_payload(envelope)

@@ -279,6 +279,13 @@ def _certify(
     spec: Path, evidence: Path, key: Path, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, str]:
     out = evidence.parent / "out"
+    # clinical-strict's rules on unsigned evidence, as a site that accepts unsigned files has
+    # them: the figures still decide (signed evidence: tests/cli/test_certify_provenance.py)
+    unsigned = evidence.parent / "unsigned-strict.yaml"
+    unsigned.write_text(
+        f"extends: {STRICT}\nid: clinical-strict-unsigned\nversion: '1'\n"
+        "evidence: {require_signed: false}\n"
+    )
     code, _, err = _run(
         [
             "certify",
@@ -286,7 +293,7 @@ def _certify(
             "--evidence",
             str(evidence),
             "--policy",
-            str(STRICT),
+            str(unsigned),
             "--key",
             str(key),
             "-o",

@@ -1,23 +1,26 @@
 """``attest certify --evidence``: one certificate over the evidence of several hardware targets,
 and ``attest verify --check-environment`` matching a server to one of its targets.
 
-The digits example is collected once, here (the CPU target). The other targets are that
-evidence as another machine would have written it: the same release, another hardware target
-and runtime (this machine cannot run CUDA or another ISA), and, where a test needs a failing
-target, a figure that fails the policy.
+The digits example is collected once, here (the CPU target), and signed by this machine's
+collector key. The other targets are that evidence as another machine would have written and
+signed it (clinical-strict requires signed evidence): the same release, another hardware
+target and runtime (this machine cannot run CUDA or another ISA), and, where a test needs a
+failing target, a figure that fails the policy.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from attest.certificate.signing import generate_keypair
+from attest.certificate.signing import generate_keypair, load_private_key
 from attest.cli import main
+from attest.collection.provenance import sign_evidence
 from attest.core.io import loads_strict
 from attest.verification.trust import add_key, empty_trust_store, save_trust_store
 
@@ -44,12 +47,17 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     )
     collected = root / "cpu"
     collected.mkdir()
+    collector, collector_pub, _ = generate_keypair(root / "collector", passphrase=None)
     with pytest.raises(SystemExit) as info:
-        main(["collect", str(folder / "attest.yaml"), "-o", str(collected / "evidence.json"), "-q"])
+        main(["collect", str(folder / "attest.yaml"), "-o", str(collected / "evidence.json"),
+              "-q", "--key", str(collector), "--name", "cpu-node"])  # fmt: skip
     assert info.value.code in (0, None)
     key, pub, _ = generate_keypair(root / "release", passphrase=None)
     trust = root / "trust.yaml"
     store, _ = add_key(empty_trust_store(str(trust)), Path(pub).read_bytes(), name="release")
+    store, _ = add_key(
+        store, Path(collector_pub).read_bytes(), name="collector", roles=("collector",)
+    )
     save_trust_store(store, trust)
     return {
         "spec": folder / "attest.yaml",
@@ -61,9 +69,16 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def other_target(
-    source: Path, into: Path, target: str, *, arch: str = "aarch64", fail: bool = False
+    source: Path,
+    into: Path,
+    target: str,
+    *,
+    arch: str = "aarch64",
+    fail: bool = False,
+    as_name: str | None = None,
 ) -> Path:
-    """``source``'s evidence as a machine of another target would have written it."""
+    """``source``'s evidence as a machine of another target would have written it, signed by
+    its collector for the target name ``as_name`` (default: ``target``) it is certified under."""
     into.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = json.loads(source.read_text())
     data["targets"] = [target]
@@ -86,11 +101,21 @@ def other_target(
         topology["summary"]["diverging_inputs"] = 1
     path = into / "evidence.json"
     path.write_text(json.dumps(data))
+    root = source.parent.parent  # the release fixture's folder: its spec and collector key
+    sign_evidence(
+        path,
+        root / "digits" / "attest.yaml",
+        load_private_key(root / "collector.key"),
+        started_at=datetime.now(timezone.utc),
+        name=f"{target}-node",
+        target=as_name or target,
+    )
     return path
 
 
 def certify_args(release: dict[str, Path], out: Path, *evidence: str) -> list[str]:
-    args = ["certify", str(release["spec"]), "--policy", str(STRICT), "--key", str(release["key"])]
+    args = ["certify", str(release["spec"]), "--policy", str(STRICT), "--key", str(release["key"]),
+            "--trust", str(release["trust"])]  # fmt: skip
     for item in evidence:
         args += ["--evidence", item]
     return [*args, "-o", str(out / "gradient_certificate.json"), "--json", "-q"]
@@ -120,7 +145,7 @@ def policy_requiring(tmp_path: Path, patterns: list[str]) -> Path:
 def test_two_targets_one_certificate_and_the_server_matches_its_own(
     release: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    arm = other_target(release["cpu"], tmp_path / "arm", "cpu:aarch64:neon")
+    arm = other_target(release["cpu"], tmp_path / "arm", "cpu:aarch64:neon", as_name="arm")
     out = tmp_path / "release"
     code, text = run(certify_args(release, out, str(release["cpu"]), f"arm={arm}"), capsys)
     assert code == 0, text
@@ -151,7 +176,9 @@ def test_a_failed_target_not_required_is_recorded_and_refused_on_its_hardware(
 ) -> None:
     # the failing target is this machine's hardware under another name: a server like this
     # one matches it, and must be refused because that target failed
-    same = other_target(release["cpu"], tmp_path / "same", "cpu:here-too", arch="x86_64", fail=True)
+    same = other_target(
+        release["cpu"], tmp_path / "same", "cpu:here-too", arch="x86_64", fail=True, as_name="here"
+    )
     arm = other_target(release["cpu"], tmp_path / "arm", "cpu:aarch64:neon")
     policy = policy_requiring(tmp_path, ["cpu:aarch64:*"])
     out = tmp_path / "release"
@@ -216,7 +243,15 @@ def test_evidence_of_another_release_or_the_same_target_twice_is_refused(
 ) -> None:
     other = _edit(release["cpu"], tmp_path / "other", change)
     out = tmp_path / "release"
-    code, text = run(certify_args(release, out, str(release["cpu"]), str(other)), capsys)
+    # unsigned, so that what is refused is the other release (a signed copy would be refused
+    # by its signature first: tests/cli/test_certify_provenance.py)
+    unsigned = tmp_path / "unsigned.yaml"
+    unsigned.write_text(
+        f"extends: {STRICT}\nid: site\nversion: '1'\nevidence: {{require_signed: false}}\n"
+    )
+    args = certify_args(release, out, str(release["cpu"]), str(other))
+    args[args.index(str(STRICT))] = str(unsigned)
+    code, text = run(args, capsys)
     assert code == 2
     assert message in text
     assert not out.exists() or not any(out.iterdir())
@@ -255,4 +290,5 @@ def test_a_spec_other_than_the_evidence_s_is_refused(
     args[1] = str(folder / "attest.yaml")
     code, text = run(args, capsys)
     assert code == 2
-    assert "is not the spec file" in text
+    # the collector's statement names the spec it was collected from
+    assert "EVIDENCE_SUBJECT_MISMATCH" in text and "other spec (attest.yaml" in text

@@ -191,6 +191,12 @@ def test_certify_pass_signs_a_certificate_that_verifies(
     assert predicate["policy"]["digest"]["sha256"] == findings["policy"]["digest"]["sha256"]
     assert len(predicate["findings"]) == len(findings["findings"])
     assert predicate["operators"], "operator rows are in the certificate"
+    # collected by this certify run: recorded, with host and times, and no collector statement
+    (record,) = predicate["evidence_provenance"].values()
+    assert record["collected_by"] == "certify" and record["signed"] is False
+    assert record["host"] and record["started_at"] <= record["finished_at"]
+    assert record["evidence_digest"] == predicate["evidence_digest"]
+    assert report["evidence_provenance"] == predicate["evidence_provenance"]
 
     # a changed weights file no longer matches the certificate
     tampered = tmp_path / "tampered" / "weights.safetensors"
