@@ -16,19 +16,23 @@ torch is imported only when the command runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from attest.cli.collect_signing import (
+    collector_options,
+    load_collector,
+    sign_collected,
+    signed_summary,
+)
 from attest.cli.output import echo_json
 from attest.cli.progress_option import heartbeat_seconds, progress_option
 from attest.errors import CollectError, InputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from attest.certificate.signing import PrivateKey
     from attest.evidence.model import Evidence
 
 
@@ -215,34 +219,7 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
     metavar="DURATION",
     help="With --ray: fail a target that no node can start within this time.",
 )
-@click.option(
-    "--key",
-    "key_path",
-    default=None,
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Collector's private key: sign the evidence into STEM.intoto.json beside it "
-    "(passphrase from ATTEST_KEY_PASSPHRASE or a prompt). Without it the evidence is unsigned.",
-)
-@click.option(
-    "--name",
-    "collector_name",
-    default=None,
-    help="With --key: the collector's name in the statement [default: the key file's stem].",
-)
-@click.option(
-    "--role",
-    "collector_role",
-    default="collector",
-    show_default=True,
-    help="With --key: the role the collector states (the trust store decides what counts).",
-)
-@click.option(
-    "--target-name",
-    default=None,
-    metavar="NAME",
-    help="With --key: the target name the statement binds (certify --evidence NAME=FILE) "
-    "[default: the hardware target measured, e.g. cpu:x86_64:avx2].",
-)
+@collector_options
 def collect(
     paths: tuple[Path, ...],
     spec_file: Path | None,
@@ -275,7 +252,9 @@ def collect(
     probe naming the collector, host, hardware, times and dispatch (certify --evidence --trust
     checks it); without --key it is unsigned and says so.
     """
-    signing = _collector(key_path, collector_name, collector_role, target_name, merge, targets_file)
+    signing = load_collector(
+        key_path, collector_name, collector_role, target_name, merge, targets_file
+    )
     if targets_file is not None and ray_address is None:
         raise InputError(
             "--targets needs --ray",
@@ -318,17 +297,10 @@ def collect(
             work_dir=resume_dir or work_dir, resume=resume_dir is not None,
         )  # fmt: skip
         if signing is not None:
-            statement = _sign(
+            statement = sign_collected(
                 out, _one_spec(paths), signing, evidence, started, workers, ray_address
             )
-    signed_line = (
-        f"  signed by {signing.name} ({signing.role}, key {signing.key.keyid[:16]}): {statement}"
-        if signing is not None and statement is not None
-        else "  UNSIGNED: "
-        + ("a merge is never signed" if merge else "no --key")
-        + ", so certify cannot tell who collected this evidence (a policy requiring signed "
-        "evidence refuses it)"
-    )
+    signed_line = signed_summary(signing, statement, merge)
     if as_json:
         echo_json(
             {**_json_summary(evidence, out), "signed": statement is not None,
@@ -339,67 +311,6 @@ def collect(
             click.echo(line)
         click.echo(signed_line)
     require_a_verdict(evidence, out)
-
-
-@dataclass(frozen=True)
-class _Signing:
-    key: PrivateKey
-    name: str
-    role: str
-    target: str | None
-
-
-def _collector(
-    key_path: Path | None,
-    name: str | None,
-    role: str,
-    target: str | None,
-    merge: bool,
-    targets_file: Path | None,
-) -> _Signing | None:
-    """The collector's key and identity, loaded before any work (a wrong passphrase costs
-    nothing); ``None`` without --key."""
-    if key_path is None:
-        if name is not None or target is not None or role != "collector":
-            raise InputError("--name, --role and --target-name name the signer: they need --key")
-        return None
-    if merge:
-        raise InputError(
-            "--key signs what this machine measured, not a merge",
-            hint="sign each target's collect; certify --evidence takes each target's file",
-        )
-    if targets_file is not None:
-        raise InputError(
-            "--key with --ray --targets is not supported yet: each target's evidence must be "
-            "signed on the node that measured it, with that node's key",
-            hint="collect each target with attest collect SPEC --key NODE.key on its machine",
-        )
-    from attest.certificate.signing import load_private_key
-
-    return _Signing(load_private_key(key_path), name or key_path.stem, role, target)
-
-
-def _sign(
-    out: Path,
-    spec: Path,
-    signing: _Signing,
-    evidence: Evidence,
-    started: datetime,
-    workers: int,
-    ray_address: str | None,
-) -> Path:
-    from attest.collection.provenance import dispatch_of, sign_evidence
-
-    return sign_evidence(
-        out,
-        spec,
-        signing.key,
-        started_at=started,
-        name=signing.name,
-        role=signing.role,
-        target=signing.target,
-        dispatch=dispatch_of(evidence, workers, ray_address),
-    )
 
 
 def _one_spec(paths: tuple[Path, ...]) -> Path:

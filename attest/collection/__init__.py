@@ -100,16 +100,9 @@ def collect(
     from attest.collection import runtime_info as environment
     from attest.core.io import atomic_write_json
     from attest.spec import load_spec
-    from attest.spec.source import refuse_inside
 
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
-    refuse_inside(
-        loaded.folder,
-        {
-            "evidence": Path(out) if out else None,
-            "output folder": Path(output_dir) if output_dir else None,
-        },
-    )
+    _refuse_outputs_inside(loaded, out, output_dir)
     settings = settings or CheckSettings()
     budget_s = budget_s if budget_s is not None else loaded.budget_s
     order = list(CHECK_RUNNERS if runners is None else runners)
@@ -185,6 +178,21 @@ def collect(
     if work is not None:  # the evidence is whole: its phases need no resuming any more
         work.clean()
     return evidence
+
+
+def _refuse_outputs_inside(
+    loaded: LoadedSpec, out: str | Path | None, output_dir: str | Path | None
+) -> None:
+    """Nothing, not even a folder, is written inside a MONAI bundle or model folder."""
+    from attest.spec.source import refuse_inside
+
+    refuse_inside(
+        loaded.folder,
+        {
+            "evidence": Path(out) if out else None,
+            "output folder": Path(output_dir) if output_dir else None,
+        },
+    )
 
 
 def _open_work(
