@@ -164,6 +164,11 @@ class FakeLog:
                 return _json(404, {"error": "NOT_FOUND", "message": "none"})
             version = int(query.get("version", len(self.clients)))
             return _json(200, self.clients[version - 1])
+        if path.startswith("clients-version/"):  # the path the static files use too
+            version = int(path.split("/")[1])
+            if not 1 <= version <= len(self.clients):
+                return _json(404, {"error": "NOT_FOUND", "message": path})
+            return _json(200, self.clients[version - 1])
         if path.startswith("tile/"):
             tile = parse_tile_path(path[len("tile/") :])
             start = tile.index * 256
