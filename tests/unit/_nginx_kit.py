@@ -19,6 +19,7 @@ from _ledger_service_kit import free_port
 # in: the checkpoint and the latest clients document are mutable (no-cache), everything else
 # immutable; entry bundles and tiles gzip-compressed when the client asks.
 SERVER_BLOCK = """
+    keepalive_requests 1000000;
     types { }
     default_type application/octet-stream;
     gzip on;

@@ -41,6 +41,7 @@ from attest.errors import AttestError, LedgerError
 from attest.ledger.checkpoint import open_checkpoint
 from attest.ledger.service.postgres import PostgresStorage
 from attest.ledger.service.sequencer import ServedCheckpoint
+from attest.ledger.storage import StoredLeaf
 from attest.ledger.service.tiles import (
     TILE_HEIGHT,
     TilePath,
@@ -77,6 +78,7 @@ class StaticTiles:
         self.dsn, self.key, self.origin = dsn, log_key, origin
         self.written = 0  # the size of the checkpoint the directory serves
         self._note = ""  # that checkpoint
+        self._tail: list[StoredLeaf] = []  # the entries of the partial level-0 tile last written
         self._latest: ServedCheckpoint | None = None
         self._changed: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -181,9 +183,7 @@ class StaticTiles:
         for tile in new_tiles(old, new):
             if tile.level == 0:
                 start = tile.index * 256
-                leaves = list(storage.iter_leaves(start, start + tile.width))
-                if [leaf.index for leaf in leaves] != list(range(start, start + tile.width)):
-                    raise LedgerError(f"the database is missing entries of {start}..")
+                leaves = self._leaves(storage, start, start + tile.width)
                 hashes = [leaf.leaf_hash for leaf in leaves]
                 self._write(
                     tile_path(None, tile.index, tile.width),
@@ -194,6 +194,16 @@ class StaticTiles:
             self._write(tile_path(tile.level, tile.index, tile.width), b"".join(hashes))
         self._write("checkpoint", target.note.encode("utf-8"))
         self.written, self._note = new, target.note
+
+    def _leaves(self, storage: PostgresStorage, start: int, stop: int) -> list[StoredLeaf]:
+        """Entries ``start..stop-1`` of one level-0 tile; those of the partial tile written last
+        are kept in memory, so under load a round reads only the entries added since."""
+        tail = self._tail[: stop - start] if self._tail and self._tail[0].index == start else []
+        leaves = tail + list(storage.iter_leaves(start + len(tail), stop))
+        if [leaf.index for leaf in leaves] != list(range(start, stop)):
+            raise LedgerError(f"the database is missing entries of {start}..{stop - 1}")
+        self._tail = leaves if len(leaves) < 256 else []
+        return leaves
 
     def _write(self, relative: str, data: bytes) -> None:
         try:
