@@ -72,16 +72,17 @@ def remote_ledger(
     )
 
 
-def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
+def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> int | None:
     """Spool ``entry`` durably, then submit everything pending for the service in order;
     says on stderr what happened. Unreachable: the events stay queued (not an error). A
-    refusal by the service is a :class:`LedgerError`."""
+    refusal by the service is a :class:`LedgerError`. Returns the index ``entry`` was recorded
+    at once proven, else None."""
     from attest.errors import LedgerError
     from attest.ledger.service.spool import Spool, default_spool_path
 
     path = default_spool_path()
     with Spool(path) as spool:
-        spool.enqueue(target.url, target.client, entry)
+        mine = spool.enqueue(target.url, target.client, entry)
         log_key, log_name = target.log_key or (None, None)
         result = spool.flush(
             target.url,
@@ -115,6 +116,7 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
             f"the ledger service refused event {seq}: {reason}",
             hint="check --ledger-client and --ledger-client-key against the service's clients.yaml",
         )
+    return next((index for seq, index in result.submitted if seq == mine), None)
 
 
 # -- `attest verify --ledger URL`: the revocations the remote log holds ----------------------------
@@ -122,6 +124,36 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
 
 # the reason code (listed in attest.verification.verifier.REASON_CODES)
 REVOCATION_STATUS_UNKNOWN = "REVOCATION_STATUS_UNKNOWN"
+
+
+def write_ledger_proof(url: str, certificate: Path, index: int | None, out: Path) -> None:
+    """``certify --ledger URL --ledger-proof-out FILE``: the C2SP tlog-proof of the issued
+    entry just recorded at ``index`` (None: it was not recorded yet), fetched from the log's
+    tiles and checked against its checkpoint before it is written (atomically)."""
+    from attest.core.io import atomic_write_text, sha256_file
+    from attest.errors import LedgerError
+    from attest.ledger.tlog_proof_build import build_tlog_proof
+
+    later = (
+        f"fetch it once the entry is recorded: attest ledger proof {safe_text(str(certificate))}"
+        f" --ledger {safe_text(url)} -o {safe_text(str(out))}"
+    )
+    if index is None:
+        raise LedgerError(
+            "the certificate is written, but its issued entry is not recorded in the ledger yet"
+            f" (queued or not proven): no proof was written to {out}",
+            hint=later,
+        )
+    try:
+        text = build_tlog_proof(url, sha256_file(certificate), start=index)
+    except LedgerError as exc:
+        raise LedgerError(
+            f"the certificate is written and recorded as entry {index}, but its proof could not"
+            f" be made: {exc.message}",
+            hint=later,
+        ) from None
+    atomic_write_text(out, text)
+    click.echo(f"ledger: offline proof of entry {index} written to {out}", err=True)
 
 
 def remote_copy_path(url: str) -> Path:

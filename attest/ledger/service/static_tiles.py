@@ -41,7 +41,6 @@ from attest.errors import AttestError, LedgerError
 from attest.ledger.checkpoint import open_checkpoint
 from attest.ledger.service.postgres import PostgresStorage
 from attest.ledger.service.sequencer import ServedCheckpoint
-from attest.ledger.storage import StoredLeaf
 from attest.ledger.service.tiles import (
     TILE_HEIGHT,
     TilePath,
@@ -50,6 +49,7 @@ from attest.ledger.service.tiles import (
     tile_path,
     tiles_for_size,
 )
+from attest.ledger.storage import StoredLeaf
 
 __all__ = ["MIN_ROUND_S", "StaticTiles", "new_tiles"]
 
