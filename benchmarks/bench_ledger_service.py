@@ -491,6 +491,12 @@ def main() -> None:
         help="also run the write load with each checkpoint cosigned by this many local witness"
         " processes, all of them required (2: a 2-of-2 quorum; 0 skips)",
     )
+    parser.add_argument(
+        "--no-static",
+        action="store_true",
+        help="run the service without --static-dir (no static files, no nginx reads): what"
+        " writing the static files costs the write load",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     bin_dir = find_pg_bin()
@@ -511,7 +517,7 @@ def main() -> None:
         static = tmp / "static"
         service = ServiceProcess(
             dsn, log_key, clients, tmp / "service.log", interval=5.0,
-            extra_args=("--static-dir", str(static)),
+            extra_args=() if args.no_static else ("--static-dir", str(static)),
         )  # fmt: skip
         url, public = service.url, load_public_key(log_pub)
 
@@ -529,15 +535,17 @@ def main() -> None:
         print(json.dumps(figures["storage_only"]), flush=True)
         figures["bulk_load"] = {"entries": args.audit_entries, "seconds": round(load_s, 1)}
         size = httpx.get(url + "healthz", timeout=10).json()["tree_size"]
-        static_s = _wait_for_static(static / "checkpoint", public, size)
-        figures["static_catch_up_s"] = round(static_s, 1)
+        if not args.no_static:
+            static_s = _wait_for_static(static / "checkpoint", public, size)
+            figures["static_catch_up_s"] = round(static_s, 1)
         paths = _tile_paths(size)
         figures["tile_reads"] = _read_rate(url, paths, args)
         print(json.dumps(figures["tile_reads"]), flush=True)
-        figures["static_tile_reads"] = _static_reads(
-            static, tmp, paths, figures["tile_reads"], args
-        )
-        print(json.dumps(figures["static_tile_reads"]), flush=True)
+        if not args.no_static:
+            figures["static_tile_reads"] = _static_reads(
+                static, tmp, paths, figures["tile_reads"], args
+            )
+            print(json.dumps(figures["static_tile_reads"]), flush=True)
 
         started = time.perf_counter()
         report = audit_remote(url, public, state_path=tmp / "auditor.checkpoint")
