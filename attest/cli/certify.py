@@ -16,7 +16,7 @@ import click
 from attest.cli.cosign import identity, signer_options
 from attest.cli.output import echo_json
 from attest.cli.progress_option import heartbeat_seconds, progress_option
-from attest.cli.remote_options import remote_ledger_options
+from attest.cli.remote_options import ledger_tiles_option, remote_ledger_options
 from attest.cli.verify import is_url
 from attest.errors import EXIT_NEGATIVE, InputError
 
@@ -194,7 +194,7 @@ def _record_issued(
 
     index = submit_remote(remote, entry_for_certificate(certificate))
     if proof_out is not None:
-        write_ledger_proof(remote.url, certificate, index, proof_out)
+        write_ledger_proof(remote.reads, certificate, index, proof_out)
 
 
 @click.command("certify")
@@ -309,6 +309,7 @@ def _record_issued(
     " --ledger-proof and attest archive on servers with no network.",
 )
 @remote_ledger_options
+@ledger_tiles_option
 @signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
@@ -340,6 +341,7 @@ def certify(
     ledger_client: str | None,
     ledger_client_key: Path | None,
     ledger_log_key: Path | None,
+    ledger_tiles: str | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml), evaluate it and, on pass, sign the certificate.
 
@@ -389,7 +391,7 @@ def certify(
             hint="the write is proven under the log's key before its offline proof is fetched",
         )
     remote = (
-        remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
+        remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key, ledger_tiles)
         if is_url(ledger)
         else None
     )

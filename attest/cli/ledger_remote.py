@@ -42,6 +42,12 @@ class RemoteLedger:
     client: str
     key: PrivateKey
     log_key: tuple[PublicKey, str | None] | None
+    tiles: str | None = None  # --ledger-tiles: where the log's reads are served
+
+    @property
+    def reads(self) -> str:
+        """The URL the log's checkpoint, tiles and clients are read from."""
+        return self.tiles or self.url
 
 
 def remote_ledger(
@@ -49,6 +55,7 @@ def remote_ledger(
     client: str | None,
     client_key: Path | None,
     log_key: Path | None,
+    tiles: str | None = None,
 ) -> RemoteLedger:
     """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2)."""
     from attest.certificate.signing import load_private_key
@@ -66,9 +73,11 @@ def remote_ledger(
             "--ledger URL needs the httpx package",
             hint="pip install 'gradient-attest[ledger-service]' (or httpx alone)",
         ) from None
+    if tiles is not None and not tiles.startswith(("http://", "https://")):
+        raise InputError(f"--ledger-tiles {safe_text(tiles)!r} is not an http:// or https:// URL")
     key = load_private_key(client_key)
     return RemoteLedger(
-        url, client, key, load_checkpoint_key(log_key) if log_key is not None else None
+        url, client, key, load_checkpoint_key(log_key) if log_key is not None else None, tiles
     )
 
 
@@ -188,10 +197,10 @@ def remote_revocations(
         raise InputError("--ledger URL needs --ledger-log-key to read the log's revocations")
     copy = remote_copy_path(target.url)
     key, name = target.log_key
-    shown = safe_text(target.url)
+    shown = safe_text(target.reads)
     note = None
     try:
-        mirror_log(target.url, copy, key, key_name=name, policy=policy)
+        mirror_log(target.reads, copy, key, key_name=name, policy=policy)
     except QuorumNotMet as exc:
         return [], (QuorumNotMet.code, f"the log at {shown}: {safe_text(exc.message, 800)}"), None
     except Unreachable as exc:

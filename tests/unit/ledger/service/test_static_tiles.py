@@ -1,7 +1,8 @@
 """Static tiles (issue 37): ``attest ledger serve --static-dir DIR`` writes the checkpoint, hash
 tiles and entry bundles as immutable files in the C2SP tlog-tiles layout; a real nginx serves
 that directory while writes go to the service, and ``attest ledger verify URL`` audits the log
-through nginx alone (the service stopped: no read reaches it or PostgreSQL)."""
+through nginx alone (the service stopped: no read reaches it or PostgreSQL), as ``verify
+--ledger URL --ledger-tiles NGINX`` reads the log's revocations."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from _ledger_service_kit import Keys, ServiceProcess, signed_body, write_clients
 from _nginx_kit import NginxProcess, require_nginx
 
 from attest.certificate.signing import load_public_key
+from attest.cli.ledger_remote import remote_copy_path, remote_ledger, remote_revocations
+from attest.ledger import open_ledger
 from attest.ledger.checkpoint import open_checkpoint
 from attest.ledger.service.static_tiles import new_tiles
 from attest.ledger.service.tiles import TilePath, tiles_for_size
@@ -102,7 +105,10 @@ def _wait_static(static: Static, size: int) -> None:
 
 
 def test_ledger_verify_audits_through_nginx(
-    static: Static, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    static: Static,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert static.static_size() == 0  # an empty log's checkpoint is published at start
     _write(static, ENTRIES)
@@ -125,6 +131,14 @@ def test_ledger_verify_audits_through_nginx(
     assert code == 0, out + err
     assert f"OK: {static.nginx.url}" in out and f"{ENTRIES} of {ENTRIES} entries" in out
     assert f"{ENTRIES} client signatures checked" in out
+    # verify --ledger SERVICE --ledger-tiles NGINX: the log's revocations read through nginx
+    monkeypatch.setenv("ATTEST_LEDGER_SPOOL", str(tmp_path / "spool.sqlite"))
+    remote = remote_ledger(
+        static.service.url, "infer-01", static.infer_key, static.log_pub, static.nginx.url
+    )
+    assert remote_revocations(remote) == ([], None, None)
+    with open_ledger(remote_copy_path(static.service.url)) as copy:
+        assert copy.storage.tree_head().size == ENTRIES
     # an entry edited in the served files is caught
     bundle = static.root / "tile/entries/000"
     data = bytearray(bundle.read_bytes())
