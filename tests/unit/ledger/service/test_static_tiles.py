@@ -70,8 +70,11 @@ class Static:
         self.public = load_public_key(self.log_pub)
 
     def static_size(self) -> int:
-        note = httpx.get(self.nginx.url + "checkpoint", timeout=5).text
-        return open_checkpoint(note, self.public).size
+        """The size of the checkpoint nginx serves; -1 before the first is written."""
+        answer = httpx.get(self.nginx.url + "checkpoint", timeout=5)
+        if answer.status_code == 404:
+            return -1
+        return open_checkpoint(answer.text, self.public).size
 
     def stop(self) -> None:
         self.nginx.stop()
@@ -98,7 +101,7 @@ def _write(static: Static, count: int) -> None:
 
 
 def _wait_static(static: Static, size: int) -> None:
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30
     while static.static_size() < size:
         assert time.monotonic() < deadline, "the static checkpoint did not reach the log's size"
         time.sleep(0.05)
@@ -110,7 +113,8 @@ def test_ledger_verify_audits_through_nginx(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert static.static_size() == 0  # an empty log's checkpoint is published at start
+    _wait_static(static, 0)  # an empty log's checkpoint is published at start
+    assert static.static_size() == 0
     _write(static, ENTRIES)
     _wait_static(static, ENTRIES)
     # the files are the service's tiles, byte for byte, at the tlog-tiles paths
