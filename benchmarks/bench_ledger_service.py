@@ -5,7 +5,10 @@ cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvico
    client-signed write and waiting for its acknowledgement (sent after the COMMIT) before
    sending the next: acknowledged appends per second, p50/p99 acknowledgement latency, and
    the CPU per acknowledged write of the service process and of the clients;
-2. tile reads per second (32 concurrent readers fetching full entry bundles and hash tiles);
+2. tile reads per second (32 concurrent readers in ``--read-processes`` (2) processes fetching
+   entry bundles and hash tiles), from the service (today's reads: PostgreSQL) and, in the same
+   run, from the static files the service wrote (``--static-dir``) served by a real nginx on
+   loopback (``--nginx-workers``, default one per CPU): both rates and their ratio;
 1b. with ``--witnesses`` (2), the same load against a second service whose checkpoints
    ``--witnesses`` local ``attest ledger witness serve`` processes must all cosign before a
    write is answered: its rate, the ratio to 1., service and witness CPU per write, p99;
@@ -50,13 +53,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "unit"
 
 import httpx
 from _ledger_service_kit import ORIGIN, Keys, ServiceProcess, entry, write_clients
+from _nginx_kit import NginxProcess, nginx_binary
 from _pgcluster import PgCluster, find_pg_bin
 
 from attest.certificate.signing import load_private_key, load_public_key
 from attest.ledger.service.postgres import PostgresStorage
 from attest.ledger.service.remote_audit import audit_remote
 from attest.ledger.service.submission import new_nonce
-from attest.ledger.service.tiles import tile_path
+from attest.ledger.service.tiles import TILE_WIDTH, tile_path, tiles_for_size
 
 
 def _body_maker(key_path: str, number: int) -> Any:
@@ -238,6 +242,74 @@ async def _readers(url: str, paths: list[str], tasks: int, seconds: float) -> tu
     return done, size
 
 
+def _read_process(args: tuple[str, list[str], int, float]) -> tuple[int, int]:
+    url, paths, tasks, seconds = args
+    try:
+        import uvloop
+
+        runner: Any = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop comes with the ledger-service extra
+        runner = asyncio.run
+    result: tuple[int, int] = runner(_readers(url, paths, tasks, seconds))
+    return result
+
+
+def _read_rate(url: str, paths: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """32 readers in ``args.read_processes`` processes fetching ``paths`` for ``read_seconds``."""
+    processes = args.read_processes
+    tasks = max(1, 32 // processes)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(processes) as pool:
+        parts = pool.map(
+            _read_process,
+            [(url, paths[n:] + paths[:n], tasks, args.read_seconds) for n in range(processes)],
+        )
+    done, size = sum(p[0] for p in parts), sum(p[1] for p in parts)
+    return {
+        "per_second": round(done / args.read_seconds, 1),
+        "mib_per_second": round(size / args.read_seconds / 2**20, 1),
+    }
+
+
+def _tile_paths(size: int) -> list[str]:
+    """Up to 64 entry bundles and their level-0 hash tiles the tree of ``size`` has (the full
+    ones; the partial one when there is no full one)."""
+    tiles = [t for t in tiles_for_size(size) if t.width == TILE_WIDTH][:64]
+    tiles = tiles or list(tiles_for_size(size))
+    return [tile_path(None, t.index, t.width) for t in tiles] + [
+        tile_path(0, t.index, t.width) for t in tiles
+    ]
+
+
+def _wait_for_static(path: Path, public: Any, size: int, limit_s: float = 600) -> float:
+    """Seconds until the static checkpoint at ``path`` covers ``size`` entries."""
+    from attest.ledger.checkpoint import open_checkpoint
+
+    started = time.monotonic()
+    while time.monotonic() < started + limit_s:
+        if path.exists() and open_checkpoint(path.read_text(), public).size >= size:
+            return time.monotonic() - started
+        time.sleep(0.2)
+    raise RuntimeError(f"the static files did not reach {size} entries")
+
+
+def _static_reads(
+    static: Path, tmp: Path, paths: list[str], pg: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The same reads through nginx serving the static files, and the ratio to ``pg``."""
+    if nginx_binary() is None:
+        return {"skipped": "nginx not found: install the Debian nginx package"}
+    workers = args.nginx_workers or multiprocessing.cpu_count()
+    nginx = NginxProcess(static, tmp / "nginx", workers=workers)
+    try:
+        figures = _read_rate(nginx.url, paths, args)
+    finally:
+        nginx.stop()
+    figures["nginx_workers"] = workers
+    figures["ratio_to_postgresql"] = round(figures["per_second"] / pg["per_second"], 1)
+    return figures
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -407,6 +479,10 @@ def main() -> None:
         " writes before the window; beyond them it signs as it goes",
     )
     parser.add_argument("--read-seconds", type=float, default=10.0)
+    parser.add_argument("--read-processes", type=int, default=2, help="reader processes (2)")
+    parser.add_argument(
+        "--nginx-workers", type=int, default=0, help="nginx worker processes (0: one per CPU)"
+    )
     parser.add_argument("--audit-entries", type=int, default=1_000_000)
     parser.add_argument(
         "--witnesses",
@@ -414,6 +490,12 @@ def main() -> None:
         default=2,
         help="also run the write load with each checkpoint cosigned by this many local witness"
         " processes, all of them required (2: a 2-of-2 quorum; 0 skips)",
+    )
+    parser.add_argument(
+        "--no-static",
+        action="store_true",
+        help="run the service without --static-dir (no static files, no nginx reads): what"
+        " writing the static files costs the write load",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
@@ -432,7 +514,11 @@ def main() -> None:
         log_key, log_pub = keys.make("ledger")
         client_key, client_pub = keys.make("bench")
         clients = write_clients(tmp / "clients.yaml", [("bench", client_pub, ["verified"])])
-        service = ServiceProcess(dsn, log_key, clients, tmp / "service.log", interval=5.0)
+        static = tmp / "static"
+        service = ServiceProcess(
+            dsn, log_key, clients, tmp / "service.log", interval=5.0,
+            extra_args=() if args.no_static else ("--static-dir", str(static)),
+        )  # fmt: skip
         url, public = service.url, load_public_key(log_pub)
 
         figures["writes"] = _write_phase(service, client_key, args)
@@ -448,13 +534,18 @@ def main() -> None:
         figures["storage_only"] = _storage_only(cluster.create_database("storage"), log_key)
         print(json.dumps(figures["storage_only"]), flush=True)
         figures["bulk_load"] = {"entries": args.audit_entries, "seconds": round(load_s, 1)}
-        paths = [tile_path(None, n) for n in range(64)] + [tile_path(0, n) for n in range(64)]
-        done, size = asyncio.run(_readers(url, paths, 32, args.read_seconds))
-        figures["tile_reads"] = {
-            "per_second": round(done / args.read_seconds, 1),
-            "mib_per_second": round(size / args.read_seconds / 2**20, 1),
-        }
+        size = httpx.get(url + "healthz", timeout=10).json()["tree_size"]
+        if not args.no_static:
+            static_s = _wait_for_static(static / "checkpoint", public, size)
+            figures["static_catch_up_s"] = round(static_s, 1)
+        paths = _tile_paths(size)
+        figures["tile_reads"] = _read_rate(url, paths, args)
         print(json.dumps(figures["tile_reads"]), flush=True)
+        if not args.no_static:
+            figures["static_tile_reads"] = _static_reads(
+                static, tmp, paths, figures["tile_reads"], args
+            )
+            print(json.dumps(figures["static_tile_reads"]), flush=True)
 
         started = time.perf_counter()
         report = audit_remote(url, public, state_path=tmp / "auditor.checkpoint")

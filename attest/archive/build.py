@@ -18,6 +18,10 @@ The members, under fixed names::
     ledger/inclusion-proof.json  the certificate's ledger entry, its audit path and the signed
     ledger/ledger-key.pub        checkpoint; the checkpoint key (for people: verify-archive takes
                                  the key from the auditor's trust store, never from here)
+    ledger/certificate.tlog-proof  the certificate's offline proof from a ledger service (C2SP
+                                 tlog-proof: index, inclusion proof, cosigned checkpoint), with
+                                 ``--ledger-proof`` or found beside the certificate
+                                 (``NAME.tlog-proof`` for ``NAME.json``; attest.archive.tlog)
 
 The bytes are deterministic for the same inputs and an Ed25519 archivist key (sorted names,
 fixed zip timestamps and permissions, one compression level; the archive time is ``--at`` when
@@ -41,6 +45,7 @@ from attest.archive.manifest import (
     manifest_statement,
     sign_manifest,
 )
+from attest.archive.tlog import tlog_proof_member
 from attest.archive.unpack import MAX_MEMBER_BYTES
 from attest.certificate.signing import PrivateKey
 from attest.core.files import read_bytes_checked
@@ -107,6 +112,7 @@ def build_archive(
     revocations: list[tuple[str, bytes]] | None = None,
     ledger: str | Path | None = None,
     ledger_key: str | Path | None = None,
+    ledger_proof: str | Path | None = None,
     at: datetime | None = None,
 ) -> Path:
     """Write the audit archive of ``certificate`` to ``out``, its manifest signed by ``key``
@@ -148,6 +154,8 @@ def build_archive(
     if ledger is not None and ledger_key is not None:
         digest = hashlib.sha256(cert_bytes).hexdigest()
         files.update(_ledger_files(Path(ledger), Path(ledger_key), digest))
+    given = Path(ledger_proof) if ledger_proof is not None else None
+    files.update(tlog_proof_member(given, cert_path, cert_bytes))
     archived_at = format_timestamp(moment)
     files[MANIFEST] = _json(
         {

@@ -41,6 +41,7 @@ from attest.archive.manifest import (
     check_manifest_signature,
     read_signed_manifest,
 )
+from attest.archive.tlog import TLOG_MEMBER, check_tlog_proof
 from attest.archive.unpack import ArchiveFrameError, read_members
 from attest.core.io import StrictJSONError, loads_strict
 from attest.core.times import format_timestamp, parse_timestamp
@@ -162,6 +163,8 @@ def _check_ledger(
     members: dict[str, bytes], held: TrustStore, at: datetime, folder: Path, out: ArchiveReport
 ) -> None:
     """Step 6: the inclusion proof under the auditor's own ledger key(s)."""
+    if TLOG_MEMBER in members:
+        _check_tlog(members, held, at, out)
     if "ledger/inclusion-proof.json" not in members:
         return
     from attest.ledger.proofs import verify_proof_document
@@ -210,6 +213,26 @@ def _check_ledger(
     witnessed = WitnessPolicy.of(held.witnesses, held.witness_quorum).problem(str(note or ""))
     if witnessed is not None:
         out.reasons.append(witnessed)
+
+
+def _check_tlog(
+    members: dict[str, bytes], held: TrustStore, at: datetime, out: ArchiveReport
+) -> None:
+    """Step 6 too: the certificate's offline proof (a C2SP tlog-proof) under the auditor's own
+    ledger key(s) and witness quorum."""
+    try:
+        text = members[TLOG_MEMBER].decode("utf-8")
+    except UnicodeDecodeError:
+        out.reasons.append(("LEDGER_PROOF_INVALID", f"{TLOG_MEMBER} is not UTF-8 text"))
+        return
+    problems = check_tlog_proof(text, members["certificate.json"], held, at)
+    if problems:
+        out.reasons += [(code, f"{TLOG_MEMBER}: {message}") for code, message in problems]
+        return
+    out.notes.append(
+        f"offline ledger proof {TLOG_MEMBER} verified against a ledger key from your trust"
+        " store" + (f" and {held.witness_quorum} of its witnesses" if held.witness_quorum else "")
+    )
 
 
 def _verify_certificate(

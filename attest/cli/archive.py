@@ -24,6 +24,10 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
               help="Revocation statements known now (repeatable).")  # fmt: skip
 @click.option("--ledger", type=_FILE, default=None, help="Include the ledger inclusion proof.")
 @click.option("--ledger-key", type=_FILE, default=None, help="The ledger's checkpoint public key.")
+@click.option("--ledger-proof", "ledger_proof", type=_FILE, default=None,
+              help="The certificate's offline ledger proof (C2SP tlog-proof, from certify "
+              "--ledger-proof-out or attest ledger proof), checked against --trust "
+              "[default: NAME.tlog-proof beside NAME.json, if present].")  # fmt: skip
 @click.option("--at", "at_text", default=None, help="Archive time (RFC 3339; default now).")
 @click.option("--key", "key_path", type=_FILE, default=None,
               help="The archivist's private key: signs the manifest (verify-archive refuses an "
@@ -38,6 +42,7 @@ def archive(
     revocation_files: tuple[Path, ...],
     ledger: Path | None,
     ledger_key: Path | None,
+    ledger_proof: Path | None,
     at_text: str | None,
     key_path: Path | None,
 ) -> None:
@@ -58,6 +63,7 @@ def archive(
         revocations=_revocations(revocation_files, str(ledger) if ledger is not None else None),
         ledger=ledger,
         ledger_key=ledger_key,
+        ledger_proof=ledger_proof,
         at=_at(at_text),
     )
     click.echo(f"archive: {written}")

@@ -16,7 +16,7 @@ import click
 from attest.cli.cosign import identity, signer_options
 from attest.cli.output import echo_json
 from attest.cli.progress_option import heartbeat_seconds, progress_option
-from attest.cli.remote_options import remote_ledger_options
+from attest.cli.remote_options import ledger_tiles_option, remote_ledger_options
 from attest.cli.verify import is_url
 from attest.errors import EXIT_NEGATIVE, InputError
 
@@ -178,8 +178,11 @@ def _named_evidence(text: str) -> tuple[str, Path] | Path:
     return Path(text)
 
 
-def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
-    """``certify --ledger``: an ``issued`` entry, in a local ledger or through the spool."""
+def _record_issued(
+    ledger: str, remote: Any, certificate: Path, proof_out: Path | None = None
+) -> None:
+    """``certify --ledger``: an ``issued`` entry, in a local ledger or through the spool; with
+    ``proof_out`` (a service only), its offline proof once recorded."""
     from attest.ledger import append_certificate
     from attest.ledger.entries import entry_for_certificate
 
@@ -187,9 +190,11 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
         result = append_certificate(Path(ledger), certificate)
         click.echo(f"ledger: recorded as entry {result.index} of {ledger}", err=True)
         return
-    from attest.cli.ledger_remote import submit_remote
+    from attest.cli.ledger_remote import submit_remote, write_ledger_proof
 
-    submit_remote(remote, entry_for_certificate(certificate))
+    index = submit_remote(remote, entry_for_certificate(certificate))
+    if proof_out is not None:
+        write_ledger_proof(remote.reads, certificate, index, proof_out)
 
 
 @click.command("certify")
@@ -311,7 +316,17 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     help="On pass, record the certificate as issued in this audit ledger: a local file, or a "
     "ledger service (https://...; with --ledger-client and --ledger-client-key; queued offline).",
 )
+@click.option(
+    "--ledger-proof-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="With --ledger URL: once the issued entry is recorded, write its offline proof (C2SP"
+    " tlog-proof: index, inclusion proof, the log's cosigned checkpoint) here, for attest verify"
+    " --ledger-proof and attest archive on servers with no network.",
+)
 @remote_ledger_options
+@ledger_tiles_option
 @signer_options(default_meaning="authorship")
 @click.pass_context
 def certify(
@@ -341,9 +356,11 @@ def certify(
     evidence_files: tuple[str, ...],
     trust_path: Path | None,
     ledger: str | None,
+    ledger_proof_out: Path | None,
     ledger_client: str | None,
     ledger_client_key: Path | None,
     ledger_log_key: Path | None,
+    ledger_tiles: str | None,
 ) -> None:
     """Collect evidence for SPEC (attest.yaml, or a MONAI bundle folder), evaluate it and, on
     pass, sign the certificate.
@@ -404,8 +421,19 @@ def certify(
             "--training-log binds a log when certify collects; it cannot go with --evidence",
             hint="collect with the log bound, or certify the log's model without --evidence",
         )
+    if ledger_proof_out is not None and not is_url(ledger):
+        raise InputError(
+            "--ledger-proof-out needs --ledger URL (a ledger service)",
+            hint="for a local ledger: sign a checkpoint (attest ledger checkpoint), then"
+            " attest ledger proof CERT --ledger PATH -o FILE",
+        )
+    if ledger_proof_out is not None and ledger_log_key is None:
+        raise InputError(
+            "--ledger-proof-out needs --ledger-log-key LEDGER.pub",
+            hint="the write is proven under the log's key before its offline proof is fetched",
+        )
     remote = (
-        remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
+        remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key, ledger_tiles)
         if is_url(ledger)
         else None
     )
@@ -430,7 +458,7 @@ def certify(
     if cert_format == "sigstore-bundle" and result.certificate_path is not None:
         _rewrite_as_bundle(result.certificate_path)
     if ledger is not None and result.certificate_path is not None:
-        _record_issued(ledger, remote, result.certificate_path)
+        _record_issued(ledger, remote, result.certificate_path, ledger_proof_out)
     _print_result(result, output, as_json)
     if not result.passed:
         ctx.exit(EXIT_NEGATIVE)

@@ -42,6 +42,12 @@ class RemoteLedger:
     client: str
     key: PrivateKey
     log_key: tuple[PublicKey, str | None] | None
+    tiles: str | None = None  # --ledger-tiles: where the log's reads are served
+
+    @property
+    def reads(self) -> str:
+        """The URL the log's checkpoint, tiles and clients are read from."""
+        return self.tiles or self.url
 
 
 def remote_ledger(
@@ -49,6 +55,7 @@ def remote_ledger(
     client: str | None,
     client_key: Path | None,
     log_key: Path | None,
+    tiles: str | None = None,
 ) -> RemoteLedger:
     """Check the options of ``--ledger URL`` before any work is done (usage errors, exit 2)."""
     from attest.certificate.signing import load_private_key
@@ -66,22 +73,25 @@ def remote_ledger(
             "--ledger URL needs the httpx package",
             hint="pip install 'gradient-attest[ledger-service]' (or httpx alone)",
         ) from None
+    if tiles is not None and not tiles.startswith(("http://", "https://")):
+        raise InputError(f"--ledger-tiles {safe_text(tiles)!r} is not an http:// or https:// URL")
     key = load_private_key(client_key)
     return RemoteLedger(
-        url, client, key, load_checkpoint_key(log_key) if log_key is not None else None
+        url, client, key, load_checkpoint_key(log_key) if log_key is not None else None, tiles
     )
 
 
-def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
+def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> int | None:
     """Spool ``entry`` durably, then submit everything pending for the service in order;
     says on stderr what happened. Unreachable: the events stay queued (not an error). A
-    refusal by the service is a :class:`LedgerError`."""
+    refusal by the service is a :class:`LedgerError`. Returns the index ``entry`` was recorded
+    at once proven, else None."""
     from attest.errors import LedgerError
     from attest.ledger.service.spool import Spool, default_spool_path
 
     path = default_spool_path()
     with Spool(path) as spool:
-        spool.enqueue(target.url, target.client, entry)
+        mine = spool.enqueue(target.url, target.client, entry)
         log_key, log_name = target.log_key or (None, None)
         result = spool.flush(
             target.url,
@@ -115,6 +125,7 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
             f"the ledger service refused event {seq}: {reason}",
             hint="check --ledger-client and --ledger-client-key against the service's clients.yaml",
         )
+    return next((index for seq, index in result.submitted if seq == mine), None)
 
 
 # -- `attest verify --ledger URL`: the revocations the remote log holds ----------------------------
@@ -122,6 +133,36 @@ def submit_remote(target: RemoteLedger, entry: LedgerEntry) -> None:
 
 # the reason code (listed in attest.verification.verifier.REASON_CODES)
 REVOCATION_STATUS_UNKNOWN = "REVOCATION_STATUS_UNKNOWN"
+
+
+def write_ledger_proof(url: str, certificate: Path, index: int | None, out: Path) -> None:
+    """``certify --ledger URL --ledger-proof-out FILE``: the C2SP tlog-proof of the issued
+    entry just recorded at ``index`` (None: it was not recorded yet), fetched from the log's
+    tiles and checked against its checkpoint before it is written (atomically)."""
+    from attest.core.io import atomic_write_text, sha256_file
+    from attest.errors import LedgerError
+    from attest.ledger.tlog_proof_build import build_tlog_proof
+
+    later = (
+        f"fetch it once the entry is recorded: attest ledger proof {safe_text(str(certificate))}"
+        f" --ledger {safe_text(url)} -o {safe_text(str(out))}"
+    )
+    if index is None:
+        raise LedgerError(
+            "the certificate is written, but its issued entry is not recorded in the ledger yet"
+            f" (queued or not proven): no proof was written to {out}",
+            hint=later,
+        )
+    try:
+        text = build_tlog_proof(url, sha256_file(certificate), start=index)
+    except LedgerError as exc:
+        raise LedgerError(
+            f"the certificate is written and recorded as entry {index}, but its proof could not"
+            f" be made: {exc.message}",
+            hint=later,
+        ) from None
+    atomic_write_text(out, text)
+    click.echo(f"ledger: offline proof of entry {index} written to {out}", err=True)
 
 
 def remote_copy_path(url: str) -> Path:
@@ -156,10 +197,10 @@ def remote_revocations(
         raise InputError("--ledger URL needs --ledger-log-key to read the log's revocations")
     copy = remote_copy_path(target.url)
     key, name = target.log_key
-    shown = safe_text(target.url)
+    shown = safe_text(target.reads)
     note = None
     try:
-        mirror_log(target.url, copy, key, key_name=name, policy=policy)
+        mirror_log(target.reads, copy, key, key_name=name, policy=policy)
     except QuorumNotMet as exc:
         return [], (QuorumNotMet.code, f"the log at {shown}: {safe_text(exc.message, 800)}"), None
     except Unreachable as exc:

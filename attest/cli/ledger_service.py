@@ -158,6 +158,15 @@ def missing_module(exc: ModuleNotFoundError) -> InputError:
     help="witnesses.yaml: the witnesses asked to cosign each checkpoint (URL and key), the"
     " quorum a checkpoint needs before it is published, and how long a write waits for it.",
 )
+@click.option(
+    "--static-dir",
+    "static_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Also write the reads (checkpoint, tiles, entry bundles, clients) as immutable files"
+    " in the C2SP tlog-tiles layout into DIR, for a static web server (nginx) to serve:"
+    " production reads then never reach PostgreSQL (docs/ledger.md).",
+)
 def serve(
     dsn: str,
     key_path: Path,
@@ -174,6 +183,7 @@ def serve(
     max_connections: int,
     max_requests: int,
     witnesses_path: Path | None,
+    static_dir: Path | None,
 ) -> None:
     """Run the ledger service: C2SP tlog-tiles reads, client-signed writes, on PostgreSQL.
 
@@ -207,6 +217,7 @@ def serve(
         checkpoint_interval_s=checkpoint_interval,
         max_batch=max_batch,
         witnessing=load_witnessing(witnesses_path) if witnesses_path is not None else None,
+        static_dir=static_dir,
     )
     app = create_app(config)
     scheme = "https" if tls_cert else "http"

@@ -41,3 +41,17 @@ def remote_ledger_options(f: F) -> F:
         help="With --ledger URL: this client's name in the service's clients.yaml "
         "(env ATTEST_LEDGER_CLIENT).",
     )(f)
+
+
+def ledger_tiles_option(f: F) -> F:
+    """--ledger-tiles URL, for the commands that read the log as well (verify, certify)."""
+    return click.option(
+        "--ledger-tiles",
+        default=None,
+        envvar="ATTEST_LEDGER_TILES",
+        metavar="URL",
+        help="With --ledger URL: where the log's reads are served when not by the service itself"
+        " (its --static-dir behind nginx, docs/ledger.md): verify reads the log's revocations,"
+        " certify the offline proof (--ledger-proof-out) from there; writes still go to --ledger"
+        " (env ATTEST_LEDGER_TILES).",
+    )(f)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from attest.cli.remote_options import remote_ledger_options
+from attest.cli.remote_options import ledger_tiles_option, remote_ledger_options
 from attest.core.text import json_safe, printable_json, safe_text
 from attest.errors import EXIT_NEGATIVE, AttestError, InputError
 
@@ -261,6 +261,7 @@ def _failure_entry(certificate: Path, exc: BaseException) -> dict[str, Any]:
     "clinical-strict@>=1; else POLICY_NOT_ACCEPTED. A policy that extends it must be named.",
 )
 @remote_ledger_options
+@ledger_tiles_option
 @click.option(
     "--ledger-proof",
     default=None,
@@ -288,6 +289,7 @@ def verify(
     ledger_client: str | None,
     ledger_client_key: Path | None,
     ledger_log_key: Path | None,
+    ledger_tiles: str | None,
     ledger_proof: Path | None,
     as_json: bool,
 ) -> None:
@@ -305,7 +307,9 @@ def verify(
     if is_url(ledger):
         from attest.cli.ledger_remote import remote_ledger, remote_revocations
 
-        remote = remote_ledger(str(ledger), ledger_client, ledger_client_key, ledger_log_key)
+        remote = remote_ledger(
+            str(ledger), ledger_client, ledger_client_key, ledger_log_key, ledger_tiles
+        )
     record = _recorder(ledger, remote)
     revocations = _revocations(revocation_files, ledger)
     unknown: tuple[str, str] | None = None  # the remote log's revocations could not be read

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from attest.certificate.signing import PublicKey
 from attest.errors import LedgerError
-from attest.ledger.checkpoint import CheckpointError, open_checkpoint
+from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from attest.ledger.merkle import HASH_SIZE, leaf_hash, verify_inclusion
 from attest.ledger.witness.cosignature import WitnessPolicy
 from attest.ledger.writers import read_leaf
@@ -35,6 +35,7 @@ __all__ = [
     "LEDGER_PROOF_INVALID",
     "TLOG_PROOF_HEADER",
     "TlogProof",
+    "entry_problem",
     "format_tlog_proof",
     "parse_tlog_proof",
     "verify_tlog_proof",
@@ -136,28 +137,33 @@ def verify_tlog_proof(
     witnessed = policy.problem(parsed.note)
     if witnessed is not None:
         return [witnessed]
+    problem = entry_problem(parsed, checkpoint, certificate_sha256)
+    return [] if problem is None else [problem]
+
+
+def entry_problem(
+    parsed: TlogProof, checkpoint: Checkpoint, certificate_sha256: str
+) -> tuple[str, str] | None:
+    """Why the proof's entry is not the certificate's ``issued`` entry under ``checkpoint``'s
+    root (the checkpoint's signature is the caller's to check); None when it is."""
     if parsed.extra is None:
-        return [(LEDGER_PROOF_INVALID, "the proof carries no entry (its extra line)")]
+        return (LEDGER_PROOF_INVALID, "the proof carries no entry (its extra line)")
     try:
         entry = read_leaf(parsed.extra).entry
     except LedgerError as exc:
-        return [(LEDGER_PROOF_INVALID, f"the proof's entry is not a ledger record: {exc.message}")]
+        return (LEDGER_PROOF_INVALID, f"the proof's entry is not a ledger record: {exc.message}")
     if entry.event != "issued" or entry.certificate.sha256 != certificate_sha256:
-        return [
-            (
-                LEDGER_PROOF_INVALID,
-                f"the proof's entry ({entry.event} of a certificate with sha256"
-                f" {str(entry.certificate.sha256)[:16]}...) is not the issue of this certificate file",
-            )
-        ]
+        return (
+            LEDGER_PROOF_INVALID,
+            f"the proof's entry ({entry.event} of a certificate with sha256"
+            f" {str(entry.certificate.sha256)[:16]}...) is not the issue of this certificate file",
+        )
     if not verify_inclusion(
         parsed.index, checkpoint.size, leaf_hash(parsed.extra), list(parsed.proof), checkpoint.root
     ):
-        return [
-            (
-                LEDGER_PROOF_INVALID,
-                f"the inclusion proof does not lead from entry {parsed.index} to the root of the"
-                f" checkpoint of {checkpoint.size} entries",
-            )
-        ]
-    return []
+        return (
+            LEDGER_PROOF_INVALID,
+            f"the inclusion proof does not lead from entry {parsed.index} to the root of the"
+            f" checkpoint of {checkpoint.size} entries",
+        )
+    return None

@@ -1,7 +1,8 @@
 """``attest ledger proof CERT --ledger URL|PATH``: the C2SP tlog-proof of a certificate's
 ``issued`` entry (:mod:`attest.ledger.tlog_proof`), from a local ledger or mirror (its latest
 stored checkpoint, with the cosignatures a mirror kept) or from a ledger service (its published
-checkpoint, the entry found in its tiles, the service's inclusion proof). Either way the proof
+checkpoint, the entry found in its tiles, the inclusion proof computed from its hash tiles, so a
+static tiles URL serves as well). Either way the proof
 is checked against the checkpoint's root before it is written, so a copy or a service that
 does not reproduce its own checkpoint yields an error, never a proof that fails later.
 """
@@ -76,27 +77,31 @@ def _from_local(path: Path, certificate_sha256: str) -> str:
     return format_tlog_proof(index, proof, note, data)
 
 
-def _from_service(url: str, certificate_sha256: str) -> str:
+def _from_service(url: str, certificate_sha256: str, start: int) -> str:
+    """Everything from the log's tiles (the service's, or its static files'): the checkpoint,
+    the entry (searched from ``start``), and the inclusion proof computed from hash tiles."""
     from attest.ledger.service.client import LedgerClient
     from attest.ledger.service.remote_audit import entry_tiles
+    from attest.ledger.service.tile_nodes import tile_node_reader
 
     with LedgerClient(url) as client:
         note = client.checkpoint_note()
         checkpoint = _parse(note, url)
         leaves = (
             (tile.index * 256 + offset, data)
-            for tile, entries, _ in entry_tiles(client, 0, checkpoint.size)
+            for tile, entries, _ in entry_tiles(client, start, checkpoint.size)
             for offset, data in enumerate(entries)
         )
         index, data = _find(leaves, certificate_sha256)
-        _, proof = client.inclusion_proof(index, checkpoint.size)
+        proof = inclusion_proof(tile_node_reader(client, checkpoint.size), index, checkpoint.size)
     _checked(index, data, proof, checkpoint, url)
     return format_tlog_proof(index, proof, note, data)
 
 
-def build_tlog_proof(ledger: str, certificate_sha256: str) -> str:
+def build_tlog_proof(ledger: str, certificate_sha256: str, *, start: int = 0) -> str:
     """The tlog-proof text of the certificate's ``issued`` entry in ``ledger`` (a path, or an
-    http(s) URL of a ledger service)."""
+    http(s) URL of a ledger service or of its static tiles); ``start``: for a URL, the entries
+    before it are not searched (the index a write was answered with)."""
     if ledger.startswith(("http://", "https://")):
-        return _from_service(ledger, certificate_sha256)
+        return _from_service(ledger, certificate_sha256, start)
     return _from_local(Path(ledger), certificate_sha256)

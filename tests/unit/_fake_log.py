@@ -164,12 +164,19 @@ class FakeLog:
                 return _json(404, {"error": "NOT_FOUND", "message": "none"})
             version = int(query.get("version", len(self.clients)))
             return _json(200, self.clients[version - 1])
+        if path.startswith("clients-version/"):  # the path the static files use too
+            version = int(path.split("/")[1])
+            if not 1 <= version <= len(self.clients):
+                return _json(404, {"error": "NOT_FOUND", "message": path})
+            return _json(200, self.clients[version - 1])
         if path.startswith("tile/"):
             tile = parse_tile_path(path[len("tile/") :])
             start = tile.index * 256
             leaves = self.leaves[start : start + tile.width]
             if tile.level is None:
                 return Raw(200, encode_bundle(leaves))
+            if tile.level:  # tiles above level 0: the subtree hashes (8*L, j)
+                return Raw(200, b"".join(self._read_nodes(tile.node_keys())))
             return Raw(200, b"".join(leaf_hash(d) for d in leaves))
         return _json(404, {"error": "NOT_FOUND", "message": path})
 

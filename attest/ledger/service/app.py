@@ -4,12 +4,16 @@ of it (a write is the hot path: no router, middleware or Request object on it).
 
 Read API (C2SP tlog-tiles, plain GETs): ``/checkpoint``, ``/tile/<L>/<N>[.p/<W>]``,
 ``/tile/entries/<N>[.p/<W>]``; for convenience ``/proof/inclusion?index=I&size=S`` and
-``/proof/consistency?old=M&new=N`` (JSON, base64 hashes); ``/clients[?version=N]``, the signed
-clients document (:mod:`attest.ledger.service.clients_doc`). Write: ``POST /add`` (a
+``/proof/consistency?old=M&new=N`` (JSON, base64 hashes); ``/clients[?version=N]`` and
+``/clients-version/N``, the signed clients document (:mod:`attest.ledger.service.clients_doc`). Write: ``POST /add`` (a
 client-signed entry, :mod:`attest.ledger.service.submission`), recorded as a service-written
 leaf (:mod:`attest.ledger.writers`) and answered after the commit with the index, the leaf
 (base64) and the signed checkpoint of a tree holding it; a replay of a stored entry (409)
 carries the same three for the stored one. ``/healthz`` and OpenMetrics ``/metrics``.
+
+With ``static_dir`` the same reads are also written as files (:mod:`.static_tiles`) for a
+static web server: production reads go there, never to PostgreSQL; the read endpoints here
+stay for compatibility and for the proofs.
 
 Errors are JSON ``{"error": CODE, "message": ..., "retryable": bool}`` with the HTTP status:
 400 MALFORMED / WRONG_ORIGIN / REQUEST_EXPIRED, 401 UNKNOWN_CLIENT / SIGNATURE_INVALID, 403
@@ -25,6 +29,7 @@ import json
 import queue
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -44,6 +49,7 @@ from attest.ledger.service.clients_doc import publish_clients
 from attest.ledger.service.metrics import CONTENT_TYPE, ServiceMetrics
 from attest.ledger.service.postgres import DatabaseUnavailable, PostgresStorage, Submission
 from attest.ledger.service.sequencer import Sequencer
+from attest.ledger.service.static_tiles import StaticTiles
 from attest.ledger.service.submission import (
     MAX_BODY_BYTES,
     ClientPolicy,
@@ -73,6 +79,7 @@ class ServiceConfig:
     max_batch: int = 512
     read_connections: int = 8
     witnessing: WitnessingConfig | None = None  # the witnesses asked to cosign checkpoints
+    static_dir: Path | None = None  # where the reads are written as static files
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
@@ -137,6 +144,21 @@ class _Service:
         )
         if self.witnessing is not None:
             self.sequencer.on_serve = self.witnessing.offer
+        self.static = self._static_tiles()
+
+    def _static_tiles(self) -> StaticTiles | None:
+        """The static files (``--static-dir``), checked and fed the published checkpoints."""
+        config = self.config
+        if config.static_dir is None:
+            return None
+        static = StaticTiles(config.static_dir, config.dsn, config.key.public_key, config.origin)
+        static.prepare(self.sequencer.served.head.size, self.published)
+        if self.witnessing is not None:  # only what a quorum cosigned is published
+            self.witnessing.on_publish = static.offer
+        else:
+            self.sequencer.on_serve = static.offer
+            static.offer(self.sequencer.served)
+        return static
 
     def _prove(self, old: int, new: int) -> list[bytes]:
         with self.readers.borrow() as storage:
@@ -226,7 +248,13 @@ class _Service:
         """The signed clients document: the latest, or ``?version=N``."""
         if "version" not in request.query_params:
             return JSONResponse(self.published[-1], headers={"Cache-Control": "no-cache"})
-        version = self._int_param(request, "version")
+        return self._clients_version(self._int_param(request, "version"))
+
+    def clients_version(self, request: Request) -> Response:
+        """``/clients-version/N``: version N, at the path the static files use."""
+        return self._clients_version(request.path_params["version"])
+
+    def _clients_version(self, version: int) -> Response:
         if not 1 <= version <= len(self.published):
             return _error(404, "NOT_FOUND", f"versions 1 to {len(self.published)} are published")
         return JSONResponse(self.published[version - 1], headers=_IMMUTABLE)
@@ -363,6 +391,8 @@ def create_app(config: ServiceConfig) -> ASGIApp:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await service.sequencer.start()
+        if service.static is not None:
+            await service.static.start()
         if service.witnessing is not None:
             await service.witnessing.start(service.sequencer.served)
         try:
@@ -370,6 +400,8 @@ def create_app(config: ServiceConfig) -> ASGIApp:
         finally:
             if service.witnessing is not None:
                 await service.witnessing.stop()
+            if service.static is not None:
+                await service.static.stop()
             await service.sequencer.stop()
             service.readers.close()
 
@@ -391,6 +423,7 @@ def create_app(config: ServiceConfig) -> ASGIApp:
         Route("/proof/inclusion", service.inclusion),
         Route("/proof/consistency", service.consistency),
         Route("/clients", service.clients),
+        Route("/clients-version/{version:int}", service.clients_version),
         Route("/add", _post_only, methods=["POST"]),  # GET /add: 405, as for any route
         Route("/healthz", service.healthz),
         Route("/metrics", service.metrics_text),

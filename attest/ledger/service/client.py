@@ -25,7 +25,13 @@ from attest.certificate.signing import PublicKey, b64decode_strict
 from attest.core.io import StrictJSONError, loads_strict
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, open_checkpoint
-from attest.ledger.service.tiles import TilePath, decode_bundle, split_hashes, tile_path
+from attest.ledger.service.tiles import (
+    TilePath,
+    clients_version_path,
+    decode_bundle,
+    split_hashes,
+    tile_path,
+)
 
 __all__ = ["LedgerClient", "Refused", "Unreachable"]
 
@@ -219,5 +225,5 @@ class LedgerClient:
 
     def clients(self, version: int | None = None) -> Any:
         """The log's signed clients document (JSON, not verified): the latest or ``version``."""
-        params = {} if version is None else {"version": version}
-        return self._json(self._request("GET", "clients", params=params))
+        path = "clients" if version is None else clients_version_path(version)
+        return self._json(self._request("GET", path))

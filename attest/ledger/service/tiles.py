@@ -23,6 +23,7 @@ __all__ = [
     "TILE_HEIGHT",
     "TILE_WIDTH",
     "TilePath",
+    "clients_version_path",
     "decode_bundle",
     "encode_bundle",
     "parse_tile_path",
@@ -112,6 +113,12 @@ def tiles_for_size(size: int, level: int | None = None) -> Iterator[TilePath]:
         yield TilePath(level, index, TILE_WIDTH)
     if hashes % TILE_WIDTH:
         yield TilePath(level, hashes // TILE_WIDTH, hashes % TILE_WIDTH)
+
+
+def clients_version_path(version: int) -> str:
+    """Where version ``version`` of the log's signed clients document is read, from the service
+    and from its static files alike (not tlog-tiles: this log's own addition)."""
+    return f"clients-version/{version}"
 
 
 def encode_bundle(entries: list[bytes]) -> bytes:

@@ -44,6 +44,8 @@ class Witnessing:
         self._task: asyncio.Task[None] | None = None
         self._http: httpx.AsyncClient | None = None
         self.clients: list[WitnessClient] = []
+        # told of every checkpoint published (the static tiles, when configured)
+        self.on_publish: Callable[[ServedCheckpoint], None] | None = None
 
     async def start(self, first: ServedCheckpoint) -> None:
         self._changed = asyncio.Event()
@@ -89,6 +91,8 @@ class Witnessing:
 
     def _publish(self, cosigned: ServedCheckpoint) -> None:
         self.published = cosigned
+        if self.on_publish is not None:
+            self.on_publish(cosigned)
         still: list[tuple[int, asyncio.Future[None]]] = []
         for size, waiter in self._waiters:
             if size <= cosigned.head.size:

@@ -47,9 +47,12 @@ class Witnessed:
         clients = write_clients(tmp / "clients.yaml", [("infer-01", infer_pub, ["verified"])])
         self.service = ServiceProcess(
             dsn, self.log_key, clients, tmp / "service.log",
-            extra_args=("--witnesses", str(tmp / "witnesses.yaml")),
+            extra_args=(
+                "--witnesses", str(tmp / "witnesses.yaml"), "--static-dir", str(tmp / "static")
+            ),
         )  # fmt: skip
         self.url = self.service.url
+        self.static = tmp / "static" / "checkpoint"
         self.public = load_public_key(self.log_pub)
         trust = tmp / "trust.yaml"
         store, _ = add_key(
@@ -93,6 +96,15 @@ def test_writes_are_answered_with_cosigned_checkpoints(
         assert sorted(check.verified) == ["w1", "w2"]
     published = httpx.get(witnessed.url + "checkpoint", timeout=5).text
     assert sorted(check_cosignatures(published, witnessed.policy).verified) == ["w1", "w2"]
+    # the static files publish only what the quorum cosigned
+    deadline = time.monotonic() + 10
+    while not witnessed.static.exists() or (
+        open_checkpoint(witnessed.static.read_text(), witnessed.public).size < 3
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    on_disk = witnessed.static.read_text()
+    assert sorted(check_cosignatures(on_disk, witnessed.policy).verified) == ["w1", "w2"]
     audit = ["ledger", "verify", witnessed.url, "--key", witnessed.log_pub]
     audit += ["--trust", witnessed.trust, "--state", tmp_path / "audit.json"]
     code, out, err = run(capsys, *audit)
@@ -108,4 +120,5 @@ def test_writes_are_answered_with_cosigned_checkpoints(
     assert check_cosignatures(answer["checkpoint"], witnessed.policy).verified == []
     still = httpx.get(witnessed.url + "checkpoint", timeout=5).text
     assert open_checkpoint(still, witnessed.public).size == 3
+    assert open_checkpoint(witnessed.static.read_text(), witnessed.public).size == 3
     assert "1 of the 2 cosignatures needed" in witnessed.service.log.read_text()
