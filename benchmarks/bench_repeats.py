@@ -96,7 +96,7 @@ def measure(name: str, rounds: int, threads: int) -> dict[str, Any]:
     try:  # absent before issue #38: the script then measures the inline repeats only
         from attest.collection.profile.compare_worker import QueuedComparison
     except ImportError:
-        QueuedComparison = None  # noqa: N806
+        QueuedComparison = None
 
     rows: list[dict[str, float]] = []
     for _ in range(rounds):

@@ -160,7 +160,9 @@ class QueuedComparison(RunComparison):
             super().grads(op_id, grad_outputs, grad_inputs)
             return
         compare = super().grads
-        self._submit(_Call(lambda: compare(op_id, grad_outputs, grad_inputs), tensors, versions=True))
+        self._submit(
+            _Call(lambda: compare(op_id, grad_outputs, grad_inputs), tensors, versions=True)
+        )
 
     def hooked(self, op_id: int, node: Any) -> None:
         if any(isinstance(fn, _BACKWARD_C_FUNCTION) for fn, _ in node.next_functions):

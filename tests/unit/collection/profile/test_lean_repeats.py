@@ -85,7 +85,9 @@ def build(jitter=1e-6, hidden=1e-6):
 """
 
 
-def _collect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queued: bool, **args: Any) -> Evidence:
+def _collect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queued: bool, **args: Any
+) -> Evidence:
     monkeypatch.setattr(repeats, "spare_core", lambda: queued)
     folder = tmp_path / ("queued" if queued else "inline")
     return collect(make_spec(folder, DEEP, spec_extra=SPEC, factory_args=args), runners=MINE)
@@ -184,3 +186,45 @@ def test_clean_model_with_in_place_writes_is_bit_exact_when_queued(
     assert slow_worker[0] > 0
     assert all(r.bit_exact_rate == 1.0 and r.stability_score == 100.0 for r in ev.operators)
     assert ev.checks["determinism"].summary["nondeterministic_operators"] == 0
+
+
+BACKWARD_ONLY = """
+import torch
+from torch import nn
+
+CALLS = [0]
+
+
+class NoisyBackward(torch.autograd.Function):
+    # exact forward; the gradient it computes differs in every other run (as a backward
+    # with atomics would), and flows only into floor, whose gradient is zero
+    @staticmethod
+    def forward(ctx, x):
+        CALLS[0] += 1
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1.0 + 1e-6 * (CALLS[0] % 2))
+
+
+class Head(nn.Module):
+    def forward(self, x):
+        return x + NoisyBackward.apply(torch.floor(x))
+
+
+def build():
+    return nn.Sequential(nn.Linear(8, 8), Head(), nn.Linear(8, 3))
+"""
+
+
+def test_nondeterministic_gradient_that_feeds_nothing_is_still_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backward whose differing gradient is erased before any parameter or input gradient
+    (here by floor's zero derivative): caught by comparing each node's computed gradient."""
+    monkeypatch.setattr(repeats, "spare_core", lambda: True)
+    ev = collect(make_spec(tmp_path, BACKWARD_ONLY, spec_extra=SPEC), runners=MINE)
+    assert ev.checks["determinism"].summary["bit_exact_reproducibility"] == 1.0
+    flagged = [(r.module, r.op) for r in ev.operators if r.nondeterminism_origin]
+    assert flagged == [("1", "aten.clone.default")]
