@@ -7,7 +7,10 @@ round times, one after the other in the same process: F, a lean repeat comparing
 on a worker thread (``QueuedComparison``, :mod:`attest.collection.profile.compare_worker`),
 and F again. A repeat's cost is its wall time over the mean of the two F around it, so the
 ratio holds when the machine's speed drifts (a shared machine drifts by tens of percent
-within minutes); the median and the spread over the rounds are printed. Both repeats must
+within minutes); the median and the spread over the rounds are printed. ``*_cpu_F`` is the
+same ratio of the CPU time of the model's own thread (``time.thread_time``): with
+``--threads 1`` all of torch's work runs on that thread, so it is the work the model waits for,
+which a busy machine distorts far less than wall time (the worker's own CPU is not in it). Both repeats must
 find the run bit-exact (a clean model), else the script fails.
 
     .venv/bin/python benchmarks/bench_repeats.py [--model resnet18] [--rounds 7]
@@ -31,6 +34,8 @@ from typing import Any
 import real_models  # benchmarks/real_models.py, beside this script
 import torch
 import torch.nn.functional as F
+
+KEYS = ("inline_F", "queued_F", "inline_cpu_F", "queued_cpu_F")
 
 
 def _context(name: str, threads: int) -> Any:
@@ -60,15 +65,23 @@ def _context(name: str, threads: int) -> Any:
     return CollectContext(spec=spec, settings=CheckSettings())
 
 
-def _bare_pass(model: torch.nn.Module, x: torch.Tensor) -> float:
-    model.zero_grad(set_to_none=True)
-    started = time.perf_counter()
-    out = model(x)
-    out = out[0] if isinstance(out, (tuple, list)) else out
-    labels = torch.zeros(out.shape[0], dtype=torch.long)
-    loss = F.cross_entropy(out.reshape(out.shape[0], out.shape[1], -1).mean(-1), labels)
-    loss.backward()
-    return time.perf_counter() - started
+def _timed(fn: Any) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this thread) of one call."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    fn()
+    return time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def _bare_pass(model: torch.nn.Module, x: torch.Tensor) -> tuple[float, float]:
+    def run() -> None:
+        model.zero_grad(set_to_none=True)
+        out = model(x)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        labels = torch.zeros(out.shape[0], dtype=torch.long)
+        loss = F.cross_entropy(out.reshape(out.shape[0], out.shape[1], -1).mean(-1), labels)
+        loss.backward()
+
+    return _timed(run)
 
 
 def measure(name: str, rounds: int, threads: int) -> dict[str, Any]:
@@ -84,11 +97,11 @@ def measure(name: str, rounds: int, threads: int) -> dict[str, Any]:
     x = ctx.inputs()
     _bare_pass(model, x)  # warms the allocator
 
-    def repeat(kind: type[RunComparison]) -> float:
+    def repeat(kind: type[RunComparison]) -> tuple[float, float]:
         observer = kind(profile.ops, Pager(ctx.release_spill_pages))
-        started = time.perf_counter()
-        run = _compare_run(ctx, profile, observer, detailed=False)
-        elapsed = time.perf_counter() - started
+        runs: list[Any] = []
+        elapsed = _timed(lambda: runs.append(_compare_run(ctx, profile, observer, detailed=False)))
+        run = runs[0]
         if getattr(observer, "conflict", False) or not run.matches or not all(run.exact.values()):
             raise SystemExit(f"{kind.__name__}: the clean model's repeat was not bit-exact")
         return elapsed
@@ -104,15 +117,17 @@ def measure(name: str, rounds: int, threads: int) -> dict[str, Any]:
         inline = repeat(RunComparison)
         queued = repeat(QueuedComparison) if QueuedComparison is not None else None
         f_after = _bare_pass(model, x)
-        f = (f_before + f_after) / 2
-        row = {"F_s": f, "inline_F": inline / f}
+        f = (f_before[0] + f_after[0]) / 2
+        f_cpu = (f_before[1] + f_after[1]) / 2
+        row = {"F_s": f, "inline_F": inline[0] / f, "inline_cpu_F": inline[1] / f_cpu}
         if queued is not None:
-            row["queued_F"] = queued / f
+            row["queued_F"] = queued[0] / f
+            row["queued_cpu_F"] = queued[1] / f_cpu
         rows.append(row)
         shown = "  ".join(f"{k} {v:.3f}" for k, v in row.items() if k != "F_s")
-        print(f"  F {f_before:.3f}/{f_after:.3f} s  {shown}", file=sys.stderr)
+        print(f"  F {f_before[0]:.3f}/{f_after[0]:.3f} s  {shown}", file=sys.stderr)
     summary: dict[str, Any] = {"model": name, "threads": threads, "operators": len(profile.ops)}
-    for key in [k for k in ("inline_F", "queued_F") if k in rows[0]]:
+    for key in [k for k in KEYS if k in rows[0]]:
         values = [r[key] for r in rows]
         summary[key] = {
             "median": statistics.median(values),
@@ -132,7 +147,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     result = measure(args.model, args.rounds, args.threads)
-    for key in [k for k in ("inline_F", "queued_F") if k in result]:
+    for key in [k for k in KEYS if k in result]:
         s = result[key]
         print(
             f"{args.model} threads={args.threads} {key}: median {s['median']:.3f} "

@@ -61,10 +61,10 @@ _MUTABLE: dict[Any, bool] = {}
 
 def spare_core() -> bool:
     """True when this process may run on more cores than torch's intra-op threads use: only
-    then does the worker compare on a core of its own. On a machine whose every core runs
-    one of torch's threads, a third runnable thread takes turns with them (and their OpenMP
-    barriers spin while it runs): measured there, the repeats got slower, not faster, so
-    they compare inline."""
+    then does the worker have a core of its own. Where every core runs one of torch's threads,
+    a third runnable thread only takes turns with them (and their OpenMP barriers wait for the
+    one it displaced): measured on a 2-core machine at 2 threads, queued and inline repeats
+    cost the same (docs/benchmarks.md), so there the comparisons stay inline."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
