@@ -37,6 +37,7 @@ CUDA tensors are compared inline (the comparison is a kernel on the device alrea
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 from collections import deque
@@ -64,7 +65,10 @@ def spare_core() -> bool:
     then does the worker have a core of its own. Where every core runs one of torch's threads,
     a third runnable thread only takes turns with them (and their OpenMP barriers wait for the
     one it displaced): measured on a 2-core machine at 2 threads, queued and inline repeats
-    cost the same (docs/benchmarks.md), so there the comparisons stay inline."""
+    cost the same (docs/benchmarks.md), so there the comparisons stay inline. A worker
+    process of ``collect --workers`` compares inline too: its siblings use the other cores."""
+    if multiprocessing.parent_process() is not None:
+        return False
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux

@@ -228,3 +228,11 @@ def test_nondeterministic_gradient_that_feeds_nothing_is_still_found(
     assert ev.checks["determinism"].summary["bit_exact_reproducibility"] == 1.0
     flagged = [(r.module, r.op) for r in ev.operators if r.nondeterminism_origin]
     assert flagged == [("1", "aten.clone.default")]
+
+
+def test_the_worker_needs_a_core_torch_does_not_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compare_worker.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(compare_worker.torch, "get_num_threads", lambda: 2)
+    assert not compare_worker.spare_core()
+    monkeypatch.setattr(compare_worker.torch, "get_num_threads", lambda: 1)
+    assert compare_worker.spare_core()
