@@ -45,7 +45,7 @@ from attest.collection.capture.capture import (
     _cuda_event,
     _ModuleStack,
 )
-from attest.collection.capture.spill import Pager
+from attest.collection.capture.spill import Pager, TensorRef
 from attest.collection.capture.tensors import flat_tensors, measured_outputs, tensor_storage
 from attest.collection.nonfinite import one_sided_nonfinite
 from attest.collection.profile.op_metrics import bits_equal, relative_deviation
@@ -114,6 +114,8 @@ class RunComparison(CaptureObserver):
         self.origins: set[int] = set()
         # per operator: the first of its tensors NaN or infinite in one run only, named
         self.nonfinite: dict[int, str] = {}
+        # gradients found equal to run 0's: id -> (the tensor, its version, the reference)
+        self._equal_grads: dict[int, tuple[weakref.ref[torch.Tensor], int, TensorRef]] = {}
 
     def _deviation(self, ref_id: int, what: str, value: torch.Tensor, ref: torch.Tensor) -> float:
         """:func:`relative_deviation` of ``value`` from run 0's ``ref``; where it is infinite,
@@ -124,6 +126,32 @@ class RunComparison(CaptureObserver):
             if bad is not None:
                 self.nonfinite[ref_id] = f"{what}: {bad.describe()}"
         return deviation
+
+    def _grad_equal(self, g: torch.Tensor, box: TensorRef) -> bool:
+        """``bits_equal(g, box.value)``, read once per gradient: autograd hands one tensor to
+        several nodes (an addition's backward returns its incoming gradient for both inputs),
+        and run 0 kept one copy of it (:meth:`SpillFile.put`), so the same tensor, unchanged
+        (same version; node hooks run outside ATen calls, where the counter is up to date),
+        against the same reference has the same answer. Only equality is remembered: a
+        difference is compared again, for the deviation and the non-finite note of each
+        operator."""
+        seen = self._equal_grads.get(id(g))
+        if seen is not None and seen[0]() is g and seen[1] == g._version and seen[2] is box:
+            return True
+        if not bits_equal(g, box.value):
+            return False
+        self._equal_grads[id(g)] = (weakref.ref(g), g._version, box)
+        return True
+
+    def before_call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """The model is about to call ``func`` (forward): nothing to do when comparing inline
+        (:class:`~attest.collection.profile.compare_worker.QueuedComparison` waits here)."""
+
+    def hooked(self, op_id: int, node: Any) -> None:
+        """Operator ``op_id``'s autograd node ``node`` is hooked (before backward runs)."""
+
+    def finish(self) -> None:
+        """The run is over: every comparison is in the figures once this returns."""
 
     def _note(self, ref_id: int, exact: bool, deviation: float) -> None:
         self.exact[ref_id] = self.exact.get(ref_id, True) and exact
@@ -186,14 +214,14 @@ class RunComparison(CaptureObserver):
         for box, g in zip(ref, grad_inputs, strict=False):
             if (box is None) != (g is None):
                 exact, dev = False, math.inf
-            elif box is not None and g is not None and not bits_equal(g, box.value):
+            elif box is not None and g is not None and not self._grad_equal(g, box):
                 exact = False
                 dev = max(dev, self._deviation(op_id, "gradient", g, box.value))
         self._note(op_id, exact, dev)
         if not exact and op_id not in self.forward_tainted:
             incoming_exact = measure.grad_outputs is not None and all(
                 (box is None) == (g is None)
-                and (box is None or g is None or bits_equal(g, box.value))
+                and (box is None or g is None or self._grad_equal(g, box))
                 for box, g in zip(measure.grad_outputs, grad_outputs, strict=False)
             )
             if incoming_exact:
@@ -278,6 +306,7 @@ class RepeatCapture(OperatorCapture):  # type: ignore[no-untyped-call]
         self._pending_outputs: tuple[int, list[torch.Tensor]] | None = None
 
     def _hook_node(self, op_id: int, node: Any) -> None:
+        self.comparison.hooked(op_id, node)
         if self.time_backward:  # pre + post hooks: times the node, names it if it raises
             super()._hook_node(op_id, node)
             return
@@ -316,7 +345,10 @@ class RepeatCapture(OperatorCapture):  # type: ignore[no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if self._settling or self.comparison.diverged_at is not None:
+        if self._settling:
+            return func(*args, **kwargs)
+        self.comparison.before_call(func, args, kwargs)
+        if self.comparison.diverged_at is not None:
             return func(*args, **kwargs)
         if func is _DETACH and self._skip_detaches:
             self._skip_detaches -= 1  # the engine saving the previous operator's output

@@ -21,6 +21,7 @@ from attest.collection.capture.capture import CaptureObserver, _ModuleStack
 from attest.collection.capture.run import ModelFailure, RunOutcome, run_model
 from attest.collection.capture.spill import Pager
 from attest.collection.context import CollectContext
+from attest.collection.profile.compare_worker import QueuedComparison, spare_core
 from attest.collection.profile.op_metrics import bits_equal
 from attest.collection.profile.repeat_capture import (
     LiveBytes,
@@ -141,19 +142,22 @@ def _compare_run(
             modules, profile.ops, observer, live, cuda_timing=cuda, time_backward=detailed
         )
 
-    outcome = run_model(
-        model,
-        x,
-        spec,
-        observers,
-        labels=spec.labels,
-        classes=profile.reference.classes,
-        seed=ctx.settings.seed,
-        cuda_timing=cuda,
-        memory_marks=cuda,
-        capture_factory=capture,
-        track_modules=False,
-    )
+    try:
+        outcome = run_model(
+            model,
+            x,
+            spec,
+            observers,
+            labels=spec.labels,
+            classes=profile.reference.classes,
+            seed=ctx.settings.seed,
+            cuda_timing=cuda,
+            memory_marks=cuda,
+            capture_factory=capture,
+            track_modules=False,
+        )
+    finally:
+        observer.finish()  # a queued comparison's last calls (compare_worker)
     if outcome.failure is not None and observer.diverged_at is None:
         observer.diverged_at = len(outcome.ops)  # what was not reached was not compared
     run = ComparedRun(
@@ -202,9 +206,17 @@ def _apply_memory(profile: Profile, memory: RunMemory | None) -> None:
 
 def repeat_run(ctx: CollectContext, profile: Profile, run_index: int) -> ComparedRun:
     """Repeat ``run_index`` (1..R-1) compared bitwise with the reference; the first
-    :data:`DETAILED_RUNS` also time each backward and measure memory."""
+    :data:`DETAILED_RUNS` also time each backward and measure memory; the others compare on
+    a core torch is not using, where there is one (:mod:`attest.collection.profile.compare_worker`)."""
+    detailed = run_index <= DETAILED_RUNS
+    if not detailed and spare_core():
+        queued = QueuedComparison(profile.ops, Pager(ctx.release_spill_pages))
+        run = _compare_run(ctx, profile, queued, detailed=False)
+        if not queued.conflict:
+            return run
+        # a compared tensor was written before it was read: the figures are not the run's
     observer = RunComparison(profile.ops, Pager(ctx.release_spill_pages))
-    return _compare_run(ctx, profile, observer, detailed=run_index <= DETAILED_RUNS)
+    return _compare_run(ctx, profile, observer, detailed=detailed)
 
 
 def apply_repeat(profile: Profile, run: ComparedRun) -> None:
