@@ -33,6 +33,9 @@ REASON_CODES: tuple[str, ...] = (
     # the certificate's policy is not one this server accepts (attest verify --require-policy,
     # the trust store's accepted_policies; attest.verification.policy_accept)
     "POLICY_NOT_ACCEPTED",
+    # a file in a certified folder that the folder's manifest neither binds nor ignores
+    # (attest verify --artifact FOLDER/; attest.certificate.folder_manifest)
+    "UNEXPECTED_FILE",
 )
 
 
