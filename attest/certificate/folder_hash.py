@@ -111,7 +111,9 @@ def list_folder(root: str | Path, ignore: Iterable[str] = ()) -> FolderListing:
                         if depth + 1 > MAX_DEPTH:
                             listing.refused.append((rel, f"nested deeper than {MAX_DEPTH} levels"))
                         else:
-                            stack.append((os.open(entry, _DIR_FLAGS, dir_fd=dir_fd), rel, depth + 1))
+                            stack.append(
+                                (os.open(entry, _DIR_FLAGS, dir_fd=dir_fd), rel, depth + 1)
+                            )
                     elif stat.S_ISLNK(info.st_mode):
                         listing.refused.append((rel, "a symbolic link"))
                     elif not stat.S_ISREG(info.st_mode):

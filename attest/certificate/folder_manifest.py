@@ -49,6 +49,7 @@ __all__ = [
     "FolderManifest",
     "bytes_match",
     "check_folder",
+    "clean_ignore",
     "folder_manifest",
     "parse_binding",
     "parse_statement",
@@ -143,7 +144,9 @@ class FolderManifest:
         }
 
 
-def _clean_ignore(ignore: Iterable[str]) -> tuple[str, ...]:
+def clean_ignore(ignore: Iterable[str]) -> tuple[str, ...]:
+    """Ignore paths as relative POSIX paths inside the folder, deduplicated; ``ValueError``
+    for one that is absolute or climbs out (``..``)."""
     out: list[str] = []
     for raw in ignore:
         text = str(raw).strip("/")
@@ -174,7 +177,7 @@ def folder_manifest(
     """
     root = Path(folder)
     try:
-        ignored = _clean_ignore([*ignore, *(GIT_PATHS if ignore_git else ())])
+        ignored = clean_ignore([*ignore, *(GIT_PATHS if ignore_git else ())])
     except ValueError as exc:
         raise InputError(str(exc), hint="name paths relative to the folder, e.g. .git") from None
     subject = name or root.resolve().name
@@ -227,9 +230,7 @@ def _resource_range(text: str, sharded: bool) -> tuple[str, int, int]:
     return path, int(start), int(rest)
 
 
-def _read_resources(
-    resources: Any, shard_size: int | None
-) -> dict[str, Expected]:
+def _read_resources(resources: Any, shard_size: int | None) -> dict[str, Expected]:
     if not isinstance(resources, list) or len(resources) > MAX_RESOURCES:
         raise ValueError(f"resources is not a list of at most {MAX_RESOURCES} entries")
     algorithm = "sha256" if shard_size is None else f"sha256-sharded-{shard_size}"
@@ -246,7 +247,9 @@ def _read_resources(
         rel, start, end = _resource_range(item["name"], shard_size is not None)
         if not _NAME.fullmatch(rel):
             raise ValueError(f"resource path {rel[:200]!r} is not a relative path in the folder")
-        files.setdefault(rel, []).append((start, None if shard_size is None else end, item["digest"]))
+        files.setdefault(rel, []).append(
+            (start, None if shard_size is None else end, item["digest"])
+        )
     for rel, parts in files.items():
         parts.sort()
         if shard_size is None:
@@ -257,8 +260,10 @@ def _read_resources(
         for index, (start, end, _) in enumerate(parts):
             last = index == len(parts) - 1
             assert end is not None
-            if start != position or not 0 < end - start <= shard_size or (
-                not last and end - start != shard_size
+            if (
+                start != position
+                or not 0 < end - start <= shard_size
+                or (not last and end - start != shard_size)
             ):
                 raise ValueError(f"the shards of {rel[:200]!r} do not tile the file")
             position = end
@@ -278,7 +283,9 @@ def parse_binding(name: str, predicate: Any, digest: str | None = None) -> Folde
     if serialization.get("hash_type") != "sha256":
         raise ValueError(f"hash_type {str(serialization.get('hash_type'))[:40]!r} is not supported")
     if serialization.get("allow_symlinks") is not False:
-        raise ValueError("a manifest that allows symbolic links is not supported: links are refused")
+        raise ValueError(
+            "a manifest that allows symbolic links is not supported: links are refused"
+        )
     if method == "shards":
         shard_size: int | None = _whole_number(serialization.get("shard_size"), "shard_size")
         if shard_size is None or shard_size < 1:
@@ -290,7 +297,7 @@ def parse_binding(name: str, predicate: Any, digest: str | None = None) -> Folde
     raw_ignore = serialization.get("ignore_paths", [])
     if not isinstance(raw_ignore, list) or not all(isinstance(p, str) for p in raw_ignore):
         raise ValueError("ignore_paths is not a list of paths")
-    ignore = _clean_ignore(raw_ignore)
+    ignore = clean_ignore(raw_ignore)
     files = _read_resources(predicate.get("resources"), shard_size)
     empty = predicate.get("empty_files", [])
     if not isinstance(empty, list) or not all(
@@ -300,7 +307,9 @@ def parse_binding(name: str, predicate: Any, digest: str | None = None) -> Folde
     ignored = [rel for rel in [*files, *empty] if is_ignored(rel, ignore)]
     if ignored:
         raise ValueError(f"{ignored[0][:200]!r} is both bound and ignored")
-    extra = {k: v for k, v in predicate.items() if k not in ("serialization", "resources", "empty_files")}
+    extra = {
+        k: v for k, v in predicate.items() if k not in ("serialization", "resources", "empty_files")
+    }
     manifest = FolderManifest(name, files, shard_size, ignore, tuple(empty), extra)
     if digest is not None and manifest.root_digest != digest:
         raise ValueError("its resources do not hash to the subject's digest")

@@ -247,6 +247,11 @@ class Statement(_Strict):
     def to_json_dict(self) -> dict[str, Any]:
         """The statement as plain JSON data, with ``_type`` spelled as in-toto requires."""
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        if not data["predicate"]["folders"]:
+            # A certificate that binds no folder keeps the bytes it always had, so verifiers
+            # from before folder binding still read it; one that does is refused by them
+            # (an unknown predicate field), which is right: they cannot check the folder.
+            del data["predicate"]["folders"]
         return data
 
     @property

@@ -278,6 +278,23 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     "subject); needs an ECDSA P-256 key.",
 )
 @click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    metavar="[NAME=]PATH",
+    help="Also bind this file, or every file of this folder through one manifest (OpenSSF "
+    "model-signing's format; attest verify --artifact FOLDER/ checks the whole folder). Repeat "
+    "for several.",
+)
+@click.option(
+    "--ignore",
+    "ignore_paths",
+    multiple=True,
+    metavar="PATH",
+    help="A path (relative to each --artifact folder) left out of its manifest; .git and the "
+    "certificate's name always are. Repeat for several.",
+)
+@click.option(
     "--evidence",
     "evidence_files",
     multiple=True,
@@ -319,6 +336,8 @@ def certify(
     tsa: str | None,
     cert_format: str,
     model_signing: bool,
+    artifacts: tuple[str, ...],
+    ignore_paths: tuple[str, ...],
     evidence_files: tuple[str, ...],
     ledger: str | None,
     ledger_client: str | None,
@@ -338,9 +357,13 @@ def certify(
     from attest.cli.ledger_service import remote_ledger
     from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
+    from attest.pipeline.subjects import ExtraArtifacts
 
     if evidence_files and budget is not None:
         raise InputError("--budget applies to collecting; it cannot go with --evidence")
+    extra = ExtraArtifacts.parse(artifacts, ignore_paths)
+    if ignore_paths and not any(path.is_dir() for _, path in extra.items):
+        raise InputError("--ignore leaves paths out of a folder; give the folder with --artifact")
     signer = identity(signer_name, signer_role, meaning, comment)
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
     common: dict[str, Any] = {
@@ -355,6 +378,7 @@ def certify(
         "signer": signer,
         "tsa": tsa,
         "model_signing": model_signing,
+        "artifacts": extra,
     }
     if evidence_files and training_log is not None:
         raise InputError(

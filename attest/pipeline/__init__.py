@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,28 +35,34 @@ from attest.certificate.statement import (
     Statement,
     build_statement,
     sign_statement,
-    subjects_from_paths,
     write_certificate,
 )
 from attest.certificate.timestamp import timestamper
 from attest.core.io import (
-    atomic_write_bytes,
     atomic_write_text,
     dumps_pretty,
     sha256_file,
 )
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
-from attest.evidence.model import Evidence, ExportedFile
+from attest.evidence.model import Evidence
 from attest.pipeline.measured import require_measured
+from attest.pipeline.subjects import (
+    ExtraArtifacts,
+    _spec_files,
+    certificate_subjects,
+    outputs_of,
+    release_subjects,
+)
 from attest.pipeline.training_log import training_log_record
 from attest.policy.engine import evaluate
 from attest.policy.model import Finding, Findings, Policy, load_policy
-from attest.spec import LoadedSpec, load_spec, parse_spec_file
+from attest.spec import LoadedSpec, load_spec
 from attest.spec.model import parse_budget
 
 __all__ = [
     "CertifyResult",
+    "ExtraArtifacts",
     "Progress",
     "certificate_subjects",
     "certify",
@@ -99,97 +105,6 @@ def parse_expiry(value: str | timedelta) -> timedelta:
         whole=True,
         example="e.g. 365d, 26w, 1y",
     )
-
-
-def _recorded_digest(evidence: Evidence, role: str) -> str | None:
-    entry = evidence.artifacts.get(role)
-    value = entry.get("sha256") if isinstance(entry, Mapping) else None
-    return value if isinstance(value, str) else None
-
-
-def _deployment_files(
-    evidence: Evidence, out_dir: Path, evidence_dir: Path | None = None
-) -> dict[str, Path]:
-    """The ONNX file and probe bundle the export check wrote (:attr:`Evidence.export`), placed
-    next to the certificate (copied there if the check wrote them elsewhere) and checked against
-    their recorded digests. Evidence collected on another machine records paths of that
-    machine: then the files are looked for by name next to the evidence file
-    (``evidence_dir``)."""
-    if evidence.export is None:
-        return {}
-    files: dict[str, Path] = {}
-    exported: tuple[ExportedFile, ...] = (evidence.export.onnx, evidence.export.probe_bundle)
-    for entry in exported:
-        name, source, digest = entry.name, Path(entry.path), entry.sha256
-        target = out_dir / name
-        if not source.is_file() and evidence_dir is not None:
-            source = evidence_dir / name
-        if not source.is_file():
-            raise InputError(
-                f"the exported {name} ({source}) is gone",
-                hint="rerun attest certify; for evidence collected elsewhere, copy the exported "
-                "files next to the evidence file",
-            )
-        if source.resolve() != target.resolve():
-            atomic_write_bytes(target, source.read_bytes())
-        if sha256_file(target) != digest:
-            raise InputError(
-                f"{target} does not have the digest the export check recorded; rerun attest certify"
-            )
-        files[name] = target
-    return files
-
-
-def certificate_subjects(
-    evidence: Evidence,
-    spec: Path | LoadedSpec,
-    out_dir: Path,
-    training_log: Path | None = None,
-    evidence_dir: Path | None = None,
-) -> dict[str, str]:
-    """``{subject name: sha256}``: the spec, its weights and probe inputs, and (when the spec
-    exports) the ONNX file and the probe bundle, written next to the certificate; with a
-    ``training_log``, that log too (its digest as the evidence recorded it).
-
-    ``spec`` is the loaded spec the evidence was collected from, or the path of its
-    ``attest.yaml`` (then read again, without loading the model). Names are base names (what
-    the verifier's ``--artifact`` matches). A file whose digest differs from the one recorded
-    in the evidence changed after collection and is refused.
-    """
-    spec_files = _spec_files(spec)
-    chosen: dict[str, Path] = {}
-    for role, path in spec_files.items():
-        recorded = _recorded_digest(evidence, role)
-        if recorded is not None and sha256_file(path) != recorded:
-            raise InputError(
-                f"{path} changed after its evidence was collected (sha256 differs)",
-                hint="rerun attest certify so the evidence and the certificate cover the same file",
-            )
-        chosen[path.name if path.name not in chosen else f"{role}-{path.name}"] = path
-    for name, path in _deployment_files(evidence, out_dir, evidence_dir).items():
-        chosen[name if name not in chosen else f"deploy-{name}"] = path
-    subjects = subjects_from_paths(chosen)
-    record = evidence.training_log
-    if training_log is not None and record is not None:
-        if sha256_file(training_log) != record.sha256:
-            raise InputError(
-                f"training log {training_log} changed while certifying (sha256 differs)",
-                hint="certify a log the training no longer appends to (a copy, or after training)",
-            )
-        subjects[record.log] = record.sha256
-    return subjects
-
-
-def _spec_files(spec: Path | LoadedSpec) -> dict[str, Path]:
-    """The spec file, its weights and its probe inputs, by role."""
-    if isinstance(spec, LoadedSpec):
-        return {role: spec.artifacts[role] for role in ("spec", "weights", "probe")}
-    parsed = parse_spec_file(spec)
-    return {
-        "spec": spec,
-        "weights": spec.parent / parsed.model.weights,
-        "probe": spec.parent / parsed.inputs.probe,
-    }
 
 
 def _deployment(evidence: Evidence) -> DeploymentEnvelope:
@@ -287,6 +202,7 @@ def certify(
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
     model_signing: bool = False,
+    artifacts: ExtraArtifacts | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -302,6 +218,7 @@ def certify(
     against the policy's ``training_log:`` thresholds. ``signer`` is the identity and meaning the
     signature states (default: the account name, release-engineer, authorship); ``tsa`` an
     RFC 3161 timestamp authority URL whose token is embedded with the signature.
+    ``artifacts`` are bound too (``--artifact``: a folder through its manifest).
     """
     out_path, evidence_path, findings_path = _output_paths(out, evidence_out, findings_out)
     budget_s = parse_budget(budget)
@@ -340,6 +257,8 @@ def certify(
         say=say,
         signer=signer,
         tsa=tsa,
+        artifacts=artifacts,
+        model_signing=model_signing,
     )
 
 
@@ -389,8 +308,10 @@ def _sign_and_report(
     deployment: DeploymentEnvelope | None = None,
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
+    artifacts: ExtraArtifacts | None = None,
+    model_signing: bool = False,
 ) -> CertifyResult:
-    """On pass, build the statement over ``subjects()`` and sign it (with the signer's stated
+    """On pass, build the statement over ``subjects()`` and the extra ``artifacts`` and sign it (with the signer's stated
     identity and meaning, and a timestamp from ``tsa``); then the report; the result either
     way."""
     out_path, evidence_path, findings_path = paths
@@ -399,8 +320,13 @@ def _sign_and_report(
     if findings.passed:
         require_measured(evidence)  # under any policy: nothing measured is not a certificate
         say("signing the certificate")
+        bound = subjects()
+        written = [out_path, evidence_path, findings_path, Path(report) if report else None]
+        outputs = outputs_of(evidence, written, model_signing)
+        folders = (artifacts or ExtraArtifacts()).bind(bound, outputs)
         statement = build_statement(
-            subjects=subjects(),
+            subjects=bound,
+            folders=folders,
             model={
                 "name": str(evidence.model.get("name")),
                 "version": str(evidence.model.get("version")),
@@ -445,26 +371,6 @@ def _sign_and_report(
         statement=statement,
         report_path=report_path,
     )
-
-
-def release_subjects(
-    evidence: Evidence,
-    spec: Path | LoadedSpec,
-    out_dir: Path,
-    key: PrivateKey,
-    model_signing: bool,
-    training_log: Path | None = None,
-    evidence_dir: Path | None = None,
-) -> dict[str, str]:
-    """:func:`certificate_subjects`, and the spec folder's OpenSSF ``model.sig`` if asked."""
-    found = certificate_subjects(evidence, spec, out_dir, training_log, evidence_dir)
-    if model_signing:
-        name = openssf_model_signing.SIGNATURE_NAME
-        if name in found:
-            raise InputError(f"a subject is already named {name}; rename that file")
-        folder = spec.artifacts["spec"].parent if isinstance(spec, LoadedSpec) else spec.parent
-        found[name] = sha256_file(openssf_model_signing.sign_model_directory(folder, key))
-    return found
 
 
 def _finding_json(finding: Finding) -> dict[str, Any]:

@@ -43,7 +43,10 @@ def check_bound_folder(
         ("SUBJECT_MISMATCH", f"{name}/{safe_text(rel)} {why}") for rel, why in check.changed
     ]
     found.problems += [
-        ("ARTIFACT_MISSING", f"{name}/{safe_text(rel)} is certified but not in {safe_text(str(root))}")
+        (
+            "ARTIFACT_MISSING",
+            f"{name}/{safe_text(rel)} is certified but not in {safe_text(str(root))}",
+        )
         for rel in check.missing
     ]
     found.problems += [

@@ -32,9 +32,7 @@ def bind(w: World, folder: Path, **options: Any) -> tuple[dict[str, Any], Folder
     """The world's statement with ``folder`` bound as one subject through its manifest."""
     manifest = folder_manifest(folder, shard_size=SHARD, **options)
     statement = w.statement()
-    statement["subject"].append(
-        {"name": manifest.name, "digest": {"sha256": manifest.root_digest}}
-    )
+    statement["subject"].append({"name": manifest.name, "digest": {"sha256": manifest.root_digest}})
     statement["subject"].sort(key=lambda s: s["name"])
     statement["predicate"]["folders"] = {manifest.name: manifest.predicate()}
     return statement, manifest
