@@ -257,16 +257,16 @@ def _read_resources(resources: Any, shard_size: int | None) -> dict[str, Expecte
                 raise ValueError(f"{rel[:200]!r} is listed more than once")
             continue
         position = 0
-        for index, (start, end, _) in enumerate(parts):
+        for index, (begin, stop, _) in enumerate(parts):
             last = index == len(parts) - 1
-            assert end is not None
+            assert stop is not None
             if (
-                start != position
-                or not 0 < end - start <= shard_size
-                or (not last and end - start != shard_size)
+                begin != position
+                or not 0 < stop - begin <= shard_size
+                or (not last and stop - begin != shard_size)
             ):
                 raise ValueError(f"the shards of {rel[:200]!r} do not tile the file")
-            position = end
+            position = stop
     return files
 
 
@@ -394,6 +394,9 @@ def check_folder(
     kept, unreadable = read_kept(folder, sorted(to_hash), keep or (lambda _rel: False))
     digests = hash_ranges(folder, ranges, workers=workers, kept=kept)
     bad: dict[str, str] = {rel: "could not be read as a regular file" for rel in unreadable}
+    for rel, data in kept.items():  # what the caller will use must be all that was hashed
+        if len(data) != listing.sizes[rel]:
+            bad[rel] = "changed while it was read"
     for rel, start, end in ranges:
         actual = digests[(rel, start, end)]
         wanted = {(s, e): d for s, e, d in manifest.files[rel]}

@@ -53,7 +53,9 @@ class ExtraArtifacts:
         try:
             cleaned = clean_ignore(ignore)
         except ValueError as exc:
-            raise InputError(f"--ignore: {exc}", hint="e.g. --ignore logs/ or --ignore notes.txt") from None
+            raise InputError(
+                f"--ignore: {exc}", hint="e.g. --ignore logs/ or --ignore notes.txt"
+            ) from None
         return cls(items, cleaned)
 
     def bind(self, subjects: dict[str, str], outputs: Sequence[Path]) -> dict[str, dict[str, Any]]:

@@ -146,7 +146,8 @@ def verify_folder(
         why = "; ".join(f"{code}: {message}" for code, message in report.reasons[:5])
         more = len(report.reasons) - 5
         raise FolderRejected(
-            f"{folder} is not what {cert} certifies: {why}" + (f" (and {more} more)" if more > 0 else ""),
+            f"{folder} is not what {cert} certifies: {why}"
+            + (f" (and {more} more)" if more > 0 else ""),
             report,
         )
     return FolderVerification(folder=folder, certificate=cert, name=subject, report=report)

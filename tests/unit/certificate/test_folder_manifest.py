@@ -110,10 +110,12 @@ def test_our_manifest_is_model_signings(folder: Path) -> None:
 def test_model_signings_verifier_accepts_our_manifest(folder: Path, tmp_path: Path) -> None:
     private, public = _ec_keys(tmp_path)
     signature = tmp_path / "model.sig"
-    _sign_with_model_signing(folder_manifest(folder, shard_size=SHARD).statement(), private, signature)
+    _sign_with_model_signing(
+        folder_manifest(folder, shard_size=SHARD).statement(), private, signature
+    )
     _their_verifier(public).verify(folder, signature)  # raises on any difference
     (folder / "config.json").write_text("{}")
-    with pytest.raises(ValueError, match="config.json"):
+    with pytest.raises(ValueError, match=r"config\.json"):
         _their_verifier(public).verify(folder, signature)
 
 
@@ -155,7 +157,11 @@ def test_shards_hashed_in_parallel_agree_with_a_serial_read(tmp_path: Path) -> N
     parallel = hash_ranges(tmp_path, ranges, workers=4)
     serial = hash_ranges(tmp_path, ranges, workers=1)
     data = big.read_bytes()
-    assert parallel == serial == {(r, s, e): hashlib.sha256(data[s:e]).hexdigest() for r, s, e in ranges}
+    assert (
+        parallel
+        == serial
+        == {(r, s, e): hashlib.sha256(data[s:e]).hexdigest() for r, s, e in ranges}
+    )
     whole = hash_ranges(tmp_path, shard_ranges("big.bin", len(data), None))
     assert whole[("big.bin", 0, len(data))] == hashlib.sha256(data).hexdigest()  # = sha256sum
 
@@ -165,7 +171,10 @@ def _edit(folder: Path) -> None:
 
 
 def _swap_weights(folder: Path) -> None:
-    one, two = folder / "model-00001-of-00002.safetensors", folder / "model-00002-of-00002.safetensors"
+    one, two = (
+        folder / "model-00001-of-00002.safetensors",
+        folder / "model-00002-of-00002.safetensors",
+    )
     first, second = one.read_bytes(), two.read_bytes()
     one.write_bytes(second)  # the two weight files exchanged
     two.write_bytes(first)
@@ -322,3 +331,22 @@ def test_the_walk_lists_sizes_and_skips_ignored_folders(folder: Path) -> None:
         "model-00002-of-00002.safetensors",
     ]
     assert listing.refused == []
+
+
+def test_a_kept_file_that_grew_after_the_walk_is_refused(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attest.certificate import folder_manifest as module
+
+    manifest = folder_manifest(folder, shard_size=SHARD)
+    real = module.read_kept
+
+    def grow_then_read(root: Any, names: Any, wanted: Any) -> Any:
+        with (folder / "config.json").open("ab") as fh:
+            fh.write(b"appended after the size was taken")
+        return real(root, names, wanted)
+
+    monkeypatch.setattr(module, "read_kept", grow_then_read)
+    found = check_folder(folder, manifest, keep=lambda rel: rel == "config.json")
+    assert found.changed == [("config.json", "changed while it was read")]
+    assert "config.json" not in found.contents

@@ -11,9 +11,9 @@ import pytest
 from _collect_models import make_spec
 
 from attest import pipeline
-from attest.pipeline import subjects as pipeline_subjects
 from attest.certificate.signing import generate_keypair
 from attest.core.io import sha256_file
+from attest.pipeline import subjects as pipeline_subjects
 from attest.policy.model import parse_policy
 from attest.spec import load as spec_load
 from attest.spec import load_spec
