@@ -204,3 +204,57 @@ def test_ignore_without_a_folder_is_refused(
         capsys,
     )
     assert code == 2 and "--ignore" in text
+
+
+def _monai_bundle(root: Path) -> Path:
+    """A small MONAI bundle: metadata, an inference config with network_def, its weights."""
+    torch = pytest.importorskip("torch")
+    bundle_tools = pytest.importorskip("monai.bundle")
+    bundle = root / "seg_bundle"
+    (bundle / "configs").mkdir(parents=True)
+    (bundle / "models").mkdir()
+    network_def = {
+        "_target_": "torch.nn.Conv2d",
+        "in_channels": 1,
+        "out_channels": 2,
+        "kernel_size": 3,
+        "padding": 1,
+    }
+    metadata = {
+        "version": "0.1.0",
+        "network_data_format": {
+            "inputs": {"image": {"num_channels": 1, "spatial_shape": [16, 16], "dtype": "float32"}},
+            "outputs": {"pred": {"num_channels": 2, "spatial_shape": [16, 16]}},
+        },
+    }
+    (bundle / "configs" / "inference.json").write_text(json.dumps({"network_def": network_def}))
+    (bundle / "configs" / "metadata.json").write_text(json.dumps(metadata))
+    parser = bundle_tools.ConfigParser({"network_def": network_def})
+    torch.manual_seed(0)
+    torch.save(parser.get_parsed_content("network_def").state_dict(), bundle / "models" / "model.pt")
+    return bundle
+
+
+def test_the_inference_app_example_loads_only_a_verified_bundle(
+    release: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import subprocess
+    import sys
+
+    bundle = _monai_bundle(release["root"])
+    release["folder"] = bundle
+    certify(release, capsys)  # gradient_certificate.json beside the bundle
+    app = [sys.executable, str(REPO / "examples" / "bundle-gate" / "app.py"), str(bundle)]
+    app += ["--trust", str(release["trust"]), "--require-policy", "research"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+    served = subprocess.run(app, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert served.returncode == 0, served.stderr
+    assert "verified m 1.0.0 under research" in served.stdout
+    assert "ran Conv2d on [1, 1, 16, 16]: output [1, 2, 16, 16]" in served.stdout
+
+    (bundle / "configs" / "override.json").write_text('{"network_def": {"out_channels": 3}}')
+    refused = subprocess.run(app, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert refused.returncode == 1
+    assert "refused: UNEXPECTED_FILE: seg_bundle/configs/override.json" in refused.stderr
+    assert "ran " not in refused.stdout and "Traceback" not in refused.stderr
