@@ -77,8 +77,7 @@ class FolderVerification:
     @property
     def files(self) -> list[str]:
         """The folder's files whose bytes matched (relative to the folder)."""
-        prefix = f"{self.name}/"
-        return [n[len(prefix) :] for n in self.report.subjects_checked if n.startswith(prefix)]
+        return sorted(self.report.folder_files.get(self.name, []))
 
 
 def _certificate_for(folder: Path, certificate: str | Path | None) -> Path:

@@ -147,7 +147,21 @@ def test_certify_binds_the_folder_and_verify_checks_it_whole(
 
     code, report = verify(release, cert, capsys)
     assert code == 0, report["reasons"]
-    assert "model-folder/tokenizer/vocab.txt" in report["subjects_checked"]
+    assert "model-folder" in report["subjects_checked"]
+    assert "tokenizer/vocab.txt" in report["folder_files"]["model-folder"]
+
+    code, text = run(
+        [
+            "verify",
+            str(cert),
+            "--trust",
+            str(release["trust"]),
+            "--artifact",
+            str(release["folder"]),
+        ],
+        capsys,
+    )
+    assert code == 0 and "folder model-folder: 5 files checked" in text, text
 
     (release["folder"] / ".git" / "HEAD").write_text("moved on\n")  # ignored
     (release["folder"] / "notes").mkdir()
@@ -231,7 +245,9 @@ def _monai_bundle(root: Path) -> Path:
     (bundle / "configs" / "metadata.json").write_text(json.dumps(metadata))
     parser = bundle_tools.ConfigParser({"network_def": network_def})
     torch.manual_seed(0)
-    torch.save(parser.get_parsed_content("network_def").state_dict(), bundle / "models" / "model.pt")
+    torch.save(
+        parser.get_parsed_content("network_def").state_dict(), bundle / "models" / "model.pt"
+    )
     return bundle
 
 
@@ -246,7 +262,10 @@ def test_the_inference_app_example_loads_only_a_verified_bundle(
     certify(release, capsys)  # gradient_certificate.json beside the bundle
     app = [sys.executable, str(REPO / "examples" / "bundle-gate" / "app.py"), str(bundle)]
     app += ["--trust", str(release["trust"]), "--require-policy", "research"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
 
     served = subprocess.run(app, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert served.returncode == 0, served.stderr
