@@ -56,7 +56,7 @@ def check_bound_folder(
     for rel in check.checked:
         found.checked.append(f"{name}/{rel}")
         found.paths[f"{name}/{rel}"] = root / rel
-        found.members[f"{name}/{rel}"] = (manifest, rel)
+        found.members[f"{name}/{rel}"] = (manifest, root, rel)
         if rel in check.contents:
             found.contents[f"{name}/{rel}"] = check.contents[rel]
     if not (check.changed or check.missing or check.unexpected):
@@ -78,7 +78,9 @@ class ArtifactMatch:
     paths: dict[str, Path] = field(default_factory=dict)  # subject name -> where it was read
     external: dict[str, dict[str, str]] = field(default_factory=dict)  # model -> location -> name
     # files checked through a folder manifest ("folder/rel"), which are not subjects themselves
-    members: dict[str, tuple[FolderManifest, str]] = field(default_factory=dict)
+    members: dict[str, tuple[FolderManifest, Path, str]] = field(
+        default_factory=dict
+    )  # (., root, rel)
     folders: dict[str, FolderManifest] = field(default_factory=dict)  # subject -> its manifest
 
 
@@ -237,19 +239,32 @@ def read_external_data(
         if name in found.contents:
             out[location] = found.contents[name]
             continue
-        path = found.paths.get(name)
-        try:
-            read = None if path is None else read_regular_file(path, follow=True, keep=True)
-        except (OSError, ValueError):
-            read = None
-        if read is not None and read[1] is not None and name in found.members:
-            from attest.certificate.folder_manifest import bytes_match
-
-            manifest, rel = found.members[name]
-            matches = bytes_match(manifest, rel, read[1])
-        else:
-            matches = read is not None and read[1] is not None and read[0] == subjects.get(name)
-        if not matches or read is None or read[1] is None:
+        data = _read_again(found, name, subjects)
+        if data is None:
             return {}, ("SUBJECT_MISMATCH", f"{name} changed or vanished during verification")
-        out[location] = read[1]
+        out[location] = data
     return out, None
+
+
+def _read_again(found: ArtifactMatch, name: str, subjects: dict[str, str]) -> bytes | None:
+    """The bytes of a checked file read once more, or None when they no longer match: a
+    folder member below its folder without following links, another file from its path."""
+    if name in found.members:
+        from attest.certificate.folder_hash import read_kept
+        from attest.certificate.folder_manifest import bytes_match
+
+        manifest, root, rel = found.members[name]
+        try:
+            kept, _ = read_kept(root, [rel], lambda _rel: True)
+        except (OSError, ValueError):
+            return None
+        data = kept.get(rel)
+        return data if data is not None and bytes_match(manifest, rel, data) else None
+    path = found.paths.get(name)
+    try:
+        read = None if path is None else read_regular_file(path, follow=True, keep=True)
+    except (OSError, ValueError):
+        read = None
+    if read is None or read[1] is None or read[0] != subjects.get(name):
+        return None
+    return read[1]

@@ -306,7 +306,7 @@ def _after_gates(
     found = match_artifacts(specs, subjects, keep=keep, folders=folder_manifests(statement))
     reasons += found.problems
     report.subjects_checked = sorted(set(found.checked) - set(found.members))
-    for manifest, rel in found.members.values():
+    for manifest, _root, rel in found.members.values():
         report.folder_files.setdefault(manifest.name, []).append(rel)
     report.subjects_not_checked = sorted(set(subjects) - set(found.checked))
     # 7. verdict
