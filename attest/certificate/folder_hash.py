@@ -26,7 +26,6 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,13 +181,17 @@ def hash_ranges(
     *,
     workers: int | None = None,
     kept: dict[str, bytes] | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> dict[Range, str | None]:
     """sha256 hex of each byte range of the files under ``root``, hashed in parallel.
 
     A range whose file cannot be opened as a regular file below ``root``, or has become
     shorter, maps to None (the caller reports it). Ranges of a file in ``kept`` (name ->
     bytes already read) are hashed from those bytes, so what the caller uses is what was
-    hashed. The largest ranges go first so the last ones to finish are short.
+    hashed. With ``sizes`` (name -> size when listed), a range whose file no longer has that
+    size when it is hashed maps to None too: a file that grew after the walk is not passed on
+    the strength of its first bytes. The largest ranges go first so the last ones to finish
+    are short.
     """
     kept = kept or {}
     count = min(workers or default_workers(), max(1, len(ranges)))
@@ -206,13 +209,18 @@ def hash_ranges(
         except (OSError, ValueError):
             return None
         try:
-            return _hash_fd_range(fd, start, end, buffer)
+            digest = _hash_fd_range(fd, start, end, buffer)
+            if sizes is not None and os.fstat(fd).st_size != sizes.get(rel):
+                return None
+            return digest
         except OSError:
             return None
         finally:
             os.close(fd)
             if len(buffer) == CHUNK:
                 buffers.append(buffer)  # list.append/pop are atomic: reused across ranges
+
+    from concurrent.futures import ThreadPoolExecutor  # only when hashing: not at every start
 
     order = sorted(ranges, key=lambda r: r[2] - r[1], reverse=True)
     try:

@@ -200,7 +200,7 @@ def folder_manifest(
     if not listing.sizes:
         raise InputError(f"folder {root} holds no files to bind")
     ranges = [r for rel, size in listing.sizes.items() for r in shard_ranges(rel, size, shard_size)]
-    digests = hash_ranges(root, ranges, workers=workers)
+    digests = hash_ranges(root, ranges, workers=workers, sizes=listing.sizes)
     files: dict[str, Expected] = {}
     for (rel, start, end), digest in sorted(digests.items()):
         if digest is None:
@@ -392,7 +392,7 @@ def check_folder(
     found.missing = sorted(bound - present)
     to_hash = {rel for rel, _, _ in ranges}
     kept, unreadable = read_kept(folder, sorted(to_hash), keep or (lambda _rel: False))
-    digests = hash_ranges(folder, ranges, workers=workers, kept=kept)
+    digests = hash_ranges(folder, ranges, workers=workers, kept=kept, sizes=listing.sizes)
     bad: dict[str, str] = {rel: "could not be read as a regular file" for rel in unreadable}
     for rel, data in kept.items():  # what the caller will use must be all that was hashed
         if len(data) != listing.sizes[rel]:
