@@ -121,8 +121,33 @@ def _directory(
     ]
 
 
+_Read = tuple[str, bytes | None] | None
+
+
+def _hash_in_parallel(paths: list[Path]) -> dict[Path, _Read | Exception]:
+    """Several files given one by one, each hashed whole (its subject's digest is its sha256)
+    in its own thread: ``hashlib`` releases the GIL, so they take the longest one's time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attest.certificate.folder_hash import default_workers
+
+    def one(path: Path) -> _Read | Exception:
+        try:
+            return read_regular_file(path, follow=True)
+        except (OSError, ValueError) as exc:  # raised where the file is looked at
+            return exc
+
+    with ThreadPoolExecutor(max_workers=min(len(paths), default_workers())) as pool:
+        return dict(zip(paths, pool.map(one, paths), strict=True))
+
+
 def _file(
-    name: str, path: Path, subjects: dict[str, str], keep: set[str], found: ArtifactMatch
+    name: str,
+    path: Path,
+    subjects: dict[str, str],
+    keep: set[str],
+    found: ArtifactMatch,
+    hashed: dict[Path, _Read | Exception],
 ) -> None:
     shown = safe_text(str(path))
     if name in found.folders:
@@ -133,7 +158,13 @@ def _file(
     if name not in subjects:
         found.problems.append(("SUBJECT_MISMATCH", f"artifact {shown} ({name}) matches no subject"))
         return
-    read = read_regular_file(path, follow=True, keep=is_onnx(name) or name in keep)
+    if path in hashed:
+        done = hashed[path]
+        if isinstance(done, Exception):
+            raise done
+        read = done
+    else:
+        read = read_regular_file(path, follow=True, keep=is_onnx(name) or name in keep)
     if read is None:
         found.problems.append(("SUBJECT_MISMATCH", f"artifact {shown} is not a regular file"))
     elif read[0] != subjects[name]:
@@ -209,6 +240,16 @@ def match_artifacts(
     keep the bytes of ONNX models and of the names in ``keep``; check ONNX external data."""
     folders = folders or {}
     found = ArtifactMatch(folders=folders)
+    streamed = [  # files whose bytes are not kept: hashed in parallel, streamed
+        path
+        for name, path in specs
+        if name in subjects
+        and name not in folders
+        and not is_onnx(name)
+        and name not in keep
+        and path.is_file()
+    ]
+    hashed = _hash_in_parallel(streamed) if len(set(streamed)) > 1 else {}
     for name, path in specs:
         shown = safe_text(str(path))
         try:
@@ -217,7 +258,7 @@ def match_artifacts(
             elif stat.S_ISDIR(path.stat().st_mode):
                 _directory(name, path, subjects, set(keep), found)
             else:
-                _file(name, path, subjects, set(keep), found)
+                _file(name, path, subjects, set(keep), found, hashed)
         except FileNotFoundError:
             found.problems.append(("ARTIFACT_MISSING", f"artifact {shown} does not exist"))
         except OSError as exc:
