@@ -24,12 +24,10 @@ from attest.evidence.model import load_evidence
 from attest.pipeline import (
     _inputs,
     _output_paths,
-    _recorded_digest,
-    _spec_files,
-    release_subjects,
 )
 from attest.pipeline.measured import require_measured
 from attest.pipeline.signing import CertifyResult, Progress, _deployment, sign_and_report
+from attest.pipeline.subjects import ExtraArtifacts, _recorded_digest, _spec_files, release_subjects
 from attest.policy.model import Findings, Policy
 from attest.policy.targets import TargetEvidence, evaluate_targets, target_name
 
@@ -52,6 +50,7 @@ def certify_evidence(
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
     model_signing: bool = False,
+    artifacts: ExtraArtifacts | None = None,
 ) -> CertifyResult:
     """Certify evidence collected elsewhere, one file per hardware target: no re-collection.
 
@@ -133,6 +132,8 @@ def certify_evidence(
         deployment=_targets_deployment(targets, findings) if findings.passed else None,
         signer=signer,
         tsa=tsa,
+        artifacts=artifacts,
+        model_signing=model_signing,
     )
 
 
