@@ -25,7 +25,7 @@ from typing import Any
 
 from attest._version import __version__
 from attest.core.times import parse_timestamp
-from attest.interop.cyclonedx import MODEL_SUFFIXES, limitations, performance_metrics
+from attest.interop.cyclonedx import is_model_subject, limitations, performance_metrics
 from attest.interop.model_card import card_lines, card_of
 from attest.interop.source import VerifiedCertificate
 
@@ -78,7 +78,7 @@ def spdx_document(cert: VerifiedCertificate) -> bytes:
     packages = []
     for index, (name, digest) in enumerate(sorted(cert.subjects.items())):
         element: Any
-        if name.endswith(MODEL_SUFFIXES) and "probe" not in name:
+        if is_model_subject(name, predicate):
             element = spdx.ai_AIPackage(
                 spdxId=f"{base}/subject/{index}",
                 name=name,

@@ -43,10 +43,13 @@ __all__ = ["ExtraArtifacts", "certificate_subjects", "release_subjects"]
 class ExtraArtifacts:
     """Paths bound besides the spec's own files (``attest certify --artifact``): a file as a
     subject, a folder as one subject through its manifest; ``ignore`` (paths relative to each
-    folder) is left out of every folder, with the git files and this run's outputs."""
+    folder) is left out of every folder, with the git files and this run's outputs.
+    ``recorded`` holds the manifests collection recorded of a folder (the model's own bundle):
+    it must hash the same again."""
 
     items: tuple[tuple[str, Path], ...] = ()
     ignore: tuple[str, ...] = ()
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, artifacts: Iterable[ArtifactSpec], ignore: Iterable[str] = ()) -> ExtraArtifacts:

@@ -10,7 +10,12 @@
    no MONAI.
 2. Only then is the bundle loaded with MONAI's own ``ConfigParser`` (``network_def`` from
    configs/inference.json, weights from models/model.pt) and run once on an input shaped as
-   configs/metadata.json's ``network_data_format`` says.
+   configs/metadata.json's ``network_data_format`` says (a symbolic size such as the Model
+   Zoo's ``"16*n"`` or ``"2**p"`` taken at n = p = 1, with MONAI's own evaluator).
+
+The bundle may be certified as the model (``attest certify BUNDLE/``) or as a folder bound
+beside a spec (``attest certify attest.yaml --artifact BUNDLE/``): either way it is one subject
+bound through its manifest, and the gate is the same.
 
 Exit codes as ``attest verify``: 0 served, 1 refused (each reason printed), 2 unusable input.
 """
@@ -50,6 +55,20 @@ def gate(bundle: Path, args: argparse.Namespace) -> None:
     )
 
 
+def example_size(size: Any) -> int:
+    """A spatial size the network takes: an int as is, ``"*"`` as 16, an expression of MONAI's
+    (``"16*n"``, ``"2**p"``) at n = p = 1, evaluated as ``monai.bundle`` evaluates it."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        return size
+    if str(size).strip() == "*":
+        return 16
+    import numpy as np
+    from monai.utils.safeeval import safe_eval
+
+    one = np.int64(1)
+    return int(safe_eval(str(size), {"n": one, "p": one}, rewrite_np=True))
+
+
 def load_and_run(bundle: Path) -> Any:
     """Load the verified bundle with MONAI and run it once (imports torch and MONAI now)."""
     import torch
@@ -63,7 +82,7 @@ def load_and_run(bundle: Path) -> Any:
     network.load_state_dict(state)
     network.eval()
     image = parser.get("_meta_#network_data_format#inputs#image")
-    shape = (1, int(image["num_channels"]), *[int(n) for n in image["spatial_shape"]])
+    shape = (1, int(image["num_channels"]), *[example_size(n) for n in image["spatial_shape"]])
     with torch.no_grad():
         output = network(torch.zeros(shape, dtype=getattr(torch, image.get("dtype", "float32"))))
     print(f"ran {type(network).__name__} on {list(shape)}: output {list(output.shape)}")
