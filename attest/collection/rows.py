@@ -73,7 +73,11 @@ def folder_record(spec: LoadedSpec) -> dict[str, Any]:
     assert folder is not None
     ignore = (CERTIFICATE_NAME,) if folder.ignore is None else folder.ignore
     manifest = folder_manifest(folder.root, name=folder.name, ignore=ignore)
-    return {**folder.record(), "root_digest": manifest.root_digest, "manifest": manifest.predicate()}
+    return {
+        **folder.record(),
+        "root_digest": manifest.root_digest,
+        "manifest": manifest.predicate(),
+    }
 
 
 def compile_record(spec: LoadedSpec) -> CompileRecord | None:

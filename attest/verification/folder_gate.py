@@ -32,7 +32,6 @@ from attest.verification.trust import TrustStore
 __all__ = ["CERTIFICATE_NAME", "FolderRejected", "FolderVerification", "verify_folder"]
 
 
-
 class FolderRejected(AttestError):
     """The folder's certificate was rejected; ``report`` says why (``report.reasons``)."""
 
