@@ -103,21 +103,15 @@ def collect(
     from attest.spec.source import refuse_inside
 
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
-    refuse_inside(
-        loaded.folder,
-        {
-            "evidence": Path(out) if out else None,
-            "output folder": Path(output_dir) if output_dir else None,
-        },
-    )
+    outputs = {"evidence": out, "output folder": output_dir}
+    refuse_inside(loaded.folder, {k: Path(v) if v else None for k, v in outputs.items()})
     settings = settings or CheckSettings()
     budget_s = budget_s if budget_s is not None else loaded.budget_s
     order = list(CHECK_RUNNERS if runners is None else runners)
-    if workers != 1 and (budget_s is not None or not all(isinstance(r, str) for r in order)):
-        raise InputError(
-            "--workers cannot go with a --budget (or with runners that are not importable names)",
-            hint="drop --budget, or collect in one process",
-        )
+    _refuse_workers_with(workers, budget_s, order)
+    # the model folder's manifest, hashed before any check runs: certify hashes it again and
+    # refuses a folder that changed during the collect
+    folder = rows.folder_record(loaded) if loaded.folder is not None else None
     work_dir = _work_dir(work_dir, out, resume, budget_s, workers)
     if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
         loaded = dataclasses.replace(loaded)
@@ -164,7 +158,7 @@ def collect(
         evidence = Evidence(
             tool_version=__version__,
             created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            model=rows.model_section(loaded),
+            model=rows.model_section(loaded, folder),
             artifacts=artifacts,
             environment=envelope,
             model_metrics=rows.model_metrics(profile, checks),
@@ -185,6 +179,14 @@ def collect(
     if work is not None:  # the evidence is whole: its phases need no resuming any more
         work.clean()
     return evidence
+
+
+def _refuse_workers_with(workers: int, budget_s: float | None, order: list[Runner]) -> None:
+    if workers != 1 and (budget_s is not None or not all(isinstance(r, str) for r in order)):
+        raise InputError(
+            "--workers cannot go with a --budget (or with runners that are not importable names)",
+            hint="drop --budget, or collect in one process",
+        )
 
 
 def _open_work(

@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 
-def model_section(spec: LoadedSpec) -> dict[str, Any]:
-    """Identity and settings of the model line (the ``model`` field of evidence)."""
+def model_section(spec: LoadedSpec, folder: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Identity and settings of the model line (the ``model`` field of evidence); ``folder``:
+    the model folder's :func:`folder_record`, taken when the collect started (default: now)."""
     weights = spec.artifacts.get("weights")
     return {
         "name": spec.name,
@@ -57,7 +58,7 @@ def model_section(spec: LoadedSpec) -> dict[str, Any]:
         # named inputs, output path, heads (docs/spec.md); absent in the single-input form
         **({"call": spec.call.describe()} if spec.call is not None else {}),
         # a MONAI bundle or Hugging Face folder: its card and its manifest, as bound
-        **({"folder": folder_record(spec)} if spec.folder is not None else {}),
+        **({"folder": folder or folder_record(spec)} if spec.folder is not None else {}),
     }
 
 
