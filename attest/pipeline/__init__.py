@@ -193,7 +193,7 @@ def certify(
             "a MONAI bundle or Hugging Face folder"
         )
     if loaded_spec.folder is not None:  # its manifest leaves out what the certificate's will
-        ignore = (out_path.name, *extra.ignore)
+        ignore = extra.model_folder_ignore(out_path)
         folder = dataclasses.replace(loaded_spec.folder, ignore=ignore)
         loaded_spec = dataclasses.replace(loaded_spec, folder=folder)
     evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)

@@ -105,6 +105,12 @@ class ExtraArtifacts:
                 continue
         return folder_manifest(folder, name=name, ignore=ignore)
 
+    def model_folder_ignore(self, certificate: Path) -> tuple[str, ...]:
+        """What the model folder's manifest leaves out when collection records it: what
+        :meth:`bind` will leave out (the certificate's name, ``ignore``; no output is written
+        inside a model folder), so the two manifests agree."""
+        return (certificate.name, *self.ignore)
+
     def with_model_folder(self, folder: ModelFolder, evidence: Evidence) -> ExtraArtifacts:
         """These artifacts and the MONAI bundle or Hugging Face folder the model was loaded
         from, bound first, as the evidence recorded it (``model.folder.manifest``)."""

@@ -342,3 +342,32 @@ def test_evidence_without_the_folder_manifest_is_refused(tmp_path: Path) -> None
     twice = ExtraArtifacts(items=(("tiny_seg", bundle),))
     with pytest.raises(InputError, match="named as the model folder"):
         twice.with_model_folder(spec.folder, _collected(spec))
+
+
+def test_ignore_paths_leave_the_same_files_out_at_collect_and_certify(tmp_path: Path) -> None:
+    """``attest certify BUNDLE/ --ignore notes -o release.json``: collection's manifest and
+    certify's leave out the same paths (the certificate's name, --ignore, git's files)."""
+    import dataclasses
+
+    from attest.pipeline.subjects import ExtraArtifacts
+
+    bundle = make_bundle(tmp_path)
+    (bundle / "notes").mkdir()
+    (bundle / "notes" / "todo.txt").write_text("reviewed\n")
+    (bundle / "release.json").write_text("{}")  # an older certificate shipped inside
+    spec = load_spec(bundle)
+    assert spec.folder is not None
+    extra = ExtraArtifacts.parse([], ["notes"])
+    cert = tmp_path / "release.json"
+    folder = dataclasses.replace(spec.folder, ignore=extra.model_folder_ignore(cert))
+    spec = dataclasses.replace(spec, folder=folder)
+    evidence = _collected(spec)
+    (bundle / "notes" / "todo.txt").write_text("changed: ignored\n")
+    (bundle / "release.json").write_text('{"replaced": true}')
+    subjects: dict[str, str] = {}
+    folders = extra.with_model_folder(folder, evidence).bind(subjects, [cert])
+    assert subjects["tiny_seg"] == evidence.model["folder"]["root_digest"]
+    ignored = folders["tiny_seg"]["serialization"]["ignore_paths"]
+    assert {"notes", "release.json", ".git"} <= set(ignored)
+    names = {r["name"].split(":")[0] for r in folders["tiny_seg"]["resources"]}
+    assert not [n for n in names if n.startswith("notes/") or n == "release.json"]
