@@ -2,10 +2,12 @@
 
 One walk for both sides, so a directory certified on the release machine is read the same way
 on the server: regular files only, named by their relative POSIX path, symbolic links and
-special files refused, never followed below the directory given, each file opened once
-(no check-then-open race) and hashed at disk speed (``hashlib.file_digest`` releases the GIL;
-no Python-level per-byte work). A file whose contents the caller will use is read into memory
-once and hashed from there (``keep``), so what is used is what was hashed.
+special files refused, never followed below the directory given (each file opened with
+``O_NOFOLLOW`` below its folder's descriptor and checked to be the regular file of the size
+listed), and hashed at disk speed, a directory's files in parallel
+(:mod:`attest.certificate.folder_hash`; ``hashlib`` releases the GIL; no Python-level per-byte
+work). A file whose contents the caller will use is read into memory once and hashed from
+there (``keep``), so what is used is what was hashed.
 """
 
 from __future__ import annotations
@@ -56,10 +58,6 @@ def artifact_name_and_path(spec: ArtifactSpec) -> tuple[str, Path]:
             hint="name it explicitly: --artifact NAME=PATH (a relative path, no '..')",
         )
     return name, path
-
-
-MAX_DEPTH = 64  # directory levels below an artifact directory
-MAX_ENTRIES = 100_000  # names looked at under one artifact directory
 
 
 def _digest_fd(fd: int, keep: bool) -> tuple[str, bytes | None]:
@@ -115,11 +113,6 @@ class DirectoryListing:
     contents: dict[str, bytes] = field(default_factory=dict)  # bytes hashed, for names kept
 
 
-def _open_dir(name: str, dir_fd: int | None) -> int:
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
-    return os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
-
-
 def hash_directory(
     root: str | Path,
     *,
@@ -129,48 +122,32 @@ def hash_directory(
     """Hash the regular files under ``root`` (all of them, or only the ``wanted`` names);
     the bytes of the names for which ``keep(name)`` is true are kept in ``contents``.
 
-    ``root`` itself may be a symbolic link the operator chose; nothing below it is followed.
-    The walk is iterative (``os.fwalk`` recurses once per level) and bounded: folders deeper
-    than :data:`MAX_DEPTH` levels and names beyond :data:`MAX_ENTRIES` are refused, not read.
+    The walk and the hashing are :mod:`attest.certificate.folder_hash`'s (the folder manifests'
+    too): ``root`` itself may be a symbolic link the operator chose, nothing below it is
+    followed, the walk is bounded (``folder_hash.MAX_DEPTH`` levels, ``MAX_ENTRIES`` names), and
+    the files are hashed in parallel on every core, each whole (its sha256 is its subject's
+    digest). A file that changed size or kind between the walk and its hashing is refused.
     """
-    listing = DirectoryListing()
-    top_fd = os.open(Path(root).resolve(), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    stack: list[tuple[int, str, int]] = [(top_fd, "", 0)]  # (open folder, its name, depth)
-    seen = 0
-    try:
-        while stack:
-            dir_fd, rel_dir, depth = stack.pop()
-            try:
-                for entry in sorted(os.listdir(dir_fd)):
-                    seen += 1
-                    rel = f"{rel_dir}/{entry}" if rel_dir else entry
-                    if seen > MAX_ENTRIES:
-                        listing.refused.append((rel, f"beyond the first {MAX_ENTRIES} names"))
-                        return listing
-                    mode = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False).st_mode
-                    if stat.S_ISDIR(mode):
-                        if depth + 1 > MAX_DEPTH:
-                            listing.refused.append((rel, f"nested deeper than {MAX_DEPTH} levels"))
-                        else:
-                            stack.append((_open_dir(entry, dir_fd), rel, depth + 1))
-                    elif stat.S_ISLNK(mode):
-                        listing.refused.append((rel, "a symbolic link"))
-                    elif not stat.S_ISREG(mode):
-                        listing.refused.append((rel, "not a regular file"))
-                    elif wanted is not None and rel not in wanted:
-                        listing.unexpected.append(rel)
-                    else:
-                        wants = keep is not None and keep(rel)
-                        found = read_regular_file(entry, dir_fd=dir_fd, follow=False, keep=wants)
-                        if found is None:  # replaced between the stat and the open
-                            listing.refused.append((rel, "not a regular file"))
-                        else:
-                            listing.digests[rel] = found[0]
-                            if found[1] is not None:
-                                listing.contents[rel] = found[1]
-            finally:
-                os.close(dir_fd)
-    finally:
-        for dir_fd, _, _ in stack:
-            os.close(dir_fd)
+    from attest.certificate.folder_hash import hash_ranges, list_folder, read_kept
+
+    found = list_folder(root)
+    listing = DirectoryListing(refused=list(found.refused))
+    names = [rel for rel in sorted(found.sizes) if wanted is None or rel in wanted]
+    listing.unexpected = [
+        rel for rel in sorted(found.sizes) if wanted is not None and rel not in wanted
+    ]
+    kept, failed = read_kept(root, names, keep or (lambda _rel: False))
+    ranges = [(rel, 0, found.sizes[rel]) for rel in names if rel not in kept]
+    digests = hash_ranges(root, ranges, sizes=found.sizes)
+    for rel in names:
+        data = kept.get(rel)
+        if data is not None and len(data) == found.sizes[rel]:
+            listing.digests[rel] = hashlib.sha256(data).hexdigest()
+            listing.contents[rel] = data
+            continue
+        digest = None if rel in failed or data is not None else digests[(rel, 0, found.sizes[rel])]
+        if digest is None:  # replaced, grown or shrunk between the walk and the read
+            listing.refused.append((rel, "not the regular file listed (it changed)"))
+        else:
+            listing.digests[rel] = digest
     return listing

@@ -32,6 +32,10 @@ SHA256_PATTERN = r"^[0-9a-f]{64}$"
 # A relative POSIX path of one or more components; no leading "/", no "." or ".." component,
 # no backslash or control character. Directory members are named "dir/file". Written without
 # look-around so that pydantic's Rust regex engine, Python's re and ECMA-262 all accept it.
+# The certificate's default file name (attest certify; beside a certified folder, or inside it:
+# every folder's manifest leaves it out).
+CERTIFICATE_NAME = "gradient_certificate.json"
+
 _C = r"[^/\\\u0000-\u001f\u007f]"  # a character allowed in a component
 _D = r"[^/\\\u0000-\u001f\u007f.]"  # the same, but not a dot
 _COMPONENT = rf"(?:{_D}{_C}*|\.{_D}{_C}*|\.\.{_C}+)"

@@ -48,6 +48,7 @@ from pydantic import (
 
 from attest._version import __version__
 from attest.certificate.artifacts import artifact_name_and_path, hash_directory, hash_regular_file
+from attest.certificate.folder_manifest import parse_binding
 from attest.certificate.format import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
@@ -242,6 +243,9 @@ class Predicate(_Strict):
     onnx_mapping: dict[str, Any] = Field(default_factory=dict)
     # Where each target's evidence came from: collector, host, time (docs/certificate-format.md)
     evidence_provenance: dict[str, EvidenceProvenance] = Field(default_factory=dict)
+    # Folder subject name -> its manifest: OpenSSF model-signing's predicate (serialization,
+    # resources), whose root digest is that subject's sha256 (attest.certificate.folder_manifest).
+    folders: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # Namespaced additions ("<stage>.<name>") before they earn a field of their own.
     extensions: dict[str, Any] = Field(default_factory=dict)
 
@@ -269,9 +273,23 @@ class Statement(_Strict):
             raise ValueError(f"subject names must be unique; repeated: {', '.join(duplicates)}")
         return subjects
 
+    @model_validator(mode="after")
+    def _folders_are_subjects(self) -> Statement:
+        digests = {s.name: s.digest.sha256 for s in self.subject}
+        for name, binding in self.predicate.folders.items():
+            if name not in digests:
+                raise ValueError(f"folder {name!r} is not a subject")
+            parse_binding(name, binding, digests[name])  # ValueError says what is wrong
+        return self
+
     def to_json_dict(self) -> dict[str, Any]:
         """The statement as plain JSON data, with ``_type`` spelled as in-toto requires."""
         data: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        if not data["predicate"]["folders"]:
+            # A certificate that binds no folder keeps the bytes it always had, so verifiers
+            # from before folder binding still read it; one that does is refused by them
+            # (an unknown predicate field), which is right: they cannot check the folder.
+            del data["predicate"]["folders"]
         return data
 
     @property

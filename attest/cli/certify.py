@@ -292,6 +292,24 @@ def _record_issued(
     "subject); needs an ECDSA P-256 key.",
 )
 @click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    metavar="[NAME=]PATH",
+    help="Also bind this file, or every file of this folder through one manifest (OpenSSF "
+    "model-signing's format; attest verify --artifact FOLDER/ checks the whole folder). Repeat "
+    "for several.",
+)
+@click.option(
+    "--ignore",
+    "ignore_paths",
+    multiple=True,
+    metavar="PATH",
+    help="A path (relative to each --artifact folder, and to a certified MONAI bundle or Hugging "
+    "Face folder) left out of its manifest; .git and the certificate's name always are. Repeat "
+    "for several.",
+)
+@click.option(
     "--evidence",
     "evidence_files",
     multiple=True,
@@ -353,6 +371,8 @@ def certify(
     tsa: str | None,
     cert_format: str,
     model_signing: bool,
+    artifacts: tuple[str, ...],
+    ignore_paths: tuple[str, ...],
     evidence_files: tuple[str, ...],
     trust_path: Path | None,
     ledger: str | None,
@@ -367,7 +387,9 @@ def certify(
 
     A bundle's model comes from the bundle (configs/inference.json's network_def,
     models/model.pt, configs/metadata.json), its probe and target from --spec (default:
-    attest.yaml beside it); every file of the bundle is bound, and nothing is written into it.
+    attest.yaml beside it); every file of the bundle is bound through one manifest (one
+    subject named as the folder; attest verify --artifact BUNDLE/ checks it whole), and
+    nothing is written into it.
 
     On a failed policy no certificate is written; the evidence and findings are, and the
     failing rules are listed. Exit 0 pass, 1 policy failed, 2 bad input.
@@ -383,6 +405,7 @@ def certify(
     from attest.cli.ledger_remote import remote_ledger
     from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
+    from attest.pipeline.subjects import ExtraArtifacts
 
     if evidence_files and budget is not None:
         raise InputError("--budget applies to collecting; it cannot go with --evidence")
@@ -395,6 +418,9 @@ def certify(
     if output is None:
         default = Path("gradient_certificate.json")
         output = spec.resolve().parent / default if spec.is_dir() else default
+    extra = ExtraArtifacts.parse(artifacts, ignore_paths)
+    if ignore_paths and evidence_files and not any(path.is_dir() for _, path in extra.items):
+        raise InputError("--ignore leaves paths out of a folder; give the folder with --artifact")
     signer = identity(signer_name, signer_role, meaning, comment)
     signing_key = load_private_key(key_path)  # before the display: it may ask for a passphrase
     common: dict[str, Any] = {
@@ -409,6 +435,7 @@ def certify(
         "signer": signer,
         "tsa": tsa,
         "model_signing": model_signing,
+        "artifacts": extra,
     }
     if trust_path is not None and not evidence_files:
         raise InputError(

@@ -141,6 +141,8 @@ def _render(data: dict[str, Any]) -> str:
     if data["subjects_checked"]:
         names = ", ".join(safe_text(n, 300) for n in data["subjects_checked"])
         lines.append(f"  subjects checked: {names}")
+    for folder, files in sorted((data.get("folder_files") or {}).items()):
+        lines.append(f"  folder {safe_text(folder, 300)}: {len(files)} files checked")
     if data["subjects_not_checked"]:
         names = ", ".join(safe_text(n, 300) for n in data["subjects_not_checked"])
         lines.append(f"  subjects not given: {names}")

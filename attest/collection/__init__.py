@@ -106,11 +106,10 @@ def collect(
     settings = settings or CheckSettings()
     budget_s = budget_s if budget_s is not None else loaded.budget_s
     order = list(CHECK_RUNNERS if runners is None else runners)
-    if workers != 1 and (budget_s is not None or not all(isinstance(r, str) for r in order)):
-        raise InputError(
-            "--workers cannot go with a --budget (or with runners that are not importable names)",
-            hint="drop --budget, or collect in one process",
-        )
+    _refuse_workers_with(workers, budget_s, order)
+    # the model folder's manifest, hashed before any check runs: certify hashes it again and
+    # refuses a folder that changed during the collect
+    folder = rows.folder_record(loaded) if loaded.folder is not None else None
     work_dir = _work_dir(work_dir, out, resume, budget_s, workers)
     if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
         loaded = dataclasses.replace(loaded)
@@ -157,7 +156,7 @@ def collect(
         evidence = Evidence(
             tool_version=__version__,
             created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            model=rows.model_section(loaded),
+            model=rows.model_section(loaded, folder),
             artifacts=artifacts,
             environment=envelope,
             model_metrics=rows.model_metrics(profile, checks),
@@ -193,6 +192,12 @@ def _refuse_outputs_inside(
             "output folder": Path(output_dir) if output_dir else None,
         },
     )
+def _refuse_workers_with(workers: int, budget_s: float | None, order: list[Runner]) -> None:
+    if workers != 1 and (budget_s is not None or not all(isinstance(r, str) for r in order)):
+        raise InputError(
+            "--workers cannot go with a --budget (or with runners that are not importable names)",
+            hint="drop --budget, or collect in one process",
+        )
 
 
 def _open_work(

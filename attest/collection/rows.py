@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 
-def model_section(spec: LoadedSpec) -> dict[str, Any]:
-    """Identity and settings of the model line (the ``model`` field of evidence)."""
+def model_section(spec: LoadedSpec, folder: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Identity and settings of the model line (the ``model`` field of evidence); ``folder``:
+    the model folder's :func:`folder_record`, taken when the collect started (default: now)."""
     weights = spec.artifacts.get("weights")
     return {
         "name": spec.name,
@@ -56,19 +57,28 @@ def model_section(spec: LoadedSpec) -> dict[str, Any]:
         "probe_shape": list(spec.inputs.shape),
         # named inputs, output path, heads (docs/spec.md); absent in the single-input form
         **({"call": spec.call.describe()} if spec.call is not None else {}),
-        # a MONAI bundle or Hugging Face folder: its card and every file's digest, as bound
-        **({"folder": folder_record(spec)} if spec.folder is not None else {}),
+        # a MONAI bundle or Hugging Face folder: its card and its manifest, as bound
+        **({"folder": folder or folder_record(spec)} if spec.folder is not None else {}),
     }
 
 
 def folder_record(spec: LoadedSpec) -> dict[str, Any]:
-    """The model folder as the evidence records it: kind, name, card and each file's sha256
-    by subject name (:func:`attest.certificate.model_folder.folder_subjects`)."""
-    from attest.certificate.model_folder import folder_subjects
+    """The model folder as the evidence records it: kind, name, card, and its manifest (every
+    file hashed in parallel, :func:`attest.certificate.folder_manifest.folder_manifest`) with
+    the manifest's root digest, the folder's subject digest; certify hashes it once more and
+    refuses a folder that changed since."""
+    from attest.certificate.folder_manifest import folder_manifest
+    from attest.certificate.format import CERTIFICATE_NAME
 
     folder = spec.folder
     assert folder is not None
-    return {**folder.record(), "files": folder_subjects(folder.root, folder.name)}
+    ignore = (CERTIFICATE_NAME,) if folder.ignore is None else folder.ignore
+    manifest = folder_manifest(folder.root, name=folder.name, ignore=ignore)
+    return {
+        **folder.record(),
+        "root_digest": manifest.root_digest,
+        "manifest": manifest.predicate(),
+    }
 
 
 def compile_record(spec: LoadedSpec) -> CompileRecord | None:

@@ -1,7 +1,9 @@
 """The certificate as a CycloneDX 1.6 ML-BOM (``attest export cyclonedx``).
 
 Built with ``cyclonedx-python-lib``: one ``machine-learning-model`` component per model
-artefact among the certificate's subjects (weights and ONNX files) and one ``file``/``data``
+artefact among the certificate's subjects (weights and ONNX files, and a folder bound through
+its manifest that holds one: a MONAI bundle, a Hugging Face folder; :func:`is_model_subject`)
+and one ``file``/``data``
 component per other subject, each with its SHA-256 (the certificate's digests, unchanged); the
 tool in ``metadata.tools``; the certificate as an external reference of type ``attestation``
 with its file's SHA-256; serial number and timestamp derived from the certificate, so the same
@@ -27,6 +29,7 @@ Each target's evidence provenance (who collected it, on which host, when: the ce
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any, Final
 
@@ -39,11 +42,14 @@ __all__ = [
     "MODEL_SUFFIXES",
     "cyclonedx_bom",
     "evidence_provenance",
+    "is_model_subject",
     "limitations",
     "performance_metrics",
 ]
 
 MODEL_SUFFIXES: Final = (".safetensors", ".onnx", ".pt", ".pth", ".ckpt", ".bin", ".h5")
+_FOLDER_MODEL_SUFFIXES: Final = (*MODEL_SUFFIXES, ".ts")  # a bundle's TorchScript models/model.ts
+_SHARD: Final = re.compile(r":\d+:\d+$")  # a shards manifest's resource: path:start:end
 _DATA_SUFFIXES: Final = (".npz", ".npy", ".safetensors")
 _NAMESPACE: Final = uuid.UUID("6f0c1d52-7c35-4b1e-9a8e-2d1f0b9c3a10")  # BOM serials from certs
 
@@ -105,6 +111,18 @@ def evidence_provenance(predicate: dict[str, Any]) -> list[tuple[str, str]]:
     if not isinstance(recorded, dict):
         return []
     return [(str(target), provenance_line(str(target), r)) for target, r in recorded.items()]
+def is_model_subject(name: str, predicate: dict[str, Any]) -> bool:
+    """Whether the subject ``name`` is a model artefact: a weights or ONNX file, or a folder
+    bound through its manifest (``predicate.folders``) with such a file in it."""
+    folder = (predicate.get("folders") or {}).get(name)
+    if isinstance(folder, dict):
+        resources = folder.get("resources") or []
+        return any(
+            isinstance(r, dict)
+            and _SHARD.sub("", str(r.get("name", ""))).endswith(_FOLDER_MODEL_SUFFIXES)
+            for r in resources
+        )
+    return name.endswith(MODEL_SUFFIXES) and "probe" not in name
 
 
 def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
@@ -127,7 +145,7 @@ def cyclonedx_bom(cert: VerifiedCertificate) -> dict[str, Any]:
     components = []
     model_refs: list[str] = []
     for name, digest in sorted(cert.subjects.items()):
-        is_model = name.endswith(MODEL_SUFFIXES) and "probe" not in name
+        is_model = is_model_subject(name, predicate)
         kind = (
             ComponentType.MACHINE_LEARNING_MODEL
             if is_model

@@ -27,8 +27,8 @@ from typing import Any
 from attest._version import __version__
 from attest.core.times import parse_timestamp
 from attest.interop.cyclonedx import (
-    MODEL_SUFFIXES,
     evidence_provenance,
+    is_model_subject,
     limitations,
     performance_metrics,
 )
@@ -85,7 +85,7 @@ def spdx_document(cert: VerifiedCertificate) -> bytes:
     packages = []
     for index, (name, digest) in enumerate(sorted(cert.subjects.items())):
         element: Any
-        if name.endswith(MODEL_SUFFIXES) and "probe" not in name:
+        if is_model_subject(name, predicate):
             element = spdx.ai_AIPackage(
                 spdxId=f"{base}/subject/{index}",
                 name=name,

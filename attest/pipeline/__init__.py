@@ -19,38 +19,39 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from attest.certificate import model_signing as openssf_model_signing
-from attest.certificate.model_folder import folder_subjects
 from attest.certificate.signers import SignerIdentity
 from attest.certificate.signing import PrivateKey, load_private_key
-from attest.certificate.statement import subjects_from_paths
-from attest.core.io import (
-    atomic_write_bytes,
-    atomic_write_text,
-    dumps_pretty,
-    sha256_file,
-)
+from attest.core.io import atomic_write_text, dumps_pretty, sha256_file
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
-from attest.evidence.model import Evidence, ExportedFile
+from attest.evidence.model import Evidence
 from attest.pipeline.provenance import local_provenance
 from attest.pipeline.signing import CertifyResult, Progress, sign_and_report
+from attest.pipeline.subjects import (
+    ExtraArtifacts,
+    _spec_files,
+    certificate_subjects,
+    release_subjects,
+)
 from attest.pipeline.training_log import training_log_record
 from attest.policy.engine import evaluate
 from attest.policy.model import Policy, load_policy
 from attest.policy.targets import target_name
-from attest.spec import LoadedSpec, load_spec, parse_spec_file
+from attest.spec import LoadedSpec, load_spec
 from attest.spec.model import parse_budget
-from attest.spec.source import ModelFolder, refuse_inside
+from attest.spec.source import refuse_inside
 
 __all__ = [
     "CertifyResult",
+    "ExtraArtifacts",
     "Progress",
     "certificate_subjects",
     "certify",
@@ -73,127 +74,6 @@ def parse_expiry(value: str | timedelta) -> timedelta:
         whole=True,
         example="e.g. 365d, 26w, 1y",
     )
-
-
-def _recorded_digest(evidence: Evidence, role: str) -> str | None:
-    entry = evidence.artifacts.get(role)
-    value = entry.get("sha256") if isinstance(entry, Mapping) else None
-    return value if isinstance(value, str) else None
-
-
-def _deployment_files(
-    evidence: Evidence, out_dir: Path, evidence_dir: Path | None = None
-) -> dict[str, Path]:
-    """The ONNX file and probe bundle the export check wrote (:attr:`Evidence.export`), placed
-    next to the certificate (copied there if the check wrote them elsewhere) and checked against
-    their recorded digests. Evidence collected on another machine records paths of that
-    machine: then the files are looked for by name next to the evidence file
-    (``evidence_dir``)."""
-    if evidence.export is None:
-        return {}
-    files: dict[str, Path] = {}
-    exported: tuple[ExportedFile, ...] = (evidence.export.onnx, evidence.export.probe_bundle)
-    for entry in exported:
-        name, source, digest = entry.name, Path(entry.path), entry.sha256
-        target = out_dir / name
-        if not source.is_file() and evidence_dir is not None:
-            source = evidence_dir / name
-        if not source.is_file():
-            raise InputError(
-                f"the exported {name} ({source}) is gone",
-                hint="rerun attest certify; for evidence collected elsewhere, copy the exported "
-                "files next to the evidence file",
-            )
-        if source.resolve() != target.resolve():
-            atomic_write_bytes(target, source.read_bytes())
-        if sha256_file(target) != digest:
-            raise InputError(
-                f"{target} does not have the digest the export check recorded; rerun attest certify"
-            )
-        files[name] = target
-    return files
-
-
-def certificate_subjects(
-    evidence: Evidence,
-    spec: Path | LoadedSpec,
-    out_dir: Path,
-    training_log: Path | None = None,
-    evidence_dir: Path | None = None,
-) -> dict[str, str]:
-    """``{subject name: sha256}``: the spec, its weights and probe inputs, and (when the spec
-    exports) the ONNX file and the probe bundle, written next to the certificate; with a
-    ``training_log``, that log too (its digest as the evidence recorded it).
-
-    ``spec`` is the loaded spec the evidence was collected from, or the path of its
-    ``attest.yaml`` (then read again, without loading the model). Names are base names (what
-    the verifier's ``--artifact`` matches). A file whose digest differs from the one recorded
-    in the evidence changed after collection and is refused.
-    """
-    spec_files = _spec_files(spec)
-    folder = spec.folder if isinstance(spec, LoadedSpec) else None
-    chosen: dict[str, Path] = {}
-    for role, path in spec_files.items():
-        if folder is not None and folder.root in path.resolve().parents:
-            continue  # bound with the rest of the model folder, below
-        recorded = _recorded_digest(evidence, role)
-        if recorded is not None and sha256_file(path) != recorded:
-            raise InputError(
-                f"{path} changed after its evidence was collected (sha256 differs)",
-                hint="rerun attest certify so the evidence and the certificate cover the same file",
-            )
-        chosen[path.name if path.name not in chosen else f"{role}-{path.name}"] = path
-    for name, path in _deployment_files(evidence, out_dir, evidence_dir).items():
-        chosen[name if name not in chosen else f"deploy-{name}"] = path
-    subjects = subjects_from_paths(chosen)
-    if folder is not None:
-        subjects.update(_folder_subjects(evidence, folder))
-    record = evidence.training_log
-    if training_log is not None and record is not None:
-        if sha256_file(training_log) != record.sha256:
-            raise InputError(
-                f"training log {training_log} changed while certifying (sha256 differs)",
-                hint="certify a log the training no longer appends to (a copy, or after training)",
-            )
-        subjects[record.log] = record.sha256
-    return subjects
-
-
-def _folder_subjects(evidence: Evidence, folder: ModelFolder) -> dict[str, str]:
-    """Every file of the MONAI bundle or Hugging Face folder, as collection recorded it: a
-    file changed, added or removed since is refused."""
-    recorded = evidence.model.get("folder")
-    files = recorded.get("files") if isinstance(recorded, Mapping) else None
-    now = folder_subjects(folder.root, folder.name)
-    if not isinstance(files, Mapping) or now != dict(files):
-        changed = (
-            sorted(set(now.items()) ^ set(files.items())) if isinstance(files, Mapping) else []
-        )
-        where = f" ({changed[0][0]})" if changed else ""
-        raise InputError(
-            f"the model folder {folder.root} changed after its evidence was collected{where}",
-            hint="rerun attest certify so the evidence and the certificate cover the same files",
-        )
-    return now
-
-
-def _spec_files(spec: Path | LoadedSpec) -> dict[str, Path]:
-    """The spec file, its weights and its probe inputs, by role."""
-    if isinstance(spec, LoadedSpec):
-        roles = ("spec", "weights", "probe")
-        return {role: spec.artifacts[role] for role in roles if role in spec.artifacts}
-    parsed = parse_spec_file(spec)
-    if parsed.model is None or parsed.model.weights is None:
-        raise InputError(
-            f"{spec} certifies a MONAI bundle or a Hugging Face folder: certifying its evidence "
-            "collected elsewhere (--evidence) is not supported yet",
-            hint="certify it where it is collected: attest certify BUNDLE/ (or attest.yaml)",
-        )
-    return {
-        "spec": spec,
-        "weights": spec.parent / parsed.model.weights,
-        "probe": spec.parent / parsed.inputs.probe,
-    }
 
 
 def check_settings(policy: Policy) -> Any:
@@ -265,13 +145,15 @@ def certify(
     tsa: str | None = None,
     model_signing: bool = False,
     spec_file: str | Path | None = None,
+    artifacts: ExtraArtifacts | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
     ``spec`` is the path of ``attest.yaml`` (loaded once, here), a MONAI bundle folder (with
     ``spec_file``, its attest.yaml: default the one beside it) or an already loaded spec. A
-    bundle's or Hugging Face folder's files are bound one by one, and no output may be
-    written inside it.
+    bundle or Hugging Face folder is bound whole through its manifest, as one subject named
+    as the folder (collection records the manifest; signing hashes it again and refuses a
+    changed folder), and no output may be written inside it.
     ``out`` is the certificate path; evidence and findings default to ``evidence.json`` and
     ``findings.json`` next to it. ``report`` (optional) also writes the HTML report where that
     stage is installed. ``at`` fixes the time used for waiver expiry and the certificate's
@@ -283,6 +165,8 @@ def certify(
     against the policy's ``training_log:`` thresholds. ``signer`` is the identity and meaning the
     signature states (default: the account name, release-engineer, authorship); ``tsa`` an
     RFC 3161 timestamp authority URL whose token is embedded with the signature.
+    ``artifacts`` are bound too (``--artifact``: a folder through its manifest; its
+    ``ignore`` list is left out of the model folder as well).
     """
     out_path, evidence_path, findings_path = _output_paths(out, evidence_out, findings_out)
     budget_s = parse_budget(budget)
@@ -300,12 +184,25 @@ def certify(
     if model_signing and loaded_spec.folder is not None:
         raise InputError(
             "--model-signing writes model.sig into the spec's folder; a MONAI bundle or "
-            "Hugging Face folder is bound file by file by the certificate instead",
+            "Hugging Face folder is bound through a model-signing manifest by the certificate "
+            "instead",
             hint="certify without --model-signing",
         )
+    extra = artifacts or ExtraArtifacts()
+    if extra.ignore and loaded_spec.folder is None and not any(p.is_dir() for _, p in extra.items):
+        raise InputError(
+            "--ignore leaves paths out of a folder; give the folder with --artifact, or certify "
+            "a MONAI bundle or Hugging Face folder"
+        )
+    if loaded_spec.folder is not None:  # its manifest leaves out what the certificate's will
+        ignore = extra.model_folder_ignore(out_path)
+        folder = dataclasses.replace(loaded_spec.folder, ignore=ignore)
+        loaded_spec = dataclasses.replace(loaded_spec, folder=folder)
     started = datetime.now(timezone.utc)
     evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
     finished = datetime.now(timezone.utc)
+    if loaded_spec.folder is not None:
+        extra = extra.with_model_folder(loaded_spec.folder, evidence)
     if log_path is not None and log_record is not None:
         taken = {p.name for p in _spec_files(loaded_spec).values()}
         if log_record.log in taken:
@@ -333,6 +230,8 @@ def certify(
         signer=signer,
         tsa=tsa,
         provenance={target_name(evidence): collected},
+        artifacts=extra,
+        model_signing=model_signing,
     )
 
 
@@ -365,26 +264,6 @@ def _output_paths(
             "the certificate, evidence and findings outputs must be three different files"
         )
     return out_path, evidence_path, findings_path
-
-
-def release_subjects(
-    evidence: Evidence,
-    spec: Path | LoadedSpec,
-    out_dir: Path,
-    key: PrivateKey,
-    model_signing: bool,
-    training_log: Path | None = None,
-    evidence_dir: Path | None = None,
-) -> dict[str, str]:
-    """:func:`certificate_subjects`, and the spec folder's OpenSSF ``model.sig`` if asked."""
-    found = certificate_subjects(evidence, spec, out_dir, training_log, evidence_dir)
-    if model_signing:
-        name = openssf_model_signing.SIGNATURE_NAME
-        if name in found:
-            raise InputError(f"a subject is already named {name}; rename that file")
-        folder = spec.artifacts["spec"].parent if isinstance(spec, LoadedSpec) else spec.parent
-        found[name] = sha256_file(openssf_model_signing.sign_model_directory(folder, key))
-    return found
 
 
 def _report_writer() -> Callable[..., Any]:

@@ -29,6 +29,7 @@ from attest.certificate.timestamp import timestamper
 from attest.core.io import sha256_file
 from attest.evidence.model import Evidence
 from attest.pipeline.measured import require_measured
+from attest.pipeline.subjects import ExtraArtifacts, outputs_of
 from attest.policy.model import Finding, Findings
 
 __all__ = ["CertifyResult", "Progress", "sign_and_report"]
@@ -97,18 +98,26 @@ def sign_and_report(
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
     provenance: Mapping[str, EvidenceProvenance] | None = None,
+    artifacts: ExtraArtifacts | None = None,
+    model_signing: bool = False,
 ) -> CertifyResult:
-    """On pass, build the statement over ``subjects()`` and sign it (with the signer's stated
-    identity and meaning, and a timestamp from ``tsa``); then the report; the result either
-    way."""
+    """On pass, build the statement over ``subjects()`` and the ``artifacts`` (a folder, the
+    model's own bundle among them, through its manifest, leaving out this run's outputs) and
+    sign it (with the signer's stated identity and meaning, and a timestamp from ``tsa``);
+    then the report; the result either way."""
     out_path, evidence_path, findings_path = paths
     statement: Statement | None = None
     certificate_path: Path | None = None
     if findings.passed:
         require_measured(evidence)  # under any policy: nothing measured is not a certificate
         say("signing the certificate")
+        bound = subjects()
+        written = [out_path, evidence_path, findings_path, Path(report) if report else None]
+        outputs = outputs_of(evidence, written, model_signing)
+        folders = (artifacts or ExtraArtifacts()).bind(bound, outputs)
         statement = build_statement(
-            subjects=subjects(),
+            subjects=bound,
+            folders=folders,
             model=_model_block(evidence),
             policy=PolicyRef.model_validate(findings.policy.model_dump()),
             verdict="pass",

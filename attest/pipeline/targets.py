@@ -29,13 +29,11 @@ from attest.evidence.model import load_evidence
 from attest.pipeline import (
     _inputs,
     _output_paths,
-    _recorded_digest,
-    _spec_files,
-    release_subjects,
 )
 from attest.pipeline.measured import require_measured
 from attest.pipeline.provenance import ReleaseFiles, check_provenance, require_trust_store
 from attest.pipeline.signing import CertifyResult, Progress, _deployment, sign_and_report
+from attest.pipeline.subjects import ExtraArtifacts, _recorded_digest, _spec_files, release_subjects
 from attest.policy.model import Findings, Policy
 from attest.policy.targets import TargetEvidence, evaluate_targets, target_name
 from attest.spec import parse_spec_file
@@ -62,6 +60,7 @@ def certify_evidence(
     tsa: str | None = None,
     model_signing: bool = False,
     trust: str | Path | TrustStore | None = None,
+    artifacts: ExtraArtifacts | None = None,
 ) -> CertifyResult:
     """Certify evidence collected elsewhere, one file per hardware target: no re-collection.
 
@@ -142,6 +141,8 @@ def certify_evidence(
         signer=signer,
         tsa=tsa,
         provenance=provenance,
+        artifacts=artifacts,
+        model_signing=model_signing,
     )
 
 

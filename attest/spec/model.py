@@ -331,8 +331,8 @@ class LoadedSpec:
     budget_s: float | None = None  # ``budget:`` in seconds; None: the full work
     # torch.compile: what was compiled and how, weights keys stripped (None: nothing compiled)
     compiled: CompileInfo | None = None
-    # a MONAI bundle or a Hugging Face folder: the folder, bound file by file by the
-    # certificate, and what it says of itself (attest.spec.source.ModelFolder)
+    # a MONAI bundle or a Hugging Face folder: the folder, bound whole through its manifest by
+    # the certificate, and what it says of itself (attest.spec.source.ModelFolder)
     folder: ModelFolder | None = None
     # the attest.yaml given with --spec for a bundle (None: found beside it, or none)
     spec_override: Path | None = None

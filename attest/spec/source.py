@@ -2,8 +2,10 @@
 Face folder, each turned into one :class:`ModelSource` that :func:`attest.spec.load.load_spec`
 builds the model from.
 
-A bundle or folder is a :class:`ModelFolder`: the certificate binds every file of it
-(:func:`attest.certificate.model_folder.folder_subjects` chooses them) and its model block
+A bundle or folder is a :class:`ModelFolder`: the certificate binds every file of it through
+one manifest, as one subject named as the folder (collection records the manifest,
+:func:`attest.certificate.folder_manifest.folder_manifest`; certify hashes it again and
+binds it, :mod:`attest.pipeline.subjects`), and its model block
 carries what the folder says of itself (``card``: the bundle's version, intended use, data
 source, authors and changelog; the Hugging Face architecture). Nothing is ever written into
 the folder: :func:`refuse_inside` stops outputs that would land there.
@@ -33,6 +35,10 @@ class ModelFolder:
     kind: FolderKind
     root: Path  # resolved
     card: dict[str, Any] = field(default_factory=dict)  # JSON values; keys of ModelCard
+    # paths left out of its manifest besides the git files (relative to the folder): what
+    # certify leaves out (the certificate's name, --ignore); None: the certificate's default
+    # name (attest.certificate.format.CERTIFICATE_NAME)
+    ignore: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:

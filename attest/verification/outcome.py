@@ -40,6 +40,9 @@ REASON_CODES: tuple[str, ...] = (
     # attest verify --ledger-proof: the offline proof (C2SP tlog-proof) does not show this
     # certificate's entry in a checkpoint of a ledger key of the trust store
     "LEDGER_PROOF_INVALID",
+    # a file in a certified folder that the folder's manifest neither binds nor ignores
+    # (attest verify --artifact FOLDER/; attest.certificate.folder_manifest)
+    "UNEXPECTED_FILE",
 )
 
 
@@ -54,6 +57,8 @@ class VerificationReport:
     certificate_sha256: str | None = None
     subjects_checked: list[str] = field(default_factory=list)
     subjects_not_checked: list[str] = field(default_factory=list)
+    # a folder bound through its manifest: subject name -> its files whose bytes matched
+    folder_files: dict[str, list[str]] = field(default_factory=dict)
     signers: list[dict[str, str]] = field(default_factory=list)
     signatures: list[dict[str, Any]] = field(default_factory=list)  # each as judged (step 3)
     model: dict[str, str] | None = None  # as signed; set once the payload passed its checks
@@ -81,6 +86,7 @@ class VerificationReport:
             "reasons": [{"code": c, "message": m} for c, m in self.reasons],
             "subjects_checked": self.subjects_checked,
             "subjects_not_checked": self.subjects_not_checked,
+            "folder_files": self.folder_files,
             "signers": self.signers,
             "signatures": self.signatures,
             "certificate": {

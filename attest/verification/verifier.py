@@ -40,7 +40,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attest.certificate.artifacts import ArtifactSpec, artifact_name_and_path
 from attest.certificate.format import PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
@@ -60,6 +60,9 @@ from attest.verification.policy_accept import AcceptedPolicy, policy_refusal, ve
 from attest.verification.rollback import is_rollback, record_verified
 from attest.verification.signatures import check_signatures
 from attest.verification.trust import TrustStore, load_trust_store
+
+if TYPE_CHECKING:  # imported when a certificate binds a folder, not at every start
+    from attest.certificate.folder_manifest import FolderManifest
 
 __all__ = [
     "DEFAULT_CLOCK_SKEW",
@@ -164,6 +167,7 @@ def _check_payload(env: Envelope) -> dict[str, Any]:
     names = [s["name"] for s in statement["subject"]]
     if len(set(names)) != len(names):
         raise Rejected("MALFORMED", "the statement names a subject twice")
+    folder_manifests(statement)  # Rejected when a folder manifest does not hold
     predicate = statement["predicate"]
     try:
         issued = parse_timestamp(predicate["issued_at"])
@@ -173,6 +177,28 @@ def _check_payload(env: Envelope) -> dict[str, Any]:
     if expires <= issued:
         raise Rejected("MALFORMED", "the statement expires before it is issued")
     return statement
+
+
+def folder_manifests(statement: dict[str, Any]) -> dict[str, FolderManifest]:
+    """The statement's folder manifests (``predicate.folders``), each read and held against
+    its subject's digest; a manifest that does not hold rejects the statement (MALFORMED)."""
+    folders = statement["predicate"].get("folders", {})
+    if not folders:
+        return {}
+    from attest.certificate.folder_manifest import parse_binding
+
+    digests = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
+    out: dict[str, FolderManifest] = {}
+    for name, binding in folders.items():
+        if name not in digests:
+            raise Rejected("MALFORMED", f"folder {safe_text(name, 200)!r} is not a subject")
+        try:
+            out[name] = parse_binding(name, binding, digests[name])
+        except ValueError as exc:
+            raise Rejected(
+                "MALFORMED", f"the manifest of folder {safe_text(name, 200)!r} is invalid: {exc}"
+            ) from None
+    return out
 
 
 # ---------------------------------------------------------------------------- steps 9 and 10
@@ -219,7 +245,7 @@ def _run_probe(
             found.contents[model],
             found.contents[probe_name],
             certified_env=dict(predicate["deployment"].get("runtime", {})),
-            onnx_sha256=subjects[model],  # the bytes above matched it in step 6
+            onnx_sha256=subjects.get(model),  # the bytes above matched it in step 6
             external_data=external,
         )
     except AttestError as exc:
@@ -293,9 +319,11 @@ def _after_gates(
     subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
     probe_name = artifact_name_and_path(probe)[0] if probe is not None else None
     keep = frozenset() if probe_name is None else frozenset({probe_name})
-    found = match_artifacts(specs, subjects, keep=keep)
+    found = match_artifacts(specs, subjects, keep=keep, folders=folder_manifests(statement))
     reasons += found.problems
-    report.subjects_checked = sorted(set(found.checked))
+    report.subjects_checked = sorted(set(found.checked) - set(found.members))
+    for manifest, _root, rel in found.members.values():
+        report.folder_files.setdefault(manifest.name, []).append(rel)
     report.subjects_not_checked = sorted(set(subjects) - set(found.checked))
     # 7. verdict
     if predicate["verdict"] != "pass":

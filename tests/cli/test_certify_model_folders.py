@@ -1,7 +1,9 @@
-"""``attest certify path/to/bundle/`` and a Hugging Face folder end to end (issue 36): every
-file of the folder bound, the certificate and evidence written beside it (never into it, its
-files unchanged), the bundle's card in the model block and the exports, verified by folder on
-a server without torch, each tampering refused.
+"""``attest certify path/to/bundle/`` and a Hugging Face folder end to end (issue 36): the
+folder bound whole through one manifest (one subject named as the folder, the manifest in
+``predicate.folders``, recorded at collect and checked at certify), the certificate and evidence
+written beside it (never into it, its files unchanged), the bundle's card in the model block and
+the exports, verified by folder on a server without torch (``attest verify`` and the
+examples/bundle-gate app), each tampering refused.
 
 The research policy and two repeats keep each collect to a few seconds."""
 
@@ -19,9 +21,12 @@ import pytest
 from _cli_run import run
 from _model_folders import digests, make_bundle, make_hf_folder
 
+from attest.certificate.folder_manifest import folder_manifest
 from attest.certificate.signing import generate_keypair
 
 pytest.importorskip("monai")
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +84,13 @@ def certified_bundle(
     return bundle, parent / "gradient_certificate.json", before
 
 
+def _bound_files(folder: dict[str, Any]) -> set[str]:
+    """The file names a folder manifest (``predicate.folders[name]``) binds."""
+    return {r["name"].split(":")[0] for r in folder["resources"]} | set(
+        folder.get("empty_files", [])
+    )
+
+
 def test_a_bundle_certifies_beside_itself_unchanged(
     certified_bundle: tuple[Path, Path, dict[str, str]],
 ) -> None:
@@ -87,10 +99,19 @@ def test_a_bundle_certifies_beside_itself_unchanged(
     assert digests(bundle) == before  # nothing written into it, nothing changed
     statement = _statement(cert)
     names = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
-    assert {n for n in names if n.startswith("tiny_seg/")} == {f"tiny_seg/{r}" for r in before}
-    assert all(names[f"tiny_seg/{rel}"] == digest for rel, digest in before.items())
+    manifest = folder_manifest(bundle, ignore=["gradient_certificate.json"])
+    # one subject for the whole bundle: its manifest's root digest, every file in the manifest
+    assert names["tiny_seg"] == manifest.root_digest
+    assert not [n for n in names if n.startswith("tiny_seg/")]
+    folders = statement["predicate"]["folders"]
+    assert set(folders) == {"tiny_seg"} and _bound_files(folders["tiny_seg"]) == set(before)
+    ignored = folders["tiny_seg"]["serialization"]["ignore_paths"]
+    assert {".git", "gradient_certificate.json"} <= set(ignored)
     assert "model.pt" not in names  # bound once, as a file of the bundle
     assert {"attest.yaml", "probe.safetensors"} <= set(names)
+    # collect recorded the same manifest; certify hashed it again and compared
+    recorded = json.loads((bundle.parent / "evidence.json").read_text())["model"]["folder"]
+    assert recorded["root_digest"] == manifest.root_digest and "files" not in recorded
     model = statement["predicate"]["model"]
     assert (model["name"], model["version"]) == ("tiny-seg", "0.2.1")
     card = model["card"]
@@ -108,17 +129,40 @@ def test_a_bundle_verifies_by_folder_without_torch(
         cert, keys[1], bundle, bundle.parent / "attest.yaml", bundle.parent / "probe.safetensors"
     )
     assert code == 0, out
-    assert "VERIFIED: tiny-seg 0.2.1" in out and "tiny_seg/models/model.pt" in out
+    assert "VERIFIED: tiny-seg 0.2.1" in out and f"{len(digests(bundle))} files checked" in out
+
+
+def test_the_inference_app_serves_a_bundle_certified_as_the_model(
+    certified_bundle: tuple[Path, Path, dict[str, str]], keys: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """examples/bundle-gate on a bundle certified by ``attest certify BUNDLE/``: served as it
+    is, refused (before MONAI loads anything) with a file added."""
+    import shutil
+
+    bundle, cert, _ = certified_bundle
+    copy = tmp_path / "release" / bundle.name
+    shutil.copytree(bundle, copy)
+    app = [sys.executable, str(REPO / "examples" / "bundle-gate" / "app.py"), str(copy)]
+    app += ["--trust", str(keys[1]), "--require-policy", "research", "--certificate", str(cert)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    served = subprocess.run(app, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert served.returncode == 0, served.stderr
+    assert "verified tiny-seg 0.2.1 under research" in served.stdout
+    assert "ran " in served.stdout and "output [1, 2, 8, 8]" in served.stdout
+    (copy / "configs" / "override.json").write_text('{"network_def": {"out_channels": 3}}')
+    refused = subprocess.run(app, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert refused.returncode == 1 and "ran " not in refused.stdout
+    assert "refused: UNEXPECTED_FILE: tiny_seg/configs/override.json" in refused.stderr
 
 
 @pytest.mark.parametrize(
     ("tamper", "reason"),
     [
-        ("configs/inference.json", "SUBJECT_MISMATCH: tiny_seg/configs/inference.json: sha256"),
-        ("models/model.pt", "SUBJECT_MISMATCH: tiny_seg/models/model.pt: sha256"),
-        ("configs/metadata.json", "SUBJECT_MISMATCH: tiny_seg/configs/metadata.json: sha256"),
-        ("+docs/extra.txt", "tiny_seg/docs/extra.txt is not a subject of the certificate"),
-        ("-LICENSE", "ARTIFACT_MISSING: tiny_seg/LICENSE is in the certificate"),
+        ("configs/inference.json", "SUBJECT_MISMATCH: tiny_seg/configs/inference.json"),
+        ("models/model.pt", "SUBJECT_MISMATCH: tiny_seg/models/model.pt"),
+        ("configs/metadata.json", "SUBJECT_MISMATCH: tiny_seg/configs/metadata.json"),
+        ("+docs/extra.txt", "UNEXPECTED_FILE: tiny_seg/docs/extra.txt"),
+        ("-LICENSE", "ARTIFACT_MISSING: tiny_seg/LICENSE"),
     ],
 )
 def test_each_tampering_of_the_bundle_is_refused(
@@ -160,9 +204,8 @@ def test_the_bundle_card_reaches_the_exports(
     data = json.loads(bom.read_text())
     assert data["metadata"]["component"]["authors"] == [{"name": "Imaging Team"}]
     cards = [c["modelCard"] for c in data["components"] if "modelCard" in c]
-    assert [c["name"] for c in data["components"] if "modelCard" in c] == [
-        "tiny_seg/models/model.pt"
-    ]
+    # the bundle, bound as one folder holding models/model.pt, is the model component
+    assert [c["name"] for c in data["components"] if "modelCard" in c] == ["tiny_seg"]
     assert cards[0]["modelParameters"]["task"] == "segment bright squares"
     assert cards[0]["considerations"]["useCases"] == ["research only; not for diagnosis"]
     assert cards[0]["considerations"]["technicalLimitations"] is not None
@@ -206,8 +249,10 @@ def test_a_hugging_face_folder_certifies_and_verifies_by_folder(
     assert digests(folder) == before
     statement = _statement(cert)
     names = {s["name"] for s in statement["subject"]}
-    assert {f"tiny_bert/{rel}" for rel in before} <= names  # shards, index, tokenizer
-    assert "tiny_bert/tokenizer.json" in names and "tiny_bert/model.safetensors.index.json" in names
+    assert "tiny_bert" in names and not [n for n in names if n.startswith("tiny_bert/")]
+    bound = _bound_files(statement["predicate"]["folders"]["tiny_bert"])
+    assert bound == set(before)  # shards, index, tokenizer
+    assert "tokenizer.json" in bound and "model.safetensors.index.json" in bound
     assert (
         statement["predicate"]["model"]["card"]["architecture"] == "BertForSequenceClassification"
     )
@@ -216,4 +261,9 @@ def test_a_hugging_face_folder_certifies_and_verifies_by_folder(
     shard = sorted(folder.glob("model-*.safetensors"))[0]
     shard.write_bytes(shard.read_bytes() + b"\0")
     code, out, err = run(capsys, "verify", cert, "--trust", keys[1], "--artifact", folder)
-    assert code == 1 and f"tiny_bert/{shard.name}: sha256 differs" in out + err
+    assert code == 1 and f"SUBJECT_MISMATCH: tiny_bert/{shard.name}" in out + err
+    (folder / "added_tokens.json").write_text("{}")
+    os.remove(folder / "config.json")
+    code, out, err = run(capsys, "verify", cert, "--trust", keys[1], "--artifact", folder)
+    assert code == 1 and "UNEXPECTED_FILE: tiny_bert/added_tokens.json" in out + err
+    assert "ARTIFACT_MISSING: tiny_bert/config.json" in out + err

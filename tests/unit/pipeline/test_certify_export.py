@@ -13,6 +13,7 @@ from _collect_models import make_spec
 from attest import pipeline
 from attest.certificate.signing import generate_keypair
 from attest.core.io import sha256_file
+from attest.pipeline import subjects as pipeline_subjects
 from attest.policy.model import parse_policy
 from attest.spec import load as spec_load
 from attest.spec import load_spec
@@ -34,7 +35,9 @@ def test_certify_reads_the_spec_once_and_binds_the_export_record(
         return parse
 
     monkeypatch.setattr(spec_load, "parse_spec_file", counted(spec_load.parse_spec_file))
-    monkeypatch.setattr(pipeline, "parse_spec_file", counted(pipeline.parse_spec_file))
+    monkeypatch.setattr(
+        pipeline_subjects, "parse_spec_file", counted(pipeline_subjects.parse_spec_file)
+    )
     out = tmp_path / "out"
     result = pipeline.certify(spec, policy=policy, key=key, out=out / "gradient_certificate.json")
     assert reads == [spec.resolve()], "certify reads attest.yaml once and hands the spec on"

@@ -249,3 +249,125 @@ def test_pretrained_spec_problems(tmp_path: Path, model: str, message: str) -> N
     spec.write_text(f"model: {model}\ninputs: {{probe: p.safetensors}}\n", encoding="utf-8")
     with pytest.raises(AttestError, match=message):
         load_spec(spec)
+
+
+def _collected(spec: Any) -> Any:
+    """Evidence whose model section is what collection records of ``spec`` (its folder's
+    manifest included), without running the checks."""
+    from attest.collection.rows import folder_record
+    from attest.evidence.model import Evidence
+
+    model = {"name": spec.name, "version": spec.version, "folder": folder_record(spec)}
+    return Evidence.model_validate(
+        {"tool_version": "0", "created_at": "2026-01-01T00:00:00Z", "model": model}
+    )
+
+
+def test_collect_records_the_bundle_manifest_and_certify_binds_it_once(tmp_path: Path) -> None:
+    """The folder binding of a bundle: collection records its manifest (the root digest is the
+    certificate's subject digest); certify binds the bundle as one subject through the same
+    manifest, the certificate's name and git's files left out."""
+    from attest.certificate.folder_manifest import folder_manifest
+    from attest.pipeline.subjects import ExtraArtifacts
+
+    bundle = make_bundle(tmp_path)
+    (bundle / ".git").mkdir()
+    (bundle / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    spec = load_spec(bundle)
+    evidence = _collected(spec)
+    record = evidence.model["folder"]
+    manifest = folder_manifest(bundle, ignore=["gradient_certificate.json"])
+    assert record["root_digest"] == manifest.root_digest
+    assert "gradient_certificate.json" in record["manifest"]["serialization"]["ignore_paths"]
+    assert "files" not in record  # no second, per-file binding
+    subjects: dict[str, str] = {}
+    cert = tmp_path / "gradient_certificate.json"
+    (bundle / ".git" / "HEAD").write_text("moved on\n")  # ignored: not a change
+    assert spec.folder is not None
+    extra = ExtraArtifacts().with_model_folder(spec.folder, evidence)
+    folders = extra.bind(subjects, [cert])
+    assert subjects == {"tiny_seg": manifest.root_digest}
+    assert set(folders) == {"tiny_seg"} and folders["tiny_seg"] == manifest.predicate()
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ("models/model.pt", "models/model.pt"),  # weights swapped during the collect
+        ("+configs/extra.json", "configs/extra.json"),  # a file added
+        ("-LICENSE", "LICENSE"),  # a file removed
+        ("+docs/empty.py", "docs/empty.py"),  # an empty file added (no shard of its own)
+    ],
+)
+def test_certify_refuses_a_bundle_changed_after_collect(
+    tmp_path: Path, change: str, named: str
+) -> None:
+    from attest.pipeline.subjects import ExtraArtifacts
+
+    bundle = make_bundle(tmp_path)
+    spec = load_spec(bundle)
+    assert spec.folder is not None
+    extra = ExtraArtifacts().with_model_folder(spec.folder, _collected(spec))
+    target = bundle / change.lstrip("+-")
+    if change.startswith("+"):
+        target.parent.mkdir(exist_ok=True)
+        target.write_text("" if target.suffix == ".py" else "{}")
+    elif change.startswith("-"):
+        target.unlink()
+    else:
+        data = bytearray(target.read_bytes())
+        data[-1] ^= 1
+        target.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="changed after its evidence was collected") as info:
+        extra.bind({}, [tmp_path / "gradient_certificate.json"])
+    assert f"({named})" in str(info.value)
+
+
+def test_evidence_without_the_folder_manifest_is_refused(tmp_path: Path) -> None:
+    from attest.evidence.model import Evidence
+    from attest.pipeline.subjects import ExtraArtifacts
+
+    bundle = make_bundle(tmp_path)
+    spec = load_spec(bundle)
+    old = Evidence.model_validate(
+        {
+            "tool_version": "0",
+            "created_at": "2026-01-01T00:00:00Z",
+            "model": {"name": "tiny-seg", "version": "0.2.1", "folder": {"kind": "monai_bundle"}},
+        }
+    )
+    assert spec.folder is not None
+    with pytest.raises(InputError, match="records no manifest of the model folder"):
+        ExtraArtifacts().with_model_folder(spec.folder, old)
+    twice = ExtraArtifacts(items=(("tiny_seg", bundle),))
+    with pytest.raises(InputError, match="named as the model folder"):
+        twice.with_model_folder(spec.folder, _collected(spec))
+
+
+def test_ignore_paths_leave_the_same_files_out_at_collect_and_certify(tmp_path: Path) -> None:
+    """``attest certify BUNDLE/ --ignore notes -o release.json``: collection's manifest and
+    certify's leave out the same paths (the certificate's name, --ignore, git's files)."""
+    import dataclasses
+
+    from attest.pipeline.subjects import ExtraArtifacts
+
+    bundle = make_bundle(tmp_path)
+    (bundle / "notes").mkdir()
+    (bundle / "notes" / "todo.txt").write_text("reviewed\n")
+    (bundle / "release.json").write_text("{}")  # an older certificate shipped inside
+    spec = load_spec(bundle)
+    assert spec.folder is not None
+    extra = ExtraArtifacts.parse([], ["notes"])
+    cert = tmp_path / "release.json"
+    folder = dataclasses.replace(spec.folder, ignore=extra.model_folder_ignore(cert))
+    spec = dataclasses.replace(spec, folder=folder)
+    evidence = _collected(spec)
+    (bundle / "notes" / "todo.txt").write_text("changed: ignored\n")
+    (bundle / "release.json").write_text('{"replaced": true}')
+    subjects: dict[str, str] = {}
+    folders = extra.with_model_folder(folder, evidence).bind(subjects, [cert])
+    assert subjects["tiny_seg"] == evidence.model["folder"]["root_digest"]
+    ignored = folders["tiny_seg"]["serialization"]["ignore_paths"]
+    assert {"notes", "release.json", ".git"} <= set(ignored)
+    names = {r["name"].split(":")[0] for r in folders["tiny_seg"]["resources"]}
+    assert not [n for n in names if n.startswith("notes/") or n == "release.json"]

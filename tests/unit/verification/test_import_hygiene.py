@@ -62,6 +62,9 @@ VERIFY_MODULES = {
     "attest.verification.policy_accept",
     "attest.verification.outcome",
     "attest.verification.verifier",
+    # only for a certificate that binds a folder through its manifest (issue 36)
+    "attest.certificate.folder_manifest",
+    "attest.certificate.folder_hash",
 }
 
 

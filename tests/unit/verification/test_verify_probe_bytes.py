@@ -192,6 +192,40 @@ def data_in_a_directory_artifact(r: dict[str, Any], root: Path) -> tuple[Path, l
     return root / "cert.json", [folder], {"probe": r["probe"]}
 
 
+def _bound_folder(r: dict[str, Any], root: Path) -> tuple[Path, Path]:
+    """The model and its external data in a folder bound through its manifest."""
+    from attest.certificate.folder_manifest import folder_manifest
+    from attest.certificate.statement import build_statement, sign_statement, write_certificate
+
+    folder = root / "served"
+    folder.mkdir()
+    shutil.copyfile(r["onnx"], folder / "model.onnx")
+    shutil.copyfile(r["data"], folder / "model.onnx.data")
+    manifest = folder_manifest(folder, shard_size=4096)
+    statement = build_statement(
+        subjects={"probe.npz": _sha(r["probe"]), "served": manifest.root_digest},
+        folders={"served": manifest.predicate()},
+        model={"name": "tiny", "version": "1.0.0"},
+        policy={"id": "test", "version": "1", "digest": {"sha256": "0" * 64}},
+        verdict="pass",
+        deployment=r["deployment"],
+    )
+    return write_certificate(root / "cert.json", sign_statement(statement, [r["key"]])), folder
+
+
+def data_in_a_bound_folder(r: dict[str, Any], root: Path) -> tuple[Path, list, dict]:
+    cert, folder = _bound_folder(r, root)
+    return cert, [folder], {"probe": r["probe"]}
+
+
+def data_in_a_bound_folder_changed(r: dict[str, Any], root: Path) -> tuple[Path, list, dict]:
+    cert, folder = _bound_folder(r, root)
+    data = bytearray((folder / "model.onnx.data").read_bytes())
+    data[0] ^= 0x40
+    (folder / "model.onnx.data").write_bytes(bytes(data))
+    return cert, [folder], {"probe": r["probe"]}
+
+
 def data_outside_the_model_folder(r: dict[str, Any], root: Path) -> tuple[Path, list, dict]:
     model = onnx.load(str(r["onnx"]), load_external_data=False)
     for init in model.graph.initializer:
@@ -211,6 +245,8 @@ EXTERNAL: list[tuple[ExternalCase, str | None]] = [
     (data_bound_and_given, None),
     (data_bound_and_given_no_probe, None),
     (data_in_a_directory_artifact, None),
+    (data_in_a_bound_folder, None),
+    (data_in_a_bound_folder_changed, "SUBJECT_MISMATCH"),
     (data_not_a_subject, "SUBJECT_MISMATCH"),
     (data_not_a_subject_with_probe, "SUBJECT_MISMATCH"),
     (data_subject_not_given, "ARTIFACT_MISSING"),
@@ -275,3 +311,25 @@ def test_external_data_swapped_between_hash_and_probe_fails_closed(
     assert report.codes == ["SUBJECT_MISMATCH"], report.reasons
     assert "changed or vanished" in report.reasons[0][1]
     assert not seen  # the model never ran
+
+
+def test_external_data_in_a_bound_folder_swapped_before_the_probe_fails_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = _external_release(tmp_path / "rel")
+    cert, folder = _bound_folder(r, tmp_path)
+    import attest.verification.artifact_check as check
+
+    original = check.read_external_data
+
+    def hooked(*args: Any) -> Any:  # a link to the certified bytes, swapped in after step 6
+        outside = tmp_path / "elsewhere.data"
+        shutil.copyfile(folder / "model.onnx.data", outside)
+        (folder / "model.onnx.data").unlink()
+        (folder / "model.onnx.data").symlink_to(outside)
+        return original(*args)
+
+    monkeypatch.setattr("attest.verification.verifier.read_external_data", hooked)
+    report = verify(cert, trust=r["trust"], artifacts=[folder], probe=r["probe"])
+    assert report.codes == ["SUBJECT_MISMATCH"], report.reasons
+    assert "served/model.onnx.data changed or vanished" in report.reasons[0][1]

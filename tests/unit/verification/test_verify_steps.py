@@ -243,3 +243,14 @@ def test_without_required_artifacts_nothing_is_checked_but_the_certificate(world
     assert report.subjects_not_checked == ["model.onnx", "probe.npz", "weights.safetensors"]
     tampered = world.write(world.envelope(verdict="fail"), "failed.json")
     assert world.verify(tampered, artifacts=[], require_artifacts=False).codes == ["POLICY_FAILED"]
+
+
+def test_several_files_hashed_in_parallel_each_judged(world: World) -> None:
+    cert = world.write(world.envelope())
+    files = [world.probe, world.weights]  # neither kept: hashed together, streamed
+    assert world.verify(cert, artifacts=files).verified
+    world.weights.write_bytes(b"other weights")
+    report = world.verify(cert, artifacts=[*files, world.root / "gone.bin"])
+    assert [code for code, _ in report.reasons] == ["SUBJECT_MISMATCH", "ARTIFACT_MISSING"]
+    assert "weights.safetensors" in report.reasons[0][1] and "gone.bin" in report.reasons[1][1]
+    assert report.subjects_checked == ["probe.npz"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from _certfactory import NOW, World, decode, encode, iso, make_world, sign_raw
+from _folder_cases import ROWS as FOLDER_ROWS
 from _policy_cases import POLICY_ROWS
 from _signer_cases import ROWS
 
@@ -395,6 +396,7 @@ TABLE: list[tuple[Case, str]] = [
     (directory_missing_file, "ARTIFACT_MISSING"),
     (directory_symlink, "SUBJECT_MISMATCH"),
     (probe_extension_missing, "PROBE_MISMATCH"),
+    *FOLDER_ROWS,  # a folder bound through its manifest (tests/unit/_folder_cases.py)
     *POLICY_ROWS,  # accepted policies (tests/unit/verification/_policy_cases.py)
     *ROWS,  # signer attestations, roles, timestamps, revocations (tests/unit/_signer_cases.py)
 ]
