@@ -31,7 +31,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "verify"),
     "inspect": ("verify", "inspect"),
     "collect": ("collect", "collect"),
-    "evaluate": ("certify", "evaluate"),
+    "evaluate": ("evaluate", "evaluate"),
     "certify": ("certify", "certify"),
     "ledger": ("ledger", "ledger"),
     "report": ("report", "report"),
