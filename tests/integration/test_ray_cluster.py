@@ -152,7 +152,11 @@ def test_two_targets_collected_and_signed_on_their_nodes_then_certified(
             env=env, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert added.returncode == 0, added.stderr
-    policy = REPO / "policies" / "research.yaml"
+    policy = tmp_path / "signed-research.yaml"  # research, requiring signed evidence
+    policy.write_text(
+        "extends: research\nid: signed-research\nversion: '1'\n"
+        "evidence: {require_signed: true, collectors: [collector]}\n"
+    )
     args = [
         "certify",
         str(spec),
