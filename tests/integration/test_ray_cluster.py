@@ -23,6 +23,7 @@ from _collect_models import MLP, make_spec, stable
 
 from attest.certificate.signing import generate_keypair
 from attest.collection import collect
+from attest.verification.trust import add_key, empty_trust_store, save_trust_store
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
@@ -142,16 +143,12 @@ def test_two_targets_collected_and_signed_on_their_nodes_then_certified(
     assert len(digests) == 1  # both read exactly the bytes the driver sent
 
     key, release_pub, _ = generate_keypair(tmp_path / "release", passphrase=None)
-    trust = tmp_path / "trust.yaml"
-    for pub, name, role in ((release_pub, "release", ()),
-                            (keys["a"][1], "pool-plain", ("--role", "collector")),
-                            (keys["b"][1], "b", ("--role", "collector"))):  # fmt: skip
-        added = subprocess.run(
-            [sys.executable, "-m", "attest", "trust", "add", str(pub), "--trust", str(trust),
-             "--name", name, *role],
-            env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert added.returncode == 0, added.stderr
+    store = empty_trust_store(str(tmp_path / "trust.yaml"))
+    for pub, name, roles in ((release_pub, "release", ()),
+                             (keys["a"][1], "pool-plain", ("collector",)),
+                             (keys["b"][1], "b", ("collector",))):  # fmt: skip
+        store, _ = add_key(store, pub.read_bytes(), name=name, roles=roles)
+    trust = save_trust_store(store, tmp_path / "trust.yaml")
     policy = tmp_path / "signed-research.yaml"  # research, requiring signed evidence
     policy.write_text(
         "extends: research\nid: signed-research\nversion: '1'\n"
