@@ -299,7 +299,7 @@ def _watch(
     tracker: Any,
     schedule_timeout_s: float,
     say: Say,
-) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, list[dict[str, Any]]]]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Wait for every task, reporting each start; results and failures by target."""
     results: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}
@@ -334,7 +334,7 @@ def _watch(
                     "(the cluster had no free node with its resources)"
                 )
                 say(failures[name])
-    return results, failures, ray.get(tracker.snapshot.remote())
+    return results, failures
 
 
 def _write_target(out: Path, name: str, result: dict[str, Any]) -> tuple[Evidence, Path]:
@@ -411,7 +411,7 @@ def collect_on_ray(
             for name, req in targets.items()
         }  # fmt: skip
         report(f"dispatched {len(refs)} target(s): {', '.join(refs)}")
-        results, failures, _ = _watch(ray, refs, tracker, schedule_timeout_s, report)
+        results, failures = _watch(ray, refs, tracker, schedule_timeout_s, report)
     finally:
         ray.shutdown()
     required = require_signed or any(t.collector_key for t in targets.values())
