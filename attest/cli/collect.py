@@ -27,6 +27,7 @@ from attest.cli.collect_signing import (
     load_collector,
     sign_collected,
     signed_summary,
+    target_signed_lines,
 )
 from attest.cli.output import echo_json
 from attest.cli.progress_option import heartbeat_seconds, progress_option
@@ -239,6 +240,7 @@ def collect(
     collector_name: str | None,
     collector_role: str,
     target_name: str | None,
+    require_signed: bool,
 ) -> None:
     """Profile the model of SPEC (attest.yaml, or a MONAI bundle folder with --spec or an
     attest.yaml beside it) and run every check; write evidence.
@@ -250,10 +252,12 @@ def collect(
     (for attest certify --evidence) and their merge to OUT. With --key, the evidence is
     signed: OUT_STEM.intoto.json, an in-toto statement over the evidence, spec, weights and
     probe naming the collector, host, hardware, times and dispatch (certify --evidence --trust
-    checks it); without --key it is unsigned and says so.
+    checks it); without --key it is unsigned and says so. With --ray --targets each node
+    signs its target's evidence with its own collector key (targets.yaml collector_key:, or
+    ATTEST_COLLECTOR_KEY on the node): OUT_STEM.targets/NAME/evidence.intoto.json.
     """
     signing = load_collector(
-        key_path, collector_name, collector_role, target_name, merge, targets_file
+        key_path, collector_name, collector_role, target_name, merge, targets_file, require_signed
     )
     if targets_file is not None and ray_address is None:
         raise InputError(
@@ -279,15 +283,16 @@ def collect(
             "(its phases depend on the time or the processes it had), so it keeps no work folder"
         )
     statement: Path | None = None
+    signed_by: dict[str, str | None] | None = None
     if merge:
         if workers != 1 or work_dir is not None:
             raise InputError("--workers and --work-dir apply to collecting, not to --merge")
         evidence = _merge(paths, out, budget, ray_address)
     elif ray_address is not None and targets_file is not None:
-        evidence = _collect_on_ray(
+        evidence, signed_by = _collect_on_ray(
             paths, out, budget, ray_address, targets_file, schedule_timeout,
             quiet or progress_mode == "none" or (as_json and progress_mode == "auto"),
-            workers, work_dir,
+            workers, work_dir, require_signed,
         )  # fmt: skip
     else:
         silent = quiet or progress_mode == "none"
@@ -300,16 +305,21 @@ def collect(
             statement = sign_collected(
                 out, _one_spec(paths), signing, evidence, started, workers, ray_address
             )
-    signed_line = signed_summary(signing, statement, merge)
+    signed = statement is not None or bool(signed_by and all(signed_by.values()))
     if as_json:
         echo_json(
-            {**_json_summary(evidence, out), "signed": statement is not None,
-             "statement": str(statement) if statement else None}
+            {**_json_summary(evidence, out), "signed": signed,
+             "statement": str(statement) if statement else None,
+             **({"signed_by": signed_by} if signed_by is not None else {})}
         )  # fmt: skip
     else:
         for line in _summary_lines(evidence, out):
             click.echo(line)
-        click.echo(signed_line)
+        if signed_by is not None:
+            for line in target_signed_lines(signed_by):
+                click.echo(line)
+        else:
+            click.echo(signed_summary(signing, statement, merge))
     require_a_verdict(evidence, out)
 
 
@@ -395,7 +405,8 @@ def _collect_on_ray(
     silent: bool,
     workers: int = 1,
     work_dir: Path | None = None,
-) -> Evidence:
+    require_signed: bool = False,
+) -> tuple[Evidence, dict[str, str | None]]:
     from datetime import timedelta
 
     from attest.collection.cluster.ray_dispatch import collect_on_ray
@@ -423,7 +434,8 @@ def _collect_on_ray(
         schedule_timeout_s=timeout.total_seconds(),
         workers=workers,
         work_root=work_dir,
+        require_signed=require_signed,
     )
     for name, path in result.per_target.items():
         say(f"target {name}: evidence {path}")
-    return result.evidence
+    return result.evidence, result.signed_by

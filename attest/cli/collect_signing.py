@@ -1,8 +1,11 @@
 """``attest collect --key``: the collector's key and identity, and the evidence it signs.
 
-The four options (``--key --name --role --target-name``), the key loaded before any work, the
-statement written beside the evidence by :func:`attest.collection.provenance.sign_evidence`,
-and the line collect prints: who signed it, or that it is unsigned.
+The options (``--key --name --role --target-name --require-signed``), the key loaded before
+any work, the statement written beside the evidence by
+:func:`attest.collection.provenance.sign_evidence`, and the line collect prints: who signed
+it, or that it is unsigned. With ``--ray --targets`` each node signs its own target's
+evidence with its own key (:mod:`attest.collection.cluster.node_signing`): ``--key`` is
+refused there, and the lines name each target's collector.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "load_collector",
     "sign_collected",
     "signed_summary",
+    "target_signed_lines",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,6 +72,12 @@ _OPTIONS = [
         help="With --key: the target name the statement binds (certify --evidence NAME=FILE) "
         "[default: the hardware target measured, e.g. cpu:x86_64:avx2].",
     ),
+    click.option(
+        "--require-signed",
+        is_flag=True,
+        help="Fail unless the evidence is signed. With --ray --targets: fail a target whose "
+        "node has no collector key (always so when targets.yaml names a collector_key).",
+    ),
 ]
 
 
@@ -86,24 +96,34 @@ def load_collector(
     target: str | None,
     merge: bool,
     targets_file: Path | None,
+    require_signed: bool = False,
 ) -> CollectorSigning | None:
     """The collector's key and identity, loaded before any work (a wrong passphrase costs
     nothing); ``None`` without --key."""
+    if targets_file is not None and (
+        key_path is not None or name is not None or target is not None or role != "collector"
+    ):
+        raise InputError(
+            "with --ray --targets each target's evidence is signed on the node that measured "
+            "it, with that node's collector key: --key, --name, --role and --target-name would "
+            "sign on this machine",
+            hint="name the key's path on the nodes in targets.yaml (collector_key:, "
+            "collector_name:) or set ATTEST_COLLECTOR_KEY on them (docs/scale.md)",
+        )
+    if merge and (key_path is not None or require_signed):
+        raise InputError(
+            "--key and --require-signed sign what this machine measured, not a merge",
+            hint="sign each target's collect; certify --evidence takes each target's file",
+        )
     if key_path is None:
         if name is not None or target is not None or role != "collector":
             raise InputError("--name, --role and --target-name name the signer: they need --key")
+        if require_signed and targets_file is None:
+            raise InputError(
+                "--require-signed: this collect would be unsigned (no --key)",
+                hint="attest collect SPEC --key COLLECTOR.key -o evidence.json",
+            )
         return None
-    if merge:
-        raise InputError(
-            "--key signs what this machine measured, not a merge",
-            hint="sign each target's collect; certify --evidence takes each target's file",
-        )
-    if targets_file is not None:
-        raise InputError(
-            "--key with --ray --targets is not supported yet: each target's evidence must be "
-            "signed on the node that measured it, with that node's key",
-            hint="collect each target with attest collect SPEC --key NODE.key on its machine",
-        )
     from attest.certificate.signing import load_private_key
 
     return CollectorSigning(load_private_key(key_path), name or key_path.stem, role, target)
@@ -145,3 +165,14 @@ def signed_summary(signing: CollectorSigning | None, statement: Path | None, mer
         + ", so certify cannot tell who collected this evidence (a policy requiring signed "
         "evidence refuses it)"
     )
+
+
+def target_signed_lines(signed_by: dict[str, str | None]) -> list[str]:
+    """The lines ``collect --ray --targets`` prints about each target's signature."""
+    return [
+        f"  target {name}: signed on its node by {who}"
+        if who is not None
+        else f"  target {name}: UNSIGNED: its node has no collector key (a policy requiring "
+        "signed evidence refuses it)"
+        for name, who in signed_by.items()
+    ]

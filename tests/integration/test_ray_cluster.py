@@ -5,6 +5,7 @@ came back. One test kills a worker process in the middle of its task (Ray retrie
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -22,6 +23,7 @@ from _collect_models import MLP, make_spec, stable
 
 from attest.certificate.signing import generate_keypair
 from attest.collection import collect
+from attest.verification.trust import add_key, empty_trust_store, save_trust_store
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
@@ -112,17 +114,25 @@ def _finish(proc: subprocess.Popen[str], timeout: float = 600) -> tuple[int, str
     return proc.returncode, out, err
 
 
-def test_two_targets_collected_on_the_cluster_then_certified(
+def test_two_targets_collected_and_signed_on_their_nodes_then_certified(
     cluster: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:
+    """Each target names its own collector key in targets.yaml (a path on its node: here the
+    one node); each is signed in its task, and certify --trust names each collector."""
     address, env = cluster
     spec = make_spec(tmp_path / "model", spec_extra="repeats: 3\nthreads: 1\n")
+    keys = {n: generate_keypair(tmp_path / "nodes" / n, passphrase=None) for n in ("a", "b")}
     targets = tmp_path / "targets.yaml"
-    targets.write_text("plain: {num_cpus: 1}\nwide: {num_cpus: 1, resources: {avx512: 1}}\n")
+    targets.write_text(
+        f"plain: {{num_cpus: 1, collector_key: '{keys['a'][0]}', collector_name: pool-plain}}\n"
+        f"wide: {{num_cpus: 1, resources: {{avx512: 1}}, collector_key: '{keys['b'][0]}'}}\n"
+    )
     out = tmp_path / "run" / "evidence.json"
-    code, _, err = _finish(_collect(spec, address, targets, out, env))
+    code, text, err = _finish(_collect(spec, address, targets, out, env))
     assert code == 0, err[-3000:]
     assert "target plain: running, attempt 1" in err and "target wide: done" in err
+    assert "target plain: signed on its node by pool-plain" in text
+    assert "target wide: signed on its node by b (key" in text
     merged = json.loads(out.read_text())
     assert merged["targets"] == ["plain", "wide"]
     records = {r["target"]: r for r in merged["dispatch"]}
@@ -132,8 +142,18 @@ def test_two_targets_collected_on_the_cluster_then_certified(
     digests = {json.loads(p.read_text())["artifacts"]["weights"]["sha256"] for p in per_target}
     assert len(digests) == 1  # both read exactly the bytes the driver sent
 
-    key, _, _ = generate_keypair(tmp_path / "release", passphrase=None)
-    policy = REPO / "policies" / "research.yaml"
+    key, release_pub, _ = generate_keypair(tmp_path / "release", passphrase=None)
+    store = empty_trust_store(str(tmp_path / "trust.yaml"))
+    for pub, name, roles in ((release_pub, "release", ()),
+                             (keys["a"][1], "pool-plain", ("collector",)),
+                             (keys["b"][1], "b", ("collector",))):  # fmt: skip
+        store, _ = add_key(store, pub.read_bytes(), name=name, roles=roles)
+    trust = save_trust_store(store, tmp_path / "trust.yaml")
+    policy = tmp_path / "signed-research.yaml"  # research, requiring signed evidence
+    policy.write_text(
+        "extends: research\nid: signed-research\nversion: '1'\n"
+        "evidence: {require_signed: true, collectors: [collector]}\n"
+    )
     args = [
         "certify",
         str(spec),
@@ -145,9 +165,11 @@ def test_two_targets_collected_on_the_cluster_then_certified(
         "-q",
         "-o",
         str(tmp_path / "cert" / "gradient_certificate.json"),
+        "--trust",
+        str(trust),
     ]
-    for path in per_target:
-        args += ["--evidence", str(path)]
+    for name, path in zip(("plain", "wide"), per_target, strict=True):
+        args += ["--evidence", f"{name}={path}"]
     code, text, err = _finish(_attest(*args, env=env))
     summary = json.loads(text)
     assert [(t["name"], t["required"]) for t in summary["targets"]] == [
@@ -155,7 +177,14 @@ def test_two_targets_collected_on_the_cluster_then_certified(
         ("wide", True),
     ]
     assert code == 0, summary["failed"]
-    assert (tmp_path / "cert" / "gradient_certificate.json").is_file()
+    envelope = json.loads((tmp_path / "cert" / "gradient_certificate.json").read_text())
+    predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    records = predicate["evidence_provenance"]
+    assert {n: (r["signed"], r["collector"]["name"]) for n, r in records.items()} == {
+        "plain": (True, "pool-plain"),
+        "wide": (True, "b"),
+    }
+    assert records["plain"]["collector"]["keyid"] != records["wide"]["collector"]["keyid"]
 
 
 def _slow_spec(folder: Path) -> Path:

@@ -2,14 +2,19 @@
 
 ```yaml
 cpu-avx512: {num_cpus: 2, resources: {avx512: 1}}
-gpu-a100: {num_gpus: 1, accelerator_type: A100, max_retries: 2}
+gpu-a100: {num_gpus: 1, accelerator_type: A100, max_retries: 2,
+           collector_key: /etc/attest/collector.key, collector_name: gpu-pool-a100}
 ```
 
 Keys of a target (all optional): ``num_cpus`` (default 1), ``num_gpus`` (default 0),
 ``accelerator_type`` (Ray's ``accelerator_type`` option: the node must carry the resource
 ``accelerator_type:NAME``), ``resources`` (custom resources, e.g. ``{avx512: 1}``),
 ``memory`` (bytes of heap Ray reserves for the task), ``max_retries`` (how often Ray runs the
-task again when its worker process dies; default 2; a collect that fails is never retried).
+task again when its worker process dies; default 2; a collect that fails is never retried),
+``collector_key`` (the path, *on the target's node*, of the collector key that signs its
+evidence there; only the path travels: :mod:`.node_signing`) and ``collector_name`` (the
+collector's name in its statement [default: the node's ``ATTEST_COLLECTOR_NAME``, else the key
+file's stem]).
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class TargetRequirements(BaseModel):
     resources: dict[str, float] = Field(default_factory=dict)
     memory: int | None = Field(default=None, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
+    collector_key: str | None = Field(default=None, min_length=1, max_length=4096)
+    collector_name: str | None = Field(default=None, min_length=1, max_length=256)
 
     def ray_options(self) -> dict[str, Any]:
         """The keyword arguments of Ray's ``.options()`` for this target's task."""

@@ -177,7 +177,7 @@ def test_a_retried_ray_task_resumes_from_the_lost_attempts_work_folder(
             collect_target("cpu", bundle, 1, work)
     assert (work / "phase-03-gradients.json").is_file()
     result = collect_target("cpu", bundle, 1, work)
-    evidence = Evidence.model_validate(result["evidence"])
+    evidence = Evidence.model_validate_json(result["evidence"])
     assert [p.phase for p in evidence.phases if p.reused] == ["topology", "profile", "gradients"]
     assert not work.exists() and not work.parent.exists()  # the run's folder too, once empty
     # a retry on a node whose environment differs starts over rather than failing the target
@@ -189,7 +189,7 @@ def test_a_retried_ray_task_resumes_from_the_lost_attempts_work_folder(
     data = json.loads(first.read_text())
     data["identity"]["environment"]["cpu"] = "another CPU"
     first.write_text(json.dumps(data))
-    again = Evidence.model_validate(collect_target("cpu", bundle, 1, work)["evidence"])
+    again = Evidence.model_validate_json(collect_target("cpu", bundle, 1, work)["evidence"])
     assert not any(p.reused for p in again.phases)
 
 
