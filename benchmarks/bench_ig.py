@@ -208,7 +208,7 @@ def evaluations_to_tolerance(
     ``first_within`` the cumulative evaluations at the first level/round whose global
     completeness error was within ``tolerance`` (None if none was).
     """
-    first = start + 1 if method == "trapezoid" else start
+    first = start + 1 if method in ("trapezoid", ADAPTIVE) else start
     result = integrated_gradients(
         model,
         x,

@@ -1,20 +1,22 @@
 """When the adaptive IG search cannot converge, and where on the path it got stuck.
 
-The adaptive rule (:mod:`attest.collection.ig.adaptive`) bisects the panels with the largest
-local errors. Where the integrand is smooth a halving cuts a panel's error 16-32 fold; at a
-ReLU kink about 2 fold (erratically: the child holding the kink keeps 0 to 1.4 of the
-parent's error, depending on where the kink falls between the nodes). Where F jumps, or
-changes over a stretch far narrower than the panel, the child holding it keeps nearly all of
-the parent's error, halving after halving: a normalization layer's epsilon transition next
-to a flat baseline spans t = 1e-6 .. 1e-2 on a random-weight SegResNet (F ~ log t there,
-each halving keeps ~0.9 of the error), and doubling on to the step cap there cost 853 model
-passes and still failed (issue #18).
+The adaptive rule (:mod:`attest.collection.ig.adaptive`) bisects the composite Simpson
+panels with the largest local errors. Where the integrand is smooth a halving cuts a panel's
+error about 32 fold and the change of F across it 2 fold; at a ReLU kink F's change halves
+too (F is linear on either side) while the error falls erratically. Where F jumps, or changes
+over a stretch far narrower than the panel, the child holding it keeps nearly all of its
+parent's change of F, halving after halving, and a good share of its error (all of it for a
+jump; about half next to a steep start, where the end node's slope dominates the panel's
+estimate): a normalization layer's epsilon transition next to a flat baseline spans
+t = 1e-6 .. 1e-2 on a random-weight SegResNet, and doubling on to the step cap there cost
+853 model passes and still failed (issue #18).
 
 So a panel's *stall* counts the halvings in a row, down its lineage, whose child kept at
-least ``STALL_RATIO`` (0.7) of its parent's error. When a panel the search would split next
-has stalled ``ig_stall_halvings`` times (3: each costs 2m + 1 path samples), the input stops
-there. Kinks rarely trip it: three keeps of 0.7 in a row need a kink that moves from near a
-node to far from one three times running (not seen on the test CNN, MLP or the MONAI models).
+least ``STALL_RATIO`` (0.7) of its parent's change of F and ``STALL_ERROR_RATIO`` (0.1) of
+its error. When a panel the search would split next has stalled ``ig_stall_halvings`` times
+(3: each costs 2 path samples), the input stops there. Kinks do not trip it where F is
+monotone across the panel (F's change halves); where the integrand changes sign at the kink
+a halving can keep F's change, but rarely three times running.
 
 It then says where: F alone (forward passes, no backward, about a third of a path sample
 each) is followed into the stalled panel by bisection, keeping the half across which F
@@ -45,8 +47,10 @@ __all__ = [
 # Panels narrower than this are not split (t resolves far below float32's input resolution);
 # the zoom stops there too. (Defined here, re-exported by attest.collection.ig.adaptive.)
 MIN_PANEL_WIDTH = 2.0**-40
-# A child that keeps at least this share of its parent's error has stalled (see above).
+# A child that keeps at least this share of its parent's change of F, and STALL_ERROR_RATIO
+# of its error, has stalled (see above).
 STALL_RATIO = 0.7
+STALL_ERROR_RATIO = 0.1
 # The zoom stops when F changes by less than this share of |F(x) - F(b)| across its interval
 # (well under ig_monotonicity's 5 % jump threshold, so no jump it would report is missed).
 _ZOOM_SHARE = 0.02
@@ -132,8 +136,8 @@ def stall_text(stall: dict[str, Any] | None, cap: int) -> str | None:
     low, high = stall["located"]
     pace = (
         f"the panel at alpha in [{a:.6g}, {b:.6g}] kept {stall['error'] / stall['parent_error']:.2f} "
-        f"of its error at its last halving and at least {STALL_RATIO} at each of the "
-        f"{stall['halvings']} before (it holds {stall['panel_error_share']:.0%} of the local "
+        f"of its error at its last halving, and at least {STALL_RATIO} of the change of F "
+        f"across it at each of the {stall['halvings']} before (it holds {stall['panel_error_share']:.0%} of the local "
         f"error; cap {cap} evaluations)"
         if stall["parent_error"]
         else f"the panel at alpha in [{a:.6g}, {b:.6g}] kept its error (cap {cap} evaluations)"
