@@ -79,6 +79,30 @@ def _examples(
     return found
 
 
+def _real_examples(
+    names: tuple[str, ...], inputs: int
+) -> list[tuple[str, nn.Module, torch.Tensor, torch.Tensor, str]]:
+    """The real-size models of ``benchmarks/real_models.py`` (MONAI's own initialisation under
+    ``manual_seed(0)``, eval mode), their first ``inputs`` probe examples (seeded normal
+    noise, as ``bench_ig_real.py``), each input's argmax class and ``baseline: mean`` (what
+    ``bench_certify.py`` certifies them with)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import real_models
+
+    found = []
+    for name in names:
+        torch.manual_seed(0)
+        model = real_models.build(name).float().eval()
+        shape = real_models.PROBE_SHAPES[name]
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(0))[:inputs]
+        with torch.no_grad():
+            out = model(x)
+        out = out[0] if isinstance(out, tuple) else out
+        classes = out.reshape(x.shape[0], out.shape[1], -1).sum(dim=2).argmax(dim=1)
+        found.append((name, model, x, classes, "mean"))
+    return found
+
+
 def _captum_target(model: nn.Module, x: torch.Tensor, classes: torch.Tensor) -> tuple[Any, Any]:
     """Captum takes the (N,) classes as a tensor (its fastest form: a list costs it a little
     more); for segmentation the model's output is summed over the class channel first."""
@@ -265,10 +289,51 @@ def evaluations(
                 if len(reached) == len(counts["spent"])
                 else None,
                 "reached": len(reached),
+                "first_within": counts["first_within"],
                 "seconds": time.perf_counter() - began,
             }
         )
     return rows
+
+
+def hindsight(eval_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model and input: the adaptive rule's evaluations until its global completeness
+    error first met the tolerance, against the best fixed rule chosen in hindsight for that
+    input (the fixed rule and ladder level that met it with the fewest cumulative
+    evaluations), and their ratio; with the model's totals over its inputs."""
+    out = []
+    for model in dict.fromkeys(r["model"] for r in eval_rows):
+        rows = {r["method"]: r for r in eval_rows if r["model"] == model}
+        adaptive = rows[ADAPTIVE]["first_within"]
+        per_input = []
+        for i, spent in enumerate(adaptive):
+            fixed = [
+                (r["first_within"][i], name)
+                for name, r in rows.items()
+                if name != ADAPTIVE and r["first_within"][i] is not None
+            ]
+            best, rule = min(fixed) if fixed else (None, None)
+            ratio = None if spent is None or best is None else spent / best
+            per_input.append({"adaptive": spent, "best": best, "rule": rule, "ratio": ratio})
+        complete = all(p["adaptive"] is not None and p["best"] is not None for p in per_input)
+        total_a = sum(p["adaptive"] for p in per_input) if complete else None
+        total_b = sum(p["best"] for p in per_input) if complete else None
+        out.append(
+            {
+                "model": model,
+                "inputs": per_input,
+                "adaptive_total": total_a,
+                "best_total": total_b,
+                "total_ratio": None if not complete else total_a / total_b,
+                "max_ratio": max(
+                    (p["ratio"] for p in per_input if p["ratio"] is not None), default=None
+                ),
+                "within_target": sum(
+                    1 for p in per_input if p["ratio"] is not None and p["ratio"] <= SPEED_TARGET
+                ),
+            }
+        )
+    return out
 
 
 def _fewest(eval_rows: list[dict[str, Any]], key: str) -> dict[str, str]:
@@ -298,7 +363,19 @@ def main() -> None:
         "--cap", type=int, default=1025, help="max_steps (adaptive: path samples per input)"
     )
     parser.add_argument("--inputs", type=int, default=2, help="probe inputs of the 3-D/seg models")
+    parser.add_argument(
+        "--models",
+        default=",".join(EXAMPLES),
+        help="workloads: the examples and/or real-size models (resnet18, segresnet, vit)",
+    )
+    parser.add_argument(
+        "--real-inputs", type=int, default=1, help="probe inputs of the real-size models"
+    )
+    parser.add_argument(
+        "--real-cap", type=int, default=257, help="max_steps of the real-size models"
+    )
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-rules", action="store_true", help="speed only")
     parser.add_argument("--quick", action="store_true", help="smoke run: digits only, 2 rounds")
     parser.add_argument(
         "--markdown", type=Path, default=None, help="write the results section here"
@@ -307,7 +384,9 @@ def main() -> None:
     if args.quick:
         args.rounds, args.inputs, args.cap = 2, 2, 257
     torch.set_num_threads(args.threads)
-    examples = _examples(("digits",) if args.quick else EXAMPLES)
+    names = ("digits",) if args.quick else tuple(args.models.split(","))
+    examples = _examples(tuple(n for n in names if n in EXAMPLES))
+    examples += _real_examples(tuple(n for n in names if n not in EXAMPLES), args.real_inputs)
 
     args.load_before = os.getloadavg()
     speed_rows = []
@@ -324,9 +403,10 @@ def main() -> None:
             flush=True,
         )
     eval_rows = []
-    for name, model, x, classes, baseline in examples:
-        k = x.shape[0] if name == "digits" else args.inputs
-        rows = evaluations(name, model, x[:k], classes[:k], baseline, args.start, args.cap)
+    for name, model, x, classes, baseline in [] if args.skip_rules else examples:
+        k = x.shape[0] if name in ("digits",) or name not in EXAMPLES else args.inputs
+        cap = args.cap if name in EXAMPLES else args.real_cap
+        rows = evaluations(name, model, x[:k], classes[:k], baseline, args.start, cap)
         eval_rows += rows
         for row in rows:
             within = row["mean_first_within"]
@@ -340,10 +420,19 @@ def main() -> None:
             )
     for key, what in (("mean_evaluations", "spent"), ("mean_first_within", "first within")):
         print(f"fewest evaluations ({what}): {_fewest(eval_rows, key)}")
+    compared = hindsight(eval_rows)
+    for row in compared:
+        per_input = "  ".join(f"{p['adaptive']}/{p['best']} ({p['rule']})" for p in row["inputs"])
+        ratio = "-" if row["total_ratio"] is None else f"{row['total_ratio']:.2f}"
+        print(
+            f"{row['model']:12s} adaptive/best fixed in hindsight per input: {per_input}; "
+            f"totals {row['adaptive_total']}/{row['best_total']} = {ratio}"
+        )
     args.load_after = os.getloadavg()
     print(f"load average (1, 5, 15 min): before {args.load_before}, after {args.load_after}")
     if args.markdown is not None:
-        args.markdown.write_text(_markdown(args, speed_rows, eval_rows), encoding="utf-8")
+        text = _markdown(args, speed_rows, eval_rows) + _hindsight_markdown(compared)
+        args.markdown.write_text(text, encoding="utf-8")
 
 
 def _markdown(
@@ -392,6 +481,30 @@ def _markdown(
                 f"| {'-' if within is None else f'{within:.1f}'} |"
             )
         lines.append("")
+    return "\n".join(lines)
+
+
+def _hindsight_markdown(compared: list[dict[str, Any]]) -> str:
+    """The per-input comparison of :func:`hindsight` as a Markdown table."""
+    if not compared:
+        return ""
+    lines = [
+        "| model | inputs | adaptive, per input | best fixed rule in hindsight, per input "
+        "| adaptive total | best total | ratio of totals | largest ratio | inputs within 1.5x |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in compared:
+        ratio, worst = row["total_ratio"], row["max_ratio"]
+        best = ", ".join(f"{p['best']} ({p['rule']})" for p in row["inputs"])
+        lines.append(
+            f"| {row['model']} | {len(row['inputs'])} "
+            f"| {', '.join(str(p['adaptive']) for p in row['inputs'])} | {best} "
+            f"| {row['adaptive_total']} | {row['best_total']} "
+            f"| {'-' if ratio is None else f'{ratio:.2f}'} "
+            f"| {'-' if worst is None else f'{worst:.2f}'} "
+            f"| {row['within_target']}/{len(row['inputs'])} |"
+        )
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -43,7 +43,7 @@ from attest.collection.ig.panels import (
     rounding_noise,
     sorted_samples,
 )
-from attest.collection.ig.stall import STALL_ERROR_RATIO, STALL_RATIO, stop_reading
+from attest.collection.ig.stall import STALL_ERROR_RATIO, STALL_RATIO, ZOOM_SHARE, stop_reading
 
 __all__ = [
     "DORFLER_SHARE",
@@ -335,6 +335,11 @@ class _Adaptive:
         if not stuck:
             return False
         panel = row[stuck[0]]
+        if panel.change() < ZOOM_SHARE * scale:
+            # F hardly changes across it: kinks, not a jump or steep stretch worth reporting
+            # (see stall). Its lineage is refined on and not counted again.
+            panel.parent_stall = -(1 << 30)
+            return False
         share = panel.error() / max(sum(p.error() for p in row), 1e-300)
         ends = (panel.a, panel.b, panel.left.f, panel.right.f)
         path = (self.b64[i], self.diff64[i], i)
