@@ -279,7 +279,9 @@ class _Adaptive:
             for k, node in enumerate(row):  # Simpson weights: h/6 at panel ends, 4h/6 inside
                 weight = 4.0 * h / 6.0 if k % 2 else (h / 6.0 if k in (0, 2 * panels) else h / 3.0)
                 points.append((i, node, weight, True))
-            self.per_input.append([_Panel(*row[2 * k : 2 * k + 3]) for k in range(panels)])
+            self.per_input.append(
+                [_Panel(row[2 * k], row[2 * k + 1], row[2 * k + 2]) for k in range(panels)]
+            )
         return points
 
     def record_round(
