@@ -45,7 +45,6 @@ import torch
 from torch import nn
 
 from attest.collection.ig.adaptive import AdaptiveOutcome, adaptive_paths
-from attest.collection.ig.panels import PanelLayout, completeness_scale
 from attest.collection.ig.baselines import BASELINES, make_baseline
 from attest.collection.ig.evaluator import (
     PathEvaluator,
@@ -56,6 +55,7 @@ from attest.collection.ig.evaluator import (
     share_sample_bytes,
 )
 from attest.collection.ig.fixed import FixedOutcome, Level, fixed_paths
+from attest.collection.ig.panels import PanelLayout, completeness_scale
 from attest.collection.ig.quadrature import (
     METHODS,
     canonical_method,

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from attest.collection.ig.attribution import METHODS, integrated_gradients
+from attest.collection.ig.attribution import METHODS, IGResult, integrated_gradients
 
 torch.set_num_threads(1)
 
@@ -71,10 +71,12 @@ def test_relu_kinks_do_not_stall_the_search() -> None:
         assert result.converged.all()
 
 
-def _first_within(result: object, n: int, tolerance: float) -> list[int | None]:
+def _first_within(result: IGResult, n: int, tolerance: float) -> list[int | None]:
     found: list[int | None] = [None] * n
-    for entry in result.error_curve:  # type: ignore[attr-defined]
-        for i, spent, rel in zip(entry["inputs"], entry["evaluations"], entry["rel_error"]):
+    for entry in result.error_curve:
+        for i, spent, rel in zip(
+            entry["inputs"], entry["evaluations"], entry["rel_error"], strict=True
+        ):
             if found[i] is None and rel is not None and rel <= tolerance:
                 found[i] = int(spent)
     return found
@@ -89,9 +91,7 @@ def test_adaptive_needs_no_more_than_the_best_fixed_rule_in_hindsight(seed: int)
     gen = torch.Generator().manual_seed(10 + seed)
     x = 2 * torch.randn(6, 12, dtype=torch.float64, generator=gen)
     n, tolerance = x.shape[0], 1e-3
-    adaptive = integrated_gradients(
-        model, x, target=2, steps=9, tolerance=tolerance, max_steps=513
-    )
+    adaptive = integrated_gradients(model, x, target=2, steps=9, tolerance=tolerance, max_steps=513)
     best = [1 << 30] * n
     for method in METHODS:
         fixed = integrated_gradients(
