@@ -272,10 +272,12 @@ def evaluations(
     baseline: str,
     start: int,
     cap: int,
+    rules: tuple[str, ...] = RULES,
 ) -> list[dict[str, Any]]:
-    """One row per rule (every fixed rule and ``adaptive``) for one example model."""
+    """One row per rule (every fixed rule and ``adaptive`` unless ``rules`` says) for one
+    example model."""
     rows = []
-    for method in RULES:
+    for method in rules:
         began = time.perf_counter()
         counts = evaluations_to_tolerance(model, x, classes, baseline, method, start=start, cap=cap)
         reached = [v for v in counts["first_within"] if v is not None]
@@ -309,6 +311,8 @@ def hindsight(eval_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for model in dict.fromkeys(r["model"] for r in eval_rows):
         rows = {r["method"]: r for r in eval_rows if r["model"] == model}
+        if ADAPTIVE not in rows:
+            continue
         adaptive = rows[ADAPTIVE]["first_within"]
         per_input = []
         for i, spent in enumerate(adaptive):
@@ -379,6 +383,11 @@ def main() -> None:
     parser.add_argument(
         "--real-cap", type=int, default=257, help="max_steps of the real-size models"
     )
+    parser.add_argument(
+        "--rules",
+        default=",".join(RULES),
+        help="rules of part 2 (the real-size models may not afford every ladder)",
+    )
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-rules", action="store_true", help="speed only")
     parser.add_argument("--quick", action="store_true", help="smoke run: digits only, 2 rounds")
@@ -412,7 +421,8 @@ def main() -> None:
     for name, model, x, classes, baseline in [] if args.skip_rules else examples:
         k = x.shape[0] if name in ("digits",) or name not in EXAMPLES else args.inputs
         cap = args.cap if name in EXAMPLES else args.real_cap
-        rows = evaluations(name, model, x[:k], classes[:k], baseline, args.start, cap)
+        rules = tuple(args.rules.split(","))
+        rows = evaluations(name, model, x[:k], classes[:k], baseline, args.start, cap, rules)
         eval_rows += rows
         for row in rows:
             within = row["mean_first_within"]
