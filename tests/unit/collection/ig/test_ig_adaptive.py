@@ -9,7 +9,14 @@ import pytest
 import torch
 from torch import nn
 
-from attest.collection.ig.attribution import METHODS, IGResult, integrated_gradients
+from attest.collection.ig.analysis import path_behaviour
+from attest.collection.ig.attribution import (
+    METHODS,
+    IGResult,
+    PanelLayout,
+    PathSamples,
+    integrated_gradients,
+)
 
 torch.set_num_threads(1)
 
@@ -110,3 +117,23 @@ def test_adaptive_needs_no_more_than_the_best_fixed_rule_in_hindsight(seed: int)
     spent = _first_within(adaptive, n, tolerance)
     assert all(s is not None for s in spent)
     assert sum(s for s in spent if s is not None) <= 1.5 * sum(best)
+
+
+def _layout(a: np.ndarray, b: np.ndarray, error: np.ndarray) -> PanelLayout:
+    zeros = np.zeros(a.size)
+    return PanelLayout(a, b, error, zeros + np.nan, zeros.astype(np.int64), zeros, zeros, zeros)
+
+
+def test_a_peak_the_panels_integrate_is_no_spike_but_a_value_f_does_not_show_is() -> None:
+    # Simpson panels [0, 0.5] and [0.5, 1] with nodes 0, .25, .5, .75, 1; the integrand
+    # peaks at t = 0.5 between coarse samples.
+    t = np.array([0.0, 0.25, 0.5, 0.75, 1.0])
+    slope = np.array([0.2, 1.0, 3.0, 1.0, 0.2])
+    f = np.concatenate(([0.0], np.cumsum(0.5 * (slope[1:] + slope[:-1]) * 0.25)))
+    a, b = np.array([0.0, 0.5]), np.array([0.5, 1.0])
+    met = PathSamples(t, f, slope, 0.0, float(f[-1]), _layout(a, b, np.array([1e-9, 1e-9])))
+    assert path_behaviour(met, flip_tolerance=0.1)["max_spike_share"] < 1e-6
+    # the same samples, but the panels' integrals miss F's change: the peak is not in F
+    missed = PathSamples(t, f, slope, 0.0, float(f[-1]), _layout(a, b, np.array([0.3, 0.3])))
+    reading = path_behaviour(missed, flip_tolerance=0.1)
+    assert reading["max_spike_share"] > 0.05 and reading["spike_t"] == 0.5
