@@ -185,11 +185,14 @@ def adaptive_paths(
         previous_attr = attr.clone()
         points: list[_Point] = []
         for i in map(int, listed):
-            if rel[i] <= tolerance:
+            if rel[i] <= tolerance and state.worst_panel(i) <= PANEL_SHARE * scale[i]:
                 # Completeness is met: stop here. The local errors only bound the global one
                 # (they do not cancel); refining until their sum is under the tolerance
                 # spends the whole budget on piecewise-linear (ReLU) paths for nothing. A true
                 # jump keeps the global error up, so it is still refined down to its panel.
+                # No single panel may stay far off, though: a path whose errors cancel at a
+                # coarse layout leaves samples the spike reading of ig_monotonicity cannot
+                # tell from a value F does not support.
                 active[i] = False
                 continue
             if stall_halvings > 0 and state.stalled(
@@ -206,6 +209,13 @@ def adaptive_paths(
             break
         state.evaluate(points)
     return state.outcome(curve)
+
+
+# The stop also needs every panel's error (beyond F's rounding) within this share of
+# |F(x) - F(b)|: a sample is a node of at most two panels, so no sample can then carry the
+# 5 % of the path's variation that ig_monotonicity's default spike share reads as a value F
+# does not support (its reading of a sample is capped by its panels' errors).
+PANEL_SHARE = 0.02
 
 
 class _Adaptive:
@@ -320,6 +330,10 @@ class _Adaptive:
             }
         )
         return rel
+
+    def worst_panel(self, i: int) -> float:
+        """Input ``i``'s largest panel error beyond F's rounding."""
+        return max((p.error() - p.noise(self.eps) for p in self.per_input[i]), default=0.0)
 
     def _marked(self, i: int, allowed: float) -> list[int]:
         """Input ``i``'s panels to split next (Dörfler marking of errors beyond F's rounding)."""
