@@ -297,6 +297,7 @@ def evaluations(
                 else None,
                 "reached": len(reached),
                 "first_within": counts["first_within"],
+                "spent": counts["spent"],
                 "seconds": time.perf_counter() - began,
             }
         )
@@ -304,8 +305,8 @@ def evaluations(
 
 
 def hindsight(eval_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per model and input: the adaptive rule's evaluations until its global completeness
-    error first met the tolerance, against the best fixed rule chosen in hindsight for that
+    """Per model and input: the evaluations the adaptive rule spent (None if its global
+    completeness error never met the tolerance), against the best fixed rule chosen in hindsight for that
     input (the fixed rule and ladder level that met it with the fewest cumulative
     evaluations), and their ratio; with the model's totals over its inputs."""
     out = []
@@ -313,7 +314,14 @@ def hindsight(eval_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows = {r["method"]: r for r in eval_rows if r["model"] == model}
         if ADAPTIVE not in rows:
             continue
-        adaptive = rows[ADAPTIVE]["first_within"]
+        # what the adaptive call spent (its stop also asks every panel to be within 2 % of
+        # F's change, so it may go on after its global error first met the tolerance)
+        adaptive = [
+            None if first is None else spent
+            for first, spent in zip(
+                rows[ADAPTIVE]["first_within"], rows[ADAPTIVE]["spent"], strict=True
+            )
+        ]
         per_input = []
         for i, spent in enumerate(adaptive):
             fixed = [
