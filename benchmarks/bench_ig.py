@@ -79,6 +79,30 @@ def _examples(
     return found
 
 
+def _real_examples(
+    names: tuple[str, ...], inputs: int
+) -> list[tuple[str, nn.Module, torch.Tensor, torch.Tensor, str]]:
+    """The real-size models of ``benchmarks/real_models.py`` (MONAI's own initialisation under
+    ``manual_seed(0)``, eval mode), their first ``inputs`` probe examples (seeded normal
+    noise, as ``bench_ig_real.py``), each input's argmax class and ``baseline: mean`` (what
+    ``bench_certify.py`` certifies them with)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import real_models
+
+    found = []
+    for name in names:
+        torch.manual_seed(0)
+        model = real_models.build(name).float().eval()
+        shape = real_models.PROBE_SHAPES[name]
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(0))[:inputs]
+        with torch.no_grad():
+            out = model(x)
+        out = out[0] if isinstance(out, tuple) else out
+        classes = out.reshape(x.shape[0], out.shape[1], -1).sum(dim=2).argmax(dim=1)
+        found.append((name, model, x, classes, "mean"))
+    return found
+
+
 def _captum_target(model: nn.Module, x: torch.Tensor, classes: torch.Tensor) -> tuple[Any, Any]:
     """Captum takes the (N,) classes as a tensor (its fastest form: a list costs it a little
     more); for segmentation the model's output is summed over the class channel first."""
@@ -119,8 +143,11 @@ def speed(
     rounds: int,
     *,
     quick: bool = False,
+    exact: bool = True,
 ) -> dict[str, Any]:
-    """Ours against Captum's default and its best ``internal_batch_size``, alternating."""
+    """Ours against Captum's default and its best ``internal_batch_size``, alternating.
+    ``exact``: also compare both with the float64 model's attributions (skipped for the
+    real-size models, where one float64 run costs more than the timing itself)."""
     from captum.attr import IntegratedGradients
 
     forward, target = _captum_target(model, x, classes)
@@ -143,11 +170,13 @@ def speed(
     # float32 model has ReLU kinks or max-pool ties within an ulp of some path point, a
     # one-ulp difference in the path point flips a unit, so two float32 implementations can
     # differ by more than rounding; this column says which one is nearer the truth.
-    exact = integrated_gradients(
-        _as_float64(model), x.double(), target=classes, method="gausslegendre", steps=STEPS
-    ).attributions
-    rel_ours_exact = float((mine - exact).norm() / exact.norm())
-    rel_theirs_exact = float((reference - exact).norm() / exact.norm())
+    rel_ours_exact = rel_theirs_exact = float("nan")
+    if exact:
+        truth = integrated_gradients(
+            _as_float64(model), x.double(), target=classes, method="gausslegendre", steps=STEPS
+        ).attributions
+        rel_ours_exact = float((mine - truth).norm() / truth.norm())
+        rel_theirs_exact = float((reference - truth).norm() / truth.norm())
     times: dict[str, list[float]] = {"ours": [], "captum": []}
     for _ in range(rounds):  # alternate, so that load from other processes hits both alike
         times["captum"].append(_time(theirs))
@@ -208,7 +237,7 @@ def evaluations_to_tolerance(
     ``first_within`` the cumulative evaluations at the first level/round whose global
     completeness error was within ``tolerance`` (None if none was).
     """
-    first = start + 1 if method == "trapezoid" else start
+    first = start + 1 if method in ("trapezoid", ADAPTIVE) else start
     result = integrated_gradients(
         model,
         x,
@@ -243,10 +272,12 @@ def evaluations(
     baseline: str,
     start: int,
     cap: int,
+    rules: tuple[str, ...] = RULES,
 ) -> list[dict[str, Any]]:
-    """One row per rule (every fixed rule and ``adaptive``) for one example model."""
+    """One row per rule (every fixed rule and ``adaptive`` unless ``rules`` says) for one
+    example model."""
     rows = []
-    for method in RULES:
+    for method in rules:
         began = time.perf_counter()
         counts = evaluations_to_tolerance(model, x, classes, baseline, method, start=start, cap=cap)
         reached = [v for v in counts["first_within"] if v is not None]
@@ -265,10 +296,61 @@ def evaluations(
                 if len(reached) == len(counts["spent"])
                 else None,
                 "reached": len(reached),
+                "first_within": counts["first_within"],
+                "spent": counts["spent"],
                 "seconds": time.perf_counter() - began,
             }
         )
     return rows
+
+
+def hindsight(eval_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model and input: the evaluations the adaptive rule spent (None if its global
+    completeness error never met the tolerance), against the best fixed rule chosen in hindsight for that
+    input (the fixed rule and ladder level that met it with the fewest cumulative
+    evaluations), and their ratio; with the model's totals over its inputs."""
+    out = []
+    for model in dict.fromkeys(r["model"] for r in eval_rows):
+        rows = {r["method"]: r for r in eval_rows if r["model"] == model}
+        if ADAPTIVE not in rows:
+            continue
+        # what the adaptive call spent (its stop also asks every panel to be within 2 % of
+        # F's change, so it may go on after its global error first met the tolerance)
+        adaptive = [
+            None if first is None else spent
+            for first, spent in zip(
+                rows[ADAPTIVE]["first_within"], rows[ADAPTIVE]["spent"], strict=True
+            )
+        ]
+        per_input = []
+        for i, spent in enumerate(adaptive):
+            fixed = [
+                (r["first_within"][i], name)
+                for name, r in rows.items()
+                if name != ADAPTIVE and r["first_within"][i] is not None
+            ]
+            best, rule = min(fixed) if fixed else (None, None)
+            ratio = None if spent is None or best is None else spent / best
+            per_input.append({"adaptive": spent, "best": best, "rule": rule, "ratio": ratio})
+        complete = all(p["adaptive"] is not None and p["best"] is not None for p in per_input)
+        total_a = sum(p["adaptive"] for p in per_input) if complete else None
+        total_b = sum(p["best"] for p in per_input) if complete else None
+        out.append(
+            {
+                "model": model,
+                "inputs": per_input,
+                "adaptive_total": total_a,
+                "best_total": total_b,
+                "total_ratio": None if not complete else total_a / total_b,
+                "max_ratio": max(
+                    (p["ratio"] for p in per_input if p["ratio"] is not None), default=None
+                ),
+                "within_target": sum(
+                    1 for p in per_input if p["ratio"] is not None and p["ratio"] <= SPEED_TARGET
+                ),
+            }
+        )
+    return out
 
 
 def _fewest(eval_rows: list[dict[str, Any]], key: str) -> dict[str, str]:
@@ -298,7 +380,24 @@ def main() -> None:
         "--cap", type=int, default=1025, help="max_steps (adaptive: path samples per input)"
     )
     parser.add_argument("--inputs", type=int, default=2, help="probe inputs of the 3-D/seg models")
+    parser.add_argument(
+        "--models",
+        default=",".join(EXAMPLES),
+        help="workloads: the examples and/or real-size models (resnet18, segresnet, vit)",
+    )
+    parser.add_argument(
+        "--real-inputs", type=int, default=1, help="probe inputs of the real-size models"
+    )
+    parser.add_argument(
+        "--real-cap", type=int, default=257, help="max_steps of the real-size models"
+    )
+    parser.add_argument(
+        "--rules",
+        default=",".join(RULES),
+        help="rules of part 2 (the real-size models may not afford every ladder)",
+    )
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-rules", action="store_true", help="speed only")
     parser.add_argument("--quick", action="store_true", help="smoke run: digits only, 2 rounds")
     parser.add_argument(
         "--markdown", type=Path, default=None, help="write the results section here"
@@ -307,12 +406,15 @@ def main() -> None:
     if args.quick:
         args.rounds, args.inputs, args.cap = 2, 2, 257
     torch.set_num_threads(args.threads)
-    examples = _examples(("digits",) if args.quick else EXAMPLES)
+    names = ("digits",) if args.quick else tuple(args.models.split(","))
+    examples = _examples(tuple(n for n in names if n in EXAMPLES))
+    examples += _real_examples(tuple(n for n in names if n not in EXAMPLES), args.real_inputs)
 
     args.load_before = os.getloadavg()
     speed_rows = []
     for name, model, x, classes, _ in [] if args.skip_speed else examples:
-        row = speed(name, model, x, classes, args.rounds, quick=args.quick)
+        real = name not in EXAMPLES
+        row = speed(name, model, x, classes, args.rounds, quick=args.quick or real, exact=not real)
         speed_rows.append(row)
         print(
             f"{row['workload']:12s} ({row['layout']}) ours {row['ours_s'] * 1e3:8.1f} ms  captum default "
@@ -324,9 +426,11 @@ def main() -> None:
             flush=True,
         )
     eval_rows = []
-    for name, model, x, classes, baseline in examples:
-        k = x.shape[0] if name == "digits" else args.inputs
-        rows = evaluations(name, model, x[:k], classes[:k], baseline, args.start, args.cap)
+    for name, model, x, classes, baseline in [] if args.skip_rules else examples:
+        k = x.shape[0] if name in ("digits",) or name not in EXAMPLES else args.inputs
+        cap = args.cap if name in EXAMPLES else args.real_cap
+        rules = tuple(args.rules.split(","))
+        rows = evaluations(name, model, x[:k], classes[:k], baseline, args.start, cap, rules)
         eval_rows += rows
         for row in rows:
             within = row["mean_first_within"]
@@ -340,10 +444,19 @@ def main() -> None:
             )
     for key, what in (("mean_evaluations", "spent"), ("mean_first_within", "first within")):
         print(f"fewest evaluations ({what}): {_fewest(eval_rows, key)}")
+    compared = hindsight(eval_rows)
+    for row in compared:
+        per_input = "  ".join(f"{p['adaptive']}/{p['best']} ({p['rule']})" for p in row["inputs"])
+        ratio = "-" if row["total_ratio"] is None else f"{row['total_ratio']:.2f}"
+        print(
+            f"{row['model']:12s} adaptive/best fixed in hindsight per input: {per_input}; "
+            f"totals {row['adaptive_total']}/{row['best_total']} = {ratio}"
+        )
     args.load_after = os.getloadavg()
     print(f"load average (1, 5, 15 min): before {args.load_before}, after {args.load_after}")
     if args.markdown is not None:
-        args.markdown.write_text(_markdown(args, speed_rows, eval_rows), encoding="utf-8")
+        text = _markdown(args, speed_rows, eval_rows) + _hindsight_markdown(compared)
+        args.markdown.write_text(text, encoding="utf-8")
 
 
 def _markdown(
@@ -392,6 +505,30 @@ def _markdown(
                 f"| {'-' if within is None else f'{within:.1f}'} |"
             )
         lines.append("")
+    return "\n".join(lines)
+
+
+def _hindsight_markdown(compared: list[dict[str, Any]]) -> str:
+    """The per-input comparison of :func:`hindsight` as a Markdown table."""
+    if not compared:
+        return ""
+    lines = [
+        "| model | inputs | adaptive, per input | best fixed rule in hindsight, per input "
+        "| adaptive total | best total | ratio of totals | largest ratio | inputs within 1.5x |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in compared:
+        ratio, worst = row["total_ratio"], row["max_ratio"]
+        best = ", ".join(f"{p['best']} ({p['rule']})" for p in row["inputs"])
+        lines.append(
+            f"| {row['model']} | {len(row['inputs'])} "
+            f"| {', '.join(str(p['adaptive']) for p in row['inputs'])} | {best} "
+            f"| {row['adaptive_total']} | {row['best_total']} "
+            f"| {'-' if ratio is None else f'{ratio:.2f}'} "
+            f"| {'-' if worst is None else f'{worst:.2f}'} "
+            f"| {row['within_target']}/{len(row['inputs'])} |"
+        )
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -1,21 +1,29 @@
 """Adaptive composite quadrature for integrated gradients, driven by exact local errors.
 
-The path [0, 1] is cut into panels, each integrated with an m-point Gauss-Legendre rule. For a
-panel [a, b] the fundamental theorem of calculus says its share of the attribution sum must be
-``F(γ(b)) - F(γ(a))``; F at the panel ends comes from the same batched passes (an end point is
-one more path sample, weight 0), so every panel has an exact local completeness error
-``e = |sum_j w_j (b - a) dF/dt(t_j) - (F(b) - F(a))|``, and the errors add up to a bound on
-the global completeness error. Panels are bisected, most erroneous first (Dörfler marking:
-the fewest panels whose errors make up half of the total, so each round's model batch stays
-large, ties broken by position), until the global completeness error is at most
-``tolerance * |F(x) - F(b)|`` (or the errors beyond F's rounding add up to that) or the
-evaluation budget is spent. A smooth but steep stretch
-(a normalisation layer's epsilon transition near t = 0) is refined where it is steep and
-nowhere else; a kink (ReLU) is refined where it is; a true jump of F keeps its local error
-however small its panel gets, which is how :mod:`attest.collection.ig.analysis` tells the two
-apart. Written here because no library offers adaptive quadrature of a vector integrand
-whose samples are batched model passes (scipy's ``quad_vec`` calls a Python function per
-point, one model pass each, and cannot share batches between inputs).
+The path [0, 1] is cut into panels whose ends are the path samples: every sample is one
+model evaluation that gives both F and its gradient, and each panel [a, b] is integrated
+with the trapezoid rule on its two ends. The fundamental theorem of calculus says a panel's
+share of the attribution sum must be ``F(γ(b)) - F(γ(a))``, so every panel has an exact local
+completeness error ``e = |(b - a) / 2 (dF/dt(a) + dF/dt(b)) - (F(b) - F(a))|``, and the errors
+add up to a bound on the global completeness error. The rule is nested: bisecting a panel
+costs one evaluation, at its midpoint, and keeps both ends (their gradients are kept, in the
+model's precision, while they fit in the memory budget; a node whose gradient was not kept
+is evaluated again when its weight changes). Each round bisects the largest-error panels
+whose errors make up a quarter of the total (Dörfler marking, ties broken by position),
+until the global completeness error is at most ``tolerance * |F(x) - F(b)|`` (or the errors
+beyond F's rounding add up to that) or the evaluation budget is spent.
+
+Why this rule: on the example models (ReLU networks: their integrand is piecewise constant
+along the path) the former composite 2-point Gauss-Legendre panels spent five evaluations per
+bisection (two new nodes per half and a panel end whose gradient was thrown away) and threw
+the parent's two nodes away; its search needed up to 7 times the evaluations of the best
+fixed rule chosen in hindsight (docs/benchmarks.md, integrated gradients). A smooth but steep
+stretch (a normalisation layer's epsilon transition near t = 0) is refined where it is steep
+and nowhere else; a kink (ReLU) is refined where it is; a true jump of F keeps its local
+error however small its panel gets, which is how :mod:`attest.collection.ig.analysis` tells
+the two apart. Written here because no library offers adaptive quadrature of a vector
+integrand whose samples are batched model passes (scipy's ``quad_vec`` calls a Python
+function per point, one model pass each, and cannot share batches between inputs).
 """
 
 from __future__ import annotations
@@ -26,21 +34,30 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from attest.collection.ig.quadrature import gauss_legendre
-from attest.collection.ig.stall import MIN_PANEL_WIDTH, STALL_RATIO, stop_reading
+from attest.collection.ig.panels import (
+    MIN_PANEL_WIDTH,
+    PanelLayout,
+    completeness_scale,
+    finite_or_none,
+    mark,
+    rounding_noise,
+    sorted_samples,
+)
+from attest.collection.ig.stall import STALL_ERROR_RATIO, STALL_RATIO, ZOOM_SHARE, stop_reading
 
 __all__ = [
-    "DEFAULT_PANEL_NODES",
+    "DORFLER_SHARE",
     "MIN_PANEL_WIDTH",
+    "AdaptiveOutcome",
     "PanelLayout",
     "adaptive_paths",
     "completeness_scale",
 ]
 
-DEFAULT_PANEL_NODES = 2
-_DORFLER_SHARE = 0.5
-# Rounding allowance of F per panel end, in units of the model dtype's epsilon times |F|.
-_ROUNDING_ULPS = 8.0
+# Share of the total local error the panels split in one round cover. A quarter, not half:
+# rounds are smaller, so the global error is read more often and the search stops sooner
+# (benchmarks/bench_ig.py: 20-45 % fewer evaluations on the example models than a half).
+DORFLER_SHARE = 0.25
 
 
 class _Evaluator(Protocol):
@@ -53,64 +70,52 @@ class _Evaluator(Protocol):
         """F (float64) at a batch of points, forward only."""
 
 
-@dataclass
-class PanelLayout:
-    """One input's final panels (sorted by ``a``) and how their errors evolved.
+@dataclass(eq=False)
+class _Node:
+    """A path sample: F and the integrand there, and its gradient while kept."""
 
-    ``error`` is each panel's local error ``|integral estimate - (F(b) - F(a))|``;
-    ``parent_error`` the error of the panel it was split from (NaN for an initial panel);
-    ``depth`` how many halvings made it; ``f_a``/``f_b`` F at its ends; ``noise`` the
-    rounding allowance of F at its ends.
-    """
-
-    a: np.ndarray
-    b: np.ndarray
-    error: np.ndarray
-    parent_error: np.ndarray
-    depth: np.ndarray
-    f_a: np.ndarray
-    f_b: np.ndarray
-    noise: np.ndarray
-    min_width: float = MIN_PANEL_WIDTH
-    # Where the search stopped early (see ``stall``): the narrowest interval the F-only zoom
-    # reached inside the stalled panel, and how much F changes across it.
-    located: tuple[float, float, float] | None = None
-
-    def summary(self) -> dict[str, Any]:
-        """Panel count, narrowest and widest panel, deepest refinement, the largest error."""
-        width = self.b - self.a
-        k = int(np.argmax(self.error)) if self.error.size else 0
-        return {
-            "panels": int(self.a.size),
-            "min_width": float(width.min()) if width.size else None,
-            "max_width": float(width.max()) if width.size else None,
-            "max_depth": int(self.depth.max()) if self.depth.size else 0,
-            "max_local_error": float(self.error[k]) if self.error.size else None,
-            "max_local_error_panel": [float(self.a[k]), float(self.b[k])]
-            if self.error.size
-            else None,
-        }
+    t: float
+    f: float = float("nan")
+    slope: float = float("nan")
+    vector: torch.Tensor | None = None  # the gradient in the model's precision (exact)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Panel:
-    a: float
-    b: float
-    f_a: float
-    f_b: float
-    value: float = 0.0  # integral estimate of dF/dt over the panel
+    left: _Node
+    mid: _Node
+    right: _Node
     parent_error: float = float("nan")
     depth: int = 0
     parent_stall: int = 0  # halvings in a row, up to its parent, that kept the error (stall)
-    vector: torch.Tensor | None = None  # its attribution-gradient sum, when kept
+    parent_change: float = float("nan")  # |F(b) - F(a)| of the panel it was split from
+
+    @property
+    def a(self) -> float:
+        return self.left.t
+
+    @property
+    def b(self) -> float:
+        return self.right.t
 
     def error(self) -> float:
-        return abs(self.value - (self.f_b - self.f_a))
+        slopes = self.left.slope + 4.0 * self.mid.slope + self.right.slope
+        return abs((self.b - self.a) / 6.0 * slopes - (self.right.f - self.left.f))
+
+    def noise(self, eps: float) -> float:
+        return rounding_noise(self.left.f, self.right.f, eps)
+
+    def change(self) -> float:
+        return abs(self.right.f - self.left.f)
 
     def stall(self) -> int:
-        """Halvings in a row down its lineage that kept at least ``STALL_RATIO`` of the error:
-        a jump or a stretch far narrower than the panel (:mod:`attest.collection.ig.stall`)."""
-        kept = self.error() >= STALL_RATIO * self.parent_error  # False for an initial panel
+        """Halvings in a row down its lineage that kept at least ``STALL_RATIO`` of the
+        change of F across the panel and ``STALL_ERROR_RATIO`` of its error: a jump or a
+        stretch far narrower than the panel (:mod:`attest.collection.ig.stall`)."""
+        kept = (  # False for an initial panel
+            self.change() >= STALL_RATIO * self.parent_change
+            and self.error() >= STALL_ERROR_RATIO * self.parent_error
+        )
         return self.parent_stall + 1 if kept else 0
 
 
@@ -129,24 +134,9 @@ class AdaptiveOutcome:
     stalls: list[dict[str, Any] | None] = field(default_factory=list)  # per input, see stall
 
 
-def _noise(f_a: float, f_b: float, eps: float) -> float:
-    return _ROUNDING_ULPS * eps * (abs(f_a) + abs(f_b))
-
-
-def completeness_scale(f_x: np.ndarray, f_b: np.ndarray, eps: float) -> np.ndarray:
-    """What a completeness error is relative to: ``|F(x) - F(b)|``, or F's own rounding in the
-    model's precision when that is larger. F(x) and F(b) are computed in the deployed
-    precision, so a difference smaller than their rounding (a float16 model whose output
-    barely moves along the path) cannot be checked to a finer relative error than that."""
-    floor: np.ndarray = _ROUNDING_ULPS * eps * (np.abs(f_x) + np.abs(f_b))
-    scale: np.ndarray = np.maximum(np.abs(f_x - f_b), floor)
-    return scale
-
-
-# A path sample of a round: (input, t, weight into acc, sink panel or None, role). The role
-# says what the sample's F or slope fills in: ("node", panel, weight) a panel's integral,
-# ("end", left, right) the F shared by two neighbouring panels, ("undo",) nothing.
-_Point = tuple[int, float, float, _Panel | None, Any]
+# A path sample of a round: (input, node, weight change in acc, whether it is a new node).
+# An old node is evaluated again only when its gradient was not kept and its weight changes.
+_Point = tuple[int, _Node, float, bool]
 
 
 def adaptive_paths(
@@ -156,8 +146,7 @@ def adaptive_paths(
     f_x: np.ndarray,
     f_b: np.ndarray,
     *,
-    panels: int,
-    panel_nodes: int,
+    nodes: int,
     tolerance: float | None,
     max_evaluations: int,
     chunk: int,
@@ -166,23 +155,22 @@ def adaptive_paths(
     stall_halvings: int = 0,
     stop_on_steep: bool = True,
 ) -> AdaptiveOutcome:
-    """Adaptive composite Gauss-Legendre IG for every input (see the module docstring).
+    """Adaptive nested composite trapezoid IG for every input (see the module docstring).
 
-    ``panels`` uniform panels to start with; with ``tolerance`` None no panel is split (a
-    fixed composite rule). ``max_evaluations`` bounds the path samples per input (gradient
-    passes, panel ends included). Panel gradient sums are kept while they fit in
-    ``vector_budget_bytes``; a split panel whose sum was not kept is evaluated again to take
-    it out of the running sum (counted in ``evaluations``).
+    ``nodes`` uniform path samples to start with (``nodes - 1`` panels, both path ends
+    included); with ``tolerance`` None no panel is split (the composite trapezoid rule).
+    ``max_evaluations`` bounds the path samples per input (gradient passes, repeats
+    included). Node gradients are kept while they fit in ``vector_budget_bytes``; an end of a
+    split panel whose gradient was not kept is evaluated again (counted in ``evaluations``).
 
     ``stall_halvings`` > 0: an input stops early when a panel marked for splitting kept its
     error through that many halvings in a row (:mod:`attest.collection.ig.stall`); F alone is
     then followed into that panel to say where and why. With ``stop_on_steep`` False only a
     jump stops the input; a steep smooth stretch is refined on.
     """
-    state = _Adaptive(evaluator, b64, diff64, panel_nodes, chunk, vector_budget_bytes)
+    state = _Adaptive(evaluator, b64, diff64, chunk, vector_budget_bytes, model_eps)
     state.stop_on_steep = stop_on_steep
-    points = state.initial_points(panels, f_x, f_b)
-    _assign(points, state.evaluate(points))
+    state.evaluate(state.initial_points(max(2, nodes), f_x, f_b))
     delta = completeness_scale(f_x, f_b, model_eps)
     scale = np.where(delta > 0, delta, 1.0)
     curve: list[dict[str, Any]] = []
@@ -195,49 +183,61 @@ def adaptive_paths(
         if tolerance is None:
             break
         previous_attr = attr.clone()
-        points = []
+        points: list[_Point] = []
         for i in map(int, listed):
-            if rel[i] <= tolerance:
+            if rel[i] <= tolerance and state.worst_panel(i) <= PANEL_SHARE * scale[i]:
                 # Completeness is met: stop here. The local errors only bound the global one
                 # (they do not cancel); refining until their sum is under the tolerance
                 # spends the whole budget on piecewise-linear (ReLU) paths for nothing. A true
                 # jump keeps the global error up, so it is still refined down to its panel.
+                # No single panel may stay far off, though: a path whose errors cancel at a
+                # coarse layout leaves samples the spike reading of ig_monotonicity cannot
+                # tell from a value F does not support.
                 active[i] = False
                 continue
             if stall_halvings > 0 and state.stalled(
-                i, tolerance * scale[i], stall_halvings, scale[i], model_eps
+                i, tolerance * scale[i], stall_halvings, scale[i]
             ):
                 active[i] = False
                 continue
-            refined = state.refine(i, tolerance * scale[i], max_evaluations, model_eps)
+            refined = state.refine(i, tolerance * scale[i], max_evaluations)
             if refined is None:
                 active[i] = False
                 continue
             points += refined
         if not points:
             break
-        _assign(points, state.evaluate(points))
-    return state.outcome(curve, model_eps)
+        state.evaluate(points)
+    return state.outcome(curve)
+
+
+# The stop also needs every panel's error (beyond F's rounding) within this share of
+# |F(x) - F(b)|: a sample is a node of at most two panels, so no sample can then carry the
+# 5 % of the path's variation that ig_monotonicity's default spike share reads as a value F
+# does not support (its reading of a sample is capped by its panels' errors).
+PANEL_SHARE = 0.02
 
 
 class _Adaptive:
     """The running state of :func:`adaptive_paths`: the weighted gradient sums (``acc``), each
-    input's panels, evaluations and path samples, and the bytes of panel sums kept."""
+    input's panels, evaluations and path samples, and the bytes of node gradients kept."""
 
     def __init__(
         self,
         evaluator: _Evaluator,
         b64: torch.Tensor,
         diff64: torch.Tensor,
-        panel_nodes: int,
         chunk: int,
         vector_budget_bytes: int,
+        model_eps: float,
     ) -> None:
         self.evaluator, self.b64, self.diff64, self.chunk = evaluator, b64, diff64, chunk
         self.n = b64.shape[0]
-        self.panel_nodes = panel_nodes
-        self.nodes, self.weights = gauss_legendre(panel_nodes)
-        self.element_bytes = int(diff64[0].numel()) * 8
+        self.eps = model_eps
+        # Gradients arrive as the float64 image of the model-precision ones: kept in that
+        # precision they lose nothing and take half (float32) or a quarter of the memory.
+        self.keep_dtype = evaluator.dtype if evaluator.dtype.is_floating_point else torch.float64
+        self.element_bytes = int(diff64[0].numel()) * _itemsize(self.keep_dtype)
         self.vector_budget_bytes = vector_budget_bytes
         self.kept_bytes = 0
         self.acc = torch.zeros_like(diff64)
@@ -248,62 +248,50 @@ class _Adaptive:
         self.stalls: list[dict[str, Any] | None] = [None] * self.n
         self.stop_on_steep = True
 
-    def new_vector(self) -> torch.Tensor | None:
-        """A zero panel sum, or None when keeping it would exceed the budget."""
-        if self.kept_bytes + self.element_bytes > self.vector_budget_bytes:
-            return None
-        self.kept_bytes += self.element_bytes
-        return torch.zeros_like(self.diff64[0])
-
-    def evaluate(self, points: list[_Point]) -> list[tuple[float, float]]:
-        """F and slope at each point; gradients weighted into ``acc`` and panel vectors.
-        Gradients are added in the points' order whatever the chunk size (same bits)."""
+    def evaluate(self, points: list[_Point]) -> None:
+        """F, slope and gradient at each point; the gradients weighted into ``acc`` in the
+        points' order whatever the chunk size (same bits); new nodes filled in and their
+        gradients kept while the budget allows."""
         b64, diff64, acc = self.b64, self.diff64, self.acc
-        out: list[tuple[float, float]] = []
         shape = (-1,) + (1,) * (b64.dim() - 1)
         for start in range(0, len(points), self.chunk):
             part = points[start : start + self.chunk]
             pos = torch.tensor([p[0] for p in part], dtype=torch.long)
-            t = torch.tensor([p[1] for p in part], dtype=torch.float64, device=b64.device)
+            t = torch.tensor([p[1].t for p in part], dtype=torch.float64, device=b64.device)
             pos_dev = pos.to(b64.device)
             diff = diff64[pos_dev]
             grads, fs = self.evaluator.grad(torch.addcmul(b64[pos_dev], t.view(shape), diff), pos)
             slopes = (grads * diff).reshape(len(part), -1).sum(dim=1).cpu().numpy()
             fs_np = fs.cpu().numpy()
-            for k, (i, tk, weight, sink, _role) in enumerate(part):
-                if weight != 0.0:
-                    acc[i].add_(grads[k], alpha=weight)
-                    if sink is not None and sink.vector is not None:
-                        sink.vector.add_(grads[k], alpha=weight)
+            for k, (i, node, change, fresh) in enumerate(part):
+                acc[i].add_(grads[k], alpha=change)
                 self.evaluations[i] += 1
-                self.samples[i].append((tk, float(fs_np[k]), float(slopes[k])))
-                out.append((float(fs_np[k]), float(slopes[k])))
-        return out
+                if not fresh:
+                    continue
+                if node.f != node.f:  # NaN: not a path end, whose F is F(b) or F(x)
+                    node.f = float(fs_np[k])
+                node.slope = float(slopes[k])
+                if self.kept_bytes + self.element_bytes <= self.vector_budget_bytes:
+                    self.kept_bytes += self.element_bytes
+                    node.vector = grads[k].to(self.keep_dtype)
+                self.samples[i].append((node.t, node.f, node.slope))
 
-    def panel_points(self, i: int, panel: _Panel) -> list[_Point]:
-        """The Gauss-Legendre nodes of ``panel`` for input ``i``."""
-        h = panel.b - panel.a
-        return [
-            (i, panel.a + h * float(x), h * float(w), panel, ("node", panel, float(w) * h))
-            for x, w in zip(self.nodes, self.weights, strict=True)
-        ]
-
-    def initial_points(self, panels: int, f_x: np.ndarray, f_b: np.ndarray) -> list[_Point]:
-        """The initial uniform panels of every input, and the points that evaluate them."""
-        edges = np.linspace(0.0, 1.0, panels + 1)
+    def initial_points(self, nodes: int, f_x: np.ndarray, f_b: np.ndarray) -> list[_Point]:
+        """The initial uniform panels of every input (``(nodes - 1) // 2`` of them, at least
+        one), and the points that evaluate them."""
+        panels = max(1, (nodes - 1) // 2)
+        edges = np.linspace(0.0, 1.0, 2 * panels + 1)
+        h = 1.0 / panels
         points: list[_Point] = []
         for i in range(self.n):
-            row = [
-                _Panel(float(edges[k]), float(edges[k + 1]), float("nan"), float("nan"))
-                for k in range(panels)
-            ]
-            row[0].f_a, row[-1].f_b = float(f_b[i]), float(f_x[i])
-            for panel in row:
-                panel.vector = self.new_vector()
-                points += self.panel_points(i, panel)
-            for k in range(1, panels):
-                points.append((i, float(edges[k]), 0.0, None, ("end", row[k - 1], row[k])))
-            self.per_input.append(row)
+            row = [_Node(float(t)) for t in edges]
+            row[0].f, row[-1].f = float(f_b[i]), float(f_x[i])
+            for k, node in enumerate(row):  # Simpson weights: h/6 at panel ends, 4h/6 inside
+                weight = 4.0 * h / 6.0 if k % 2 else (h / 6.0 if k in (0, 2 * panels) else h / 3.0)
+                points.append((i, node, weight, True))
+            self.per_input.append(
+                [_Panel(row[2 * k], row[2 * k + 1], row[2 * k + 2]) for k in range(panels)]
+            )
         return points
 
     def record_round(
@@ -335,26 +323,41 @@ class _Adaptive:
                 "steps": int(evaluations[listed].max()) if listed.size else 0,
                 "inputs": listed.tolist(),
                 "evaluations": evaluations[listed].tolist(),
-                "rel_error": [_finite(rel[i]) for i in listed],
-                "local_rel_error": [_finite(local[i] / scale[i]) for i in listed],
+                "rel_error": [finite_or_none(rel[i]) for i in listed],
+                "local_rel_error": [finite_or_none(local[i] / scale[i]) for i in listed],
                 "panels": [len(per_input[i]) for i in listed],
-                "attribution_change": [_finite(change[i]) for i in listed],
+                "attribution_change": [finite_or_none(change[i]) for i in listed],
             }
         )
         return rel
 
-    def stalled(self, i: int, allowed: float, halvings: int, scale: float, eps: float) -> bool:
+    def worst_panel(self, i: int) -> float:
+        """Input ``i``'s largest panel error beyond F's rounding."""
+        return max((p.error() - p.noise(self.eps) for p in self.per_input[i]), default=0.0)
+
+    def _marked(self, i: int, allowed: float) -> list[int]:
+        """Input ``i``'s panels to split next (Dörfler marking of errors beyond F's rounding)."""
+        row = self.per_input[i]
+        excess = np.array([max(0.0, p.error() - p.noise(self.eps)) for p in row])
+        widths = np.array([p.b - p.a for p in row])
+        return mark(widths, np.array([p.a for p in row]), excess, allowed, DORFLER_SHARE)
+
+    def stalled(self, i: int, allowed: float, halvings: int, scale: float) -> bool:
         """Whether input ``i`` stops here: a panel it would split next kept its error through
         ``halvings`` halvings in a row. If so F is followed into that panel
         (:func:`~attest.collection.ig.stall.stop_reading`) and ``stalls[i]`` says where."""
         row = self.per_input[i]
-        excess = np.array([max(0.0, p.error() - _noise(p.f_a, p.f_b, eps)) for p in row])
-        stuck = [k for k in _mark(row, excess, allowed) if row[k].stall() >= halvings]
+        stuck = [k for k in self._marked(i, allowed) if row[k].stall() >= halvings]
         if not stuck:
             return False
         panel = row[stuck[0]]
+        if panel.change() < ZOOM_SHARE * scale:
+            # F hardly changes across it: kinks, not a jump or steep stretch worth reporting
+            # (see stall). Its lineage is refined on and not counted again.
+            panel.parent_stall = -(1 << 30)
+            return False
         share = panel.error() / max(sum(p.error() for p in row), 1e-300)
-        ends = (panel.a, panel.b, panel.f_a, panel.f_b)
+        ends = (panel.a, panel.b, panel.left.f, panel.right.f)
         path = (self.b64[i], self.diff64[i], i)
         reading = stop_reading(self.evaluator, path, ends, scale)
         if not reading["jump"] and not self.stop_on_steep:
@@ -368,75 +371,76 @@ class _Adaptive:
         }
         return True
 
-    def refine(
-        self, i: int, allowed: float, max_evaluations: int, model_eps: float
-    ) -> list[_Point] | None:
+    def refine(self, i: int, allowed: float, max_evaluations: int) -> list[_Point] | None:
         """Split input ``i``'s marked panels that its remaining budget pays for; the points
-        that evaluate the halves, or None when no panel is split (the input is done)."""
+        that evaluate the halves' midpoints (and any node whose gradient was not kept), or
+        None when no panel is split (the input is done)."""
         row = self.per_input[i]
-        excess = np.array([max(0.0, p.error() - _noise(p.f_a, p.f_b, model_eps)) for p in row])
         budget = max_evaluations - int(self.evaluations[i])
-        cost = 2 * self.panel_nodes + 1
-        chosen = []
-        for k in _mark(row, excess, allowed):
-            price = cost + (self.panel_nodes if row[k].vector is None else 0)
+        chosen: list[int] = []
+        again: set[int] = set()  # nodes to evaluate again (gradient not kept), by id
+        for k in self._marked(i, allowed):
+            panel = row[k]
+            lost = {id(e) for e in (panel.left, panel.mid, panel.right) if e.vector is None}
+            price = 2 + len(lost - again)
             if price > budget:
                 break
             budget -= price
+            again |= lost
             chosen.append(k)
         if not chosen:
             return None
         points: list[_Point] = []
+        changes: dict[int, tuple[_Node, float]] = {}
         for k in sorted(chosen, reverse=True):
-            points += self._split(i, row, k)
-        return points
-
-    def _split(self, i: int, row: list[_Panel], k: int) -> list[_Point]:
-        """Bisect panel ``k`` of ``row``: its sum leaves ``acc`` (kept, or evaluated again with
-        negative weights), and the points of its halves and their shared end are returned."""
-        parent = row[k]
-        error = parent.error()
-        mid = 0.5 * (parent.a + parent.b)
-        stall = parent.stall()
-        left = _Panel(parent.a, mid, parent.f_a, float("nan"), 0.0, error, parent.depth + 1, stall)
-        right = _Panel(mid, parent.b, float("nan"), parent.f_b, 0.0, error, parent.depth + 1, stall)
-        points: list[_Point] = []
-        if parent.vector is not None:
-            self.acc[i].sub_(parent.vector)
-            self.kept_bytes -= self.element_bytes
-            parent.vector = None
-        else:  # its sum was not kept: evaluate it again, with negative weights
-            self.recomputed += 1
-            points += [
-                (j, tk, -w, None, ("undo",)) for j, tk, w, _, _ in self.panel_points(i, parent)
+            parent = row[k]
+            h = parent.b - parent.a
+            # Simpson weights h/6, 4h/6, h/6 become h/12, 4h/12, 2h/12, 4h/12, h/12
+            for node, change in (
+                (parent.left, -h / 12),
+                (parent.mid, -h / 2),
+                (parent.right, -h / 12),
+            ):
+                held, before = changes.get(id(node), (node, 0.0))
+                changes[id(node)] = (held, before + change)
+            quarter = (_Node(parent.a + 0.25 * h), _Node(parent.a + 0.75 * h))
+            points += [(i, node, h / 3.0, True) for node in quarter]
+            lineage = (parent.error(), parent.depth + 1, parent.stall(), parent.change())
+            row[k : k + 1] = [
+                _Panel(parent.left, quarter[0], parent.mid, *lineage),
+                _Panel(parent.mid, quarter[1], parent.right, *lineage),
             ]
-        left.vector, right.vector = self.new_vector(), self.new_vector()
-        points += self.panel_points(i, left) + self.panel_points(i, right)
-        points.append((i, mid, 0.0, None, ("end", left, right)))
-        row[k : k + 1] = [left, right]
+        for node, change in changes.values():
+            if node.vector is not None:
+                self.acc[i].add_(node.vector.to(torch.float64), alpha=change)
+            else:
+                self.recomputed += 1
+                points.append((i, node, change, False))
         return points
 
-    def outcome(self, curve: list[dict[str, Any]], model_eps: float) -> AdaptiveOutcome:
-        """The result. The attributions are the ordered sum of the final panels' kept sums
-        (no cancellation residue from the running sum) when every one was kept."""
+    def outcome(self, curve: list[dict[str, Any]]) -> AdaptiveOutcome:
+        """The result. When every node's gradient was kept the attributions are their ordered
+        weighted sum (no residue of the running sum's additions and removals)."""
         per_input, acc = self.per_input, self.acc
-        stored = all(p.vector is not None for row in per_input for p in row)
+        stored = all(
+            node.vector is not None for row in per_input for p in row for node in _nodes(p)
+        )
         if stored:
             for i, row in enumerate(per_input):
                 total = torch.zeros_like(self.diff64[0])
-                for panel in row:
-                    assert panel.vector is not None
-                    total.add_(panel.vector)
+                for node, weight in _weights(row):  # in path order
+                    assert node.vector is not None
+                    total.add_(node.vector.to(torch.float64), alpha=weight)
                 acc[i] = total
         return AdaptiveOutcome(
             acc=acc,
             evaluations=self.evaluations,
             layouts=[
-                _layout(row, model_eps, stall)
+                _layout(row, self.eps, stall)
                 for row, stall in zip(per_input, self.stalls, strict=True)
             ],
             curve=curve,
-            samples=[_sorted_samples(rows) for rows in self.samples],
+            samples=[sorted_samples(rows) for rows in self.samples],
             local_error=np.array([sum(p.error() for p in row) for row in per_input]),
             recomputed=self.recomputed,
             stored_vectors=stored,
@@ -444,41 +448,22 @@ class _Adaptive:
         )
 
 
-def _sorted_samples(
-    rows: list[tuple[float, float, float]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One input's path samples as (t, f, slope) arrays sorted by t, the first of equal t kept."""
-    table = np.array(rows, dtype=np.float64).reshape(-1, 3)
-    order = np.argsort(table[:, 0], kind="stable")
-    t_sorted, first = np.unique(table[order, 0], return_index=True)
-    return t_sorted, table[order, 1][first], table[order, 2][first]
+def _nodes(panel: _Panel) -> tuple[_Node, _Node, _Node]:
+    return panel.left, panel.mid, panel.right
 
 
-def _assign(points: list[_Point], values: list[tuple[float, float]]) -> None:
-    """Panel integrals from node slopes, panel ends from end-point F, in point order."""
-    for (_, _, _, _, role), (f, slope) in zip(points, values, strict=True):
-        if role[0] == "node":
-            role[1].value += role[2] * slope
-        elif role[0] == "end":
-            role[1].f_b = f
-            role[2].f_a = f
+def _weights(row: list[_Panel]) -> list[tuple[_Node, float]]:
+    """Each node of an input's final panels with its composite Simpson weight, in path order."""
+    out: list[tuple[_Node, float]] = [(row[0].left, 0.0)]
+    for panel in row:
+        h = panel.b - panel.a
+        out[-1] = (out[-1][0], out[-1][1] + h / 6.0)
+        out += [(panel.mid, 4.0 * h / 6.0), (panel.right, h / 6.0)]
+    return out
 
 
-def _mark(row: list[_Panel], excess: np.ndarray, allowed: float) -> list[int]:
-    """Dörfler marking: the largest-error panels whose excess errors make up half the total,
-    when the total is over ``allowed``; panels at the minimum width are never marked."""
-    total = float(excess.sum())
-    if not total > allowed:
-        return []
-    splittable = [k for k in range(len(row)) if row[k].b - row[k].a > 2 * MIN_PANEL_WIDTH]
-    order = sorted((k for k in splittable if excess[k] > 0), key=lambda k: (-excess[k], row[k].a))
-    chosen, covered = [], 0.0
-    for k in order:
-        chosen.append(k)
-        covered += float(excess[k])
-        if covered >= _DORFLER_SHARE * total:
-            break
-    return chosen
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
 
 
 def _layout(row: list[_Panel], eps: float, stall: dict[str, Any] | None = None) -> PanelLayout:
@@ -490,11 +475,7 @@ def _layout(row: list[_Panel], eps: float, stall: dict[str, Any] | None = None) 
         error=np.array([p.error() for p in row]),
         parent_error=np.array([p.parent_error for p in row]),
         depth=np.array([p.depth for p in row], dtype=np.int64),
-        f_a=np.array([p.f_a for p in row]),
-        f_b=np.array([p.f_b for p in row]),
-        noise=np.array([_noise(p.f_a, p.f_b, eps) for p in row]),
+        f_a=np.array([p.left.f for p in row]),
+        f_b=np.array([p.right.f for p in row]),
+        noise=np.array([p.noise(eps) for p in row]),
     )
-
-
-def _finite(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None

@@ -136,12 +136,15 @@ def path_behaviour(samples: PathSamples, *, flip_tolerance: float) -> dict[str, 
     spike_ratio, spike_share, spike_at = 0.0, 0.0, -1
     with np.errstate(divide="ignore", invalid="ignore"):
         secant = np.where(dt > 0, observed / dt, 0.0)
+    supported = _panel_support(panels, tt, scale) if panels is not None else None
     for j in range(1, len(tt) - 1):
         if not sampled[j]:  # an added endpoint carries no integrand sample of its own
             continue
         neighbours = (ss[j - 1], ss[j + 1], secant[j - 1], secant[j])
         beyond = max(0.0, ss[j] - max(neighbours), min(neighbours) - ss[j])
         share = beyond * 0.5 * (tt[j + 1] - tt[j - 1]) / scale
+        if supported is not None:
+            share = min(share, float(supported[j]))
         if share > spike_share:
             spike_ratio, spike_share, spike_at = beyond / scale, share, j
     out["max_spike_ratio"] = float(spike_ratio)
@@ -155,6 +158,22 @@ def path_behaviour(samples: PathSamples, *, flip_tolerance: float) -> dict[str, 
     out["sign_flips"] = int(flips.sum())
     out["sign_flips_beyond_tolerance"] = int(strong.sum())
     out["first_flip_t"] = float(t[np.argmax(strong)]) if strong.any() else None
+    return out
+
+
+def _panel_support(panels: PanelLayout, t: np.ndarray, scale: float) -> np.ndarray:
+    """Adaptive rule: for each sample t, the local errors (beyond F's rounding) of the panels
+    it is a node of, over the path variation. A panel's error is exact (its integral of the
+    integrand against F's change across it), so a sample whose panels meet F is supported by
+    F, however far it lies above its neighbours: a smooth peak of the integrand between
+    coarse samples, not a spike. A value F does not show keeps its panels' errors up."""
+    excess = np.maximum(0.0, panels.error - panels.noise) / scale
+    out = np.zeros(t.size)
+    first = np.searchsorted(panels.b, t, side="left")  # the first panel ending at or after t
+    for j, k in enumerate(first):
+        for m in (k, k + 1):
+            if m < panels.a.size and panels.a[m] <= t[j] <= panels.b[m]:
+                out[j] += excess[m]
     return out
 
 

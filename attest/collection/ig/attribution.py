@@ -6,10 +6,11 @@ whatever the model's precision; gradients are cast to float64 before they are we
 summed, so the only rounding left is the model's own. Rules:
 
 - ``adaptive`` (the default when ``tolerance`` is given, and of the ``ig_*`` checks):
-  composite 2-point Gauss-Legendre panels bisected where their exact local completeness
-  errors are largest (:mod:`attest.collection.ig.adaptive`); it stops when the global
-  completeness error is under the tolerance or ``max_steps`` path samples are spent. It met
-  1e-3 with the fewest evaluations on the example models (figures in docs/benchmarks.md);
+  nested composite trapezoid panels, each bisected (one new path sample at its midpoint)
+  where their exact local completeness errors are largest
+  (:mod:`attest.collection.ig.adaptive`); it stops when the global completeness error is
+  under the tolerance or ``max_steps`` path samples are spent. ``steps`` is its first
+  uniform samples, both path ends included (figures in docs/benchmarks.md);
 - ``trapezoid`` (the default without a tolerance): n nodes ``j/(n-1)`` (both ends included),
   weights ``1/(n-1)`` with halves at the ends, so the weights sum to 1 (Captum's
   ``riemann_trapezoid`` sums to ``(n-1)/n``). Nested under refinement; of the fixed rules it
@@ -43,13 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attest.collection.ig.adaptive import (
-    DEFAULT_PANEL_NODES,
-    AdaptiveOutcome,
-    PanelLayout,
-    adaptive_paths,
-    completeness_scale,
-)
+from attest.collection.ig.adaptive import AdaptiveOutcome, adaptive_paths
 from attest.collection.ig.baselines import BASELINES, make_baseline
 from attest.collection.ig.evaluator import (
     PathEvaluator,
@@ -60,6 +55,7 @@ from attest.collection.ig.evaluator import (
     share_sample_bytes,
 )
 from attest.collection.ig.fixed import FixedOutcome, Level, fixed_paths
+from attest.collection.ig.panels import PanelLayout, completeness_scale
 from attest.collection.ig.quadrature import (
     METHODS,
     canonical_method,
@@ -139,7 +135,6 @@ class IGResult:
     model_info: dict[str, Any] = field(default_factory=dict)
     panels: list[PanelLayout] | None = None  # adaptive rule: each input's final panels
     local_error: np.ndarray | None = None  # adaptive rule: (N,) sum of panel errors
-    panel_nodes: int = 0  # adaptive rule: Gauss-Legendre nodes per panel
     error_scale: np.ndarray | None = None  # (N,) what completeness_rel_error is relative to
     # adaptive rule with stall_halvings: per input, None or why and where the search stopped early
     stalls: list[dict[str, Any] | None] | None = None
@@ -196,7 +191,6 @@ def integrated_gradients(
     labels: torch.Tensor | None = None,
     seed: int = 0,
     return_diagnostics: bool = True,
-    panel_nodes: int = DEFAULT_PANEL_NODES,
     stall_halvings: int = 0,
     stop_on_steep: bool = True,
     probe_batch: int | None = None,
@@ -218,7 +212,7 @@ def integrated_gradients(
     bound of the CPU path chunks (:func:`~attest.collection.ig.evaluator.samples_per_chunk`).
     """
     method = canonical_method(method or (ADAPTIVE if tolerance is not None else "trapezoid"))
-    _check_arguments(method, steps, panel_nodes, inputs, memory_budget_bytes)
+    _check_arguments(method, steps, inputs, memory_budget_bytes)
     n = inputs.shape[0]
     dtype = inputs.dtype if inputs.is_floating_point() else torch.float32
     x64 = inputs.detach().to(torch.float64)
@@ -245,9 +239,7 @@ def integrated_gradients(
                 diff64,
                 f_x,
                 f_b,
-                # initial panels: about ``steps`` path samples (m nodes + one panel end each)
-                panels=max(1, round(steps / (panel_nodes + 1))),
-                panel_nodes=int(panel_nodes),
+                nodes=int(steps),  # initial path samples, both ends included (at least 2)
                 tolerance=tolerance,
                 max_evaluations=max_steps,
                 chunk=chunk,
@@ -286,19 +278,17 @@ def integrated_gradients(
         "model_info": model_info,
     }
     if method == ADAPTIVE:
-        return _adaptive_result(outcome, diff64, common, return_diagnostics, int(panel_nodes))
+        return _adaptive_result(outcome, diff64, common, return_diagnostics)
     return _fixed_result(fixed, diff64, common, return_diagnostics)
 
 
 def _check_arguments(
-    method: str, steps: int, panel_nodes: int, inputs: torch.Tensor, memory_budget_bytes: int
+    method: str, steps: int, inputs: torch.Tensor, memory_budget_bytes: int
 ) -> None:
-    """Raise :class:`InputError` for a step count, panel size, batch or budget that cannot be."""
+    """Raise :class:`InputError` for a step count, batch or budget that cannot be."""
     if method == ADAPTIVE:
         if isinstance(steps, bool) or int(steps) != steps or steps < 1:
             raise InputError(f"steps must be an integer >= 1, got {steps!r}")
-        if isinstance(panel_nodes, bool) or int(panel_nodes) != panel_nodes or panel_nodes < 1:
-            raise InputError(f"panel_nodes must be an integer >= 1, got {panel_nodes!r}")
     else:
         quadrature(method, steps)  # validates steps
     if inputs.dim() < 1 or inputs.shape[0] == 0:
@@ -413,7 +403,6 @@ def _adaptive_result(
     diff64: torch.Tensor,
     common: dict[str, Any],
     return_diagnostics: bool,
-    panel_nodes: int,
 ) -> IGResult:
     """The :class:`IGResult` of the adaptive rule."""
     attributions = outcome.acc * diff64
@@ -451,7 +440,6 @@ def _adaptive_result(
         path=path,
         panels=outcome.layouts,
         local_error=outcome.local_error,
-        panel_nodes=panel_nodes,
         stalls=outcome.stalls,
         **common,
     )

@@ -354,7 +354,8 @@ def _convergence(
             "initial_steps": settings.ig_steps,
             "max_steps": settings.ig_max_steps,
             "tolerance": settings.ig_tolerance,
-            "refinement": "adaptive: largest-local-error panels bisected per round; fixed rules: "
+            "refinement": "adaptive: nested composite Simpson panels, the largest-local-error "
+            "ones bisected per round (two new path samples each); fixed rules: "
             "cells doubled (left, right and trapezoid re-use earlier evaluations)",
         },
         summary={

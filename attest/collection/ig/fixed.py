@@ -15,12 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from attest.collection.ig.adaptive import (
-    completeness_scale,
-)
 from attest.collection.ig.evaluator import (
     PathEvaluator,
 )
+from attest.collection.ig.panels import completeness_scale
 from attest.collection.ig.quadrature import (
     next_steps,
     quadrature,

@@ -14,6 +14,7 @@ import torch
 from attest.collection.context import CheckSettings, CollectContext
 from attest.collection.ig.analysis import path_behaviour, spearman
 from attest.collection.ig.attribution import IGResult, path_gradients
+from attest.collection.ig.quadrature import gauss_legendre
 from attest.collection.nonfinite import nonfinite, one_sided_nonfinite
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric, Subject
 
@@ -300,7 +301,7 @@ def determinism(
     settings = ctx.settings
     repeats = max(2, settings.ig_repeats)
     count = max(1, int(settings.ig_determinism_points))
-    t = 0.5 * (np.polynomial.legendre.leggauss(count)[0] + 1.0)
+    t = gauss_legendre(count)[0].copy()  # (cached: never handed out to be changed)
     diff = (inputs.detach().to(torch.float64) - baseline.to(torch.float64)).cpu()
     runs: list[np.ndarray] = []
     values: list[np.ndarray] = []

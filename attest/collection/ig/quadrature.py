@@ -105,7 +105,7 @@ def refinement(method: str, old_steps: int, new_steps: int) -> tuple[np.ndarray,
 
 @functools.lru_cache(maxsize=16)
 def gauss_legendre(m: int) -> tuple[np.ndarray, np.ndarray]:
-    """m-point Gauss-Legendre nodes and weights on [0, 1] (float64), for the adaptive rule's
-    panels and ig_determinism's points."""
+    """m-point Gauss-Legendre nodes and weights on [0, 1] (float64), for ig_determinism's
+    points."""
     x, w = np.polynomial.legendre.leggauss(m)
     return 0.5 * (x + 1.0), 0.5 * w

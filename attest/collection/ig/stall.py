@@ -1,24 +1,30 @@
 """When the adaptive IG search cannot converge, and where on the path it got stuck.
 
-The adaptive rule (:mod:`attest.collection.ig.adaptive`) bisects the panels with the largest
-local errors. Where the integrand is smooth a halving cuts a panel's error 16-32 fold; at a
-ReLU kink about 2 fold (erratically: the child holding the kink keeps 0 to 1.4 of the
-parent's error, depending on where the kink falls between the nodes). Where F jumps, or
-changes over a stretch far narrower than the panel, the child holding it keeps nearly all of
-the parent's error, halving after halving: a normalization layer's epsilon transition next
-to a flat baseline spans t = 1e-6 .. 1e-2 on a random-weight SegResNet (F ~ log t there,
-each halving keeps ~0.9 of the error), and doubling on to the step cap there cost 853 model
-passes and still failed (issue #18).
+The adaptive rule (:mod:`attest.collection.ig.adaptive`) bisects the composite Simpson
+panels with the largest local errors. Where the integrand is smooth a halving cuts a panel's
+error about 32 fold and the change of F across it 2 fold; at a ReLU kink F's change halves
+too (F is linear on either side) while the error falls erratically. Where F jumps, or changes
+over a stretch far narrower than the panel, the child holding it keeps nearly all of its
+parent's change of F, halving after halving, and a good share of its error (all of it for a
+jump; about half next to a steep start, where the end node's slope dominates the panel's
+estimate): a normalization layer's epsilon transition next to a flat baseline spans
+t = 1e-6 .. 1e-2 on a random-weight SegResNet, and doubling on to the step cap there cost
+853 model passes and still failed (issue #18).
 
 So a panel's *stall* counts the halvings in a row, down its lineage, whose child kept at
-least ``STALL_RATIO`` (0.7) of its parent's error. When a panel the search would split next
-has stalled ``ig_stall_halvings`` times (3: each costs 2m + 1 path samples), the input stops
-there. Kinks rarely trip it: three keeps of 0.7 in a row need a kink that moves from near a
-node to far from one three times running (not seen on the test CNN, MLP or the MONAI models).
+least ``STALL_RATIO`` (0.7) of its parent's change of F and ``STALL_ERROR_RATIO`` (0.1) of
+its error. When a panel the search would split next has stalled ``ig_stall_halvings`` times
+(3: each costs 2 path samples), the input stops there, unless F changes by less than
+``ZOOM_SHARE`` of ``|F(x) - F(b)|`` across that panel: no jump or steep stretch worth
+reporting is there (``ig_monotonicity`` reports jumps from 5 %), only kinks, and the lineage
+is refined on. Kinks rarely trip the count where F is monotone across the panel (F's change
+halves); where the integrand changes sign at a kink a halving can keep F's change (on
+seeded ReLU MLPs the count reached 3 on about one input in twelve, the former
+Gauss-Legendre panels' on more; tests/unit/collection/ig/test_ig_adaptive.py).
 
 It then says where: F alone (forward passes, no backward, about a third of a path sample
 each) is followed into the stalled panel by bisection, keeping the half across which F
-changes more, until F changes by less than ``_ZOOM_SHARE`` of ``|F(x) - F(b)|`` there (a
+changes more, until F changes by less than ``ZOOM_SHARE`` of ``|F(x) - F(b)|`` there (a
 steep but smooth stretch: its interval is reported) or the interval is as narrow as a panel
 may get, ``MIN_PANEL_WIDTH`` (a jump: F changes by the same amount across any interval
 around it, which ``ig_monotonicity`` reports as one). A midpoint that rounds to the same
@@ -36,6 +42,9 @@ import torch
 
 __all__ = [
     "MIN_PANEL_WIDTH",
+    "STALL_ERROR_RATIO",
+    "STALL_RATIO",
+    "ZOOM_SHARE",
     "json_safe",
     "stall_text",
     "stop_reading",
@@ -45,11 +54,13 @@ __all__ = [
 # Panels narrower than this are not split (t resolves far below float32's input resolution);
 # the zoom stops there too. (Defined here, re-exported by attest.collection.ig.adaptive.)
 MIN_PANEL_WIDTH = 2.0**-40
-# A child that keeps at least this share of its parent's error has stalled (see above).
+# A child that keeps at least this share of its parent's change of F, and STALL_ERROR_RATIO
+# of its error, has stalled (see above).
 STALL_RATIO = 0.7
+STALL_ERROR_RATIO = 0.1
 # The zoom stops when F changes by less than this share of |F(x) - F(b)| across its interval
 # (well under ig_monotonicity's 5 % jump threshold, so no jump it would report is missed).
-_ZOOM_SHARE = 0.02
+ZOOM_SHARE = 0.02
 
 
 class _Values(Protocol):
@@ -116,9 +127,9 @@ def stop_reading(
 ) -> dict[str, Any]:
     """Where an input stopped: its stalled panel ``interval = (a, b, F(a), F(b))`` and what
     the zoom found in it. ``path``: (baseline, x - b, input index); ``scale``:
-    ``|F(x) - F(b)|``, whose ``_ZOOM_SHARE`` ends the zoom."""
+    ``|F(x) - F(b)|``, whose ``ZOOM_SHARE`` ends the zoom."""
     start, direction, i = path
-    found = zoom(evaluator, start, direction, i, interval, _ZOOM_SHARE * scale, MIN_PANEL_WIDTH)
+    found = zoom(evaluator, start, direction, i, interval, ZOOM_SHARE * scale, MIN_PANEL_WIDTH)
     return {"interval": [interval[0], interval[1]], **found}
 
 
@@ -132,8 +143,8 @@ def stall_text(stall: dict[str, Any] | None, cap: int) -> str | None:
     low, high = stall["located"]
     pace = (
         f"the panel at alpha in [{a:.6g}, {b:.6g}] kept {stall['error'] / stall['parent_error']:.2f} "
-        f"of its error at its last halving and at least {STALL_RATIO} at each of the "
-        f"{stall['halvings']} before (it holds {stall['panel_error_share']:.0%} of the local "
+        f"of its error at its last halving, and at least {STALL_RATIO} of the change of F "
+        f"across it at each of the {stall['halvings']} before (it holds {stall['panel_error_share']:.0%} of the local "
         f"error; cap {cap} evaluations)"
         if stall["parent_error"]
         else f"the panel at alpha in [{a:.6g}, {b:.6g}] kept its error (cap {cap} evaluations)"

@@ -52,3 +52,22 @@ def test_evaluation_count_needs_more_on_a_curved_model() -> None:
     assert counts["converged"] == [True]
     assert counts["spent"][0] > 3  # the 3-node first level was not enough: it refined
     assert counts["first_within"] == counts["spent"]
+
+
+def test_hindsight_picks_the_best_fixed_rule_per_input() -> None:
+    bench = _load_bench()
+
+    def row(method: str, first: list[int | None], spent: list[int]) -> dict[str, object]:
+        return {"model": "m", "method": method, "first_within": first, "spent": spent}
+
+    rows = [
+        row("adaptive", [20, 30], [25, 30]),
+        row("trapezoid", [9, 129], [9, 129]),
+        row("gausslegendre", [56, None], [56, 1016]),
+    ]
+    (found,) = bench.hindsight(rows)
+    assert [p["best"] for p in found["inputs"]] == [9, 129]
+    assert [p["rule"] for p in found["inputs"]] == ["trapezoid", "trapezoid"]
+    assert [p["adaptive"] for p in found["inputs"]] == [25, 30]  # what it spent
+    assert found["total_ratio"] == (25 + 30) / (9 + 129)
+    assert found["within_target"] == 1
