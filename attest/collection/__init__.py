@@ -26,9 +26,11 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner, phase_units
+from attest.collection.budget_calibration import calibrate
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
 from attest.collection.preflight import preflight
 from attest.collection.runners import (
@@ -45,7 +47,7 @@ from attest.collection.runners import (
 )
 from attest.core.progress import plan_message, step_message
 from attest.errors import InputError
-from attest.evidence.model import CHECK_IDS, CheckResult, Evidence
+from attest.evidence.model import CHECK_IDS, CheckResult, Evidence, PhaseRecord
 
 __all__ = [
     "CHECK_RUNNERS",
@@ -69,6 +71,8 @@ def collect(
     budget_s: float | None = None,
     workers: int = 1,
     ray_address: str | None = None,
+    budget_floors: dict[str, Any] | None = None,
+    started: float | None = None,
 ) -> Evidence:
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
@@ -87,6 +91,11 @@ def collect(
     groups, IG's input groups and randomization stages, the determinism repeats...) over that
     many processes (Ray tasks on the cluster at ``ray_address`` when given;
     :mod:`attest.collection.parallel`).
+    ``budget_s`` (default: the spec's ``budget:``) plans the work to that many seconds, counted
+    from ``started`` (a ``time.perf_counter()`` reading; default: now), after a calibration on
+    the model, or raises :class:`~attest.errors.InputError` at once, naming the smallest budget
+    that meets the floors (``budget_floors``: the least work per setting a policy requires;
+    :mod:`attest.collection.budget`).
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
@@ -105,7 +114,7 @@ def collect(
     if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
         loaded = dataclasses.replace(loaded)
         settings = dataclasses.replace(settings)
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started
     if progress is not None:
         progress(f"loaded {loaded.name} {loaded.version}")
     with environment.runtime(loaded, settings) as envelope, frozen_heap():
@@ -117,7 +126,7 @@ def collect(
         )
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
-        preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
+        preflight_s = preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
         phases = [measure_capture(ctx)]
@@ -136,12 +145,11 @@ def collect(
             checks = completed({r.check: r for r in produced})
         else:
             if budget_s is not None and ctx.profiler.profile is not None:
-                planner = BudgetPlanner(
-                    limit_s=budget_s, unit_s=unit_seconds(ctx.profiler.profile), started=started
+                planner = _budget_planner(
+                    ctx, order, budget_s, started, budget_floors, phases[0], preflight_s, progress
                 )
-                planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
             if progress is not None and ctx.profiler.profile is not None:
-                progress(_plan(ctx, order))
+                progress(_plan(ctx, order, planner))
             checks = run_checks(ctx, order, progress, phases, planner)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
@@ -171,13 +179,41 @@ def collect(
     return evidence
 
 
-def _plan(ctx: CollectContext, order: list[Runner]) -> str:
+def _budget_planner(
+    ctx: CollectContext,
+    order: list[Runner],
+    budget_s: float,
+    started: float,
+    floors: dict[str, Any] | None,
+    capture: PhaseRecord,
+    preflight_s: list[float],
+    progress: Callable[[str], None] | None,
+) -> BudgetPlanner:
+    """Calibrate on the model (inside the budget), then refuse the budget or make the plan;
+    the profiler's repeats ask the planner before each run above the floor."""
+    if progress is not None:
+        progress(step_message(0, len(CHECK_IDS), "calibrating the budget on the model"))
+    calibration = calibrate(
+        ctx, capture_s=capture.duration_s, float64_s=preflight_s[-1] if preflight_s else 0.0
+    )
+    planner = BudgetPlanner(
+        limit_s=budget_s, calibration=calibration, started=started, floors=dict(floors or {})
+    )
+    planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
+    ctx.extras["budget_planner"] = planner
+    return planner
+
+
+def _plan(ctx: CollectContext, order: list[Runner], planner: BudgetPlanner | None) -> str:
     """The progress plan: each phase still to run with its planned cost (the budget planner's
-    estimate at the settings it runs at), and the seconds of one forward+backward."""
+    estimate at the settings it runs at), and the seconds of one pass (the calibration's when
+    there is a budget, else run 0's forward+backward)."""
     assert ctx.profiler.profile is not None
     names = [phase_name(r) for r in order]
-    units = {name: phase_units(name, ctx.settings, ctx.spec) for name in names}
-    return plan_message(units, unit_seconds(ctx.profiler.profile))
+    calibration = planner.calibration if planner is not None else None
+    units = {name: phase_units(name, ctx.settings, ctx.spec, calibration) for name in names}
+    unit_s = calibration.unit_s if calibration else unit_seconds(ctx.profiler.profile)
+    return plan_message(units, unit_s)
 
 
 def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:

@@ -48,6 +48,7 @@ from attest.core.io import (
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
 from attest.evidence.model import Evidence, ExportedFile
+from attest.pipeline.budget_floors import budget_floors
 from attest.pipeline.measured import require_measured
 from attest.pipeline.training_log import training_log_record
 from attest.policy.engine import evaluate
@@ -256,6 +257,7 @@ def _collect(
     progress: Progress | None,
     out_dir: Path,
     budget_s: float | None = None,
+    started: float | None = None,
 ) -> Evidence:
     from attest.collection import collect
 
@@ -267,6 +269,8 @@ def _collect(
         progress=progress,
         output_dir=out_dir,
         budget_s=budget_s,
+        budget_floors=budget_floors(policy, spec.precision),
+        started=started,
     )
 
 
@@ -287,6 +291,7 @@ def certify(
     signer: SignerIdentity | None = None,
     tsa: str | None = None,
     model_signing: bool = False,
+    started: float | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -297,7 +302,10 @@ def certify(
     ``issued_at`` (default: now). Raises :class:`attest.errors.AttestError` on bad input; a
     failed policy is a result (``passed`` False, no certificate), not an exception.
     ``budget`` (``"30m"`` or seconds; default: the spec's ``budget:``) plans the collect to fit
-    that time (:mod:`attest.collection.budget`). ``training_log``: a ``run.jsonl`` of
+    that time, counted from ``started`` (a ``time.perf_counter()`` reading; default: when the
+    collect starts), never below the policy's evidence floors
+    (:mod:`attest.pipeline.budget_floors`; a budget too small for them is an
+    :class:`~attest.errors.InputError` at the start). ``training_log``: a ``run.jsonl`` of
     :class:`attest.TrainingMonitor`, bound as a subject, its summary in the evidence and held
     against the policy's ``training_log:`` thresholds. ``signer`` is the identity and meaning the
     signature states (default: the account name, release-engineer, authorship); ``tsa`` an
@@ -314,7 +322,7 @@ def certify(
     say = progress or (lambda _message: None)
     say(f"collecting evidence for {spec.path if isinstance(spec, LoadedSpec) else spec}")
     loaded_spec = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
-    evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
+    evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s, started)
     if log_path is not None and log_record is not None:
         taken = {p.name for p in _spec_files(loaded_spec).values()}
         if log_record.log in taken:
