@@ -7,6 +7,7 @@ collect side are imported when a command runs. Exit codes: 0 pass, 1 policy fail
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -252,8 +253,10 @@ def _record_issued(ledger: str, remote: Any, certificate: Path) -> None:
     "--budget",
     default=None,
     metavar="DURATION",
-    help="Plan the collect to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
-    "Default: the spec's budget:, else the full work.",
+    help="Plan the collect to fit this time (e.g. 30m, 2h) from a calibration on the model, "
+    "never below the policy's evidence floors: a budget they cannot meet is refused at the "
+    "start, naming the smallest that can. The evidence says what was reduced. Default: the "
+    "spec's budget:, else the full work.",
 )
 @click.option(
     "--training-log",
@@ -335,10 +338,12 @@ def certify(
     is signed only if every required target (the policy's required_targets) passes.
     """
     from attest.certificate.signing import load_private_key
+    from attest.cli.budget_report import say_overrun
     from attest.cli.ledger_service import remote_ledger
     from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
 
+    started = time.perf_counter()  # a --budget counts from here: the user waits for the start too
     if evidence_files and budget is not None:
         raise InputError("--budget applies to collecting; it cannot go with --evidence")
     signer = identity(signer_name, signer_role, meaning, comment)
@@ -377,8 +382,10 @@ def certify(
             result = certify_evidence(spec, items, progress=progress, **common)
         else:
             result = run_certify(
-                spec, progress=progress, budget=budget, training_log=training_log, **common
-            )
+                spec, progress=progress, budget=budget, training_log=training_log,
+                started=started, **common,
+            )  # fmt: skip
+    say_overrun(result.evidence)
     if cert_format == "sigstore-bundle" and result.certificate_path is not None:
         _rewrite_as_bundle(result.certificate_path)
     if ledger is not None and result.certificate_path is not None:

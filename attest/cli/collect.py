@@ -15,11 +15,13 @@ torch is imported only when the command runs.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from attest.cli.budget_report import say_overrun
 from attest.cli.output import echo_json
 from attest.cli.progress_option import heartbeat_seconds, progress_option
 from attest.errors import CollectError, InputError
@@ -146,8 +148,9 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
     "--budget",
     default=None,
     metavar="DURATION",
-    help="Plan the work to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
-    "Default: the spec's budget:, else the full work.",
+    help="Plan the work to fit this time (e.g. 30m, 2h) from a calibration on the model, or "
+    "refuse at the start naming the smallest budget that meets the floors; the evidence says "
+    "what was reduced. Default: the spec's budget:, else the full work.",
 )
 @click.option(
     "--ray",
@@ -200,6 +203,7 @@ def collect(
     once per target on a Ray cluster: each target's evidence goes to OUT_STEM.targets/NAME/
     (for attest certify --evidence) and their merge to OUT.
     """
+    started = time.perf_counter()  # a --budget counts from here: the user waits for the start too
     if targets_file is not None and ray_address is None:
         raise InputError(
             "--targets needs --ray",
@@ -223,8 +227,9 @@ def collect(
     else:
         silent = quiet or progress_mode == "none"
         evidence = _collect_here(
-            paths, out, budget, silent, as_json, workers, ray_address, progress_mode
+            paths, out, budget, silent, as_json, workers, ray_address, progress_mode, started
         )
+        say_overrun(evidence)
     if as_json:
         echo_json(_json_summary(evidence, out))
     else:
@@ -268,6 +273,7 @@ def _collect_here(
     workers: int = 1,
     ray_address: str | None = None,
     progress_mode: str = "auto",
+    started: float | None = None,
 ) -> Evidence:
     from attest.collection import collect as run_collect
     from attest.core.progress_display import terminal_progress
@@ -290,6 +296,7 @@ def _collect_here(
             output_dir=out.resolve().parent,
             workers=workers,
             ray_address=ray_address,
+            started=started,
         )
 
 

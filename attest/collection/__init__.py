@@ -126,7 +126,9 @@ def collect(
         )
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
-        preflight_s = preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
+        preflight_s = preflight(
+            ctx
+        )  # a model that cannot run its probe stops here, in seconds (exit 2)
         if progress is not None:
             progress(step_message(0, len(CHECK_IDS), "capturing operators"))
         phases = [measure_capture(ctx)]

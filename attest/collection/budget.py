@@ -168,7 +168,7 @@ class BudgetPlanner:
     def estimate(self, phases: list[str], values: dict[str, Any] | None = None) -> float:
         return sum(self.phase_estimate(p, values) for p in phases)
 
-    def _floor_values(self) -> dict[str, Any]:
+    def floor_values(self) -> dict[str, Any]:
         return {k.setting: self._ladder(k)[-1] for k in KNOBS}
 
     # -- planning ---------------------------------------------------------------------------
@@ -184,7 +184,7 @@ class BudgetPlanner:
             self.levels[knob.setting] = 0
         self._remaining = list(remaining_phases)
         self.estimate_full_s = self.estimate(remaining_phases)
-        floors = self.estimate(remaining_phases, self._floor_values())
+        floors = self.estimate(remaining_phases, self.floor_values())
         need = self.elapsed() + floors
         self.minimum_s = float(math.ceil(need * MINIMUM_SLACK))
         if need > self.limit_s:
@@ -344,7 +344,7 @@ class BudgetPlanner:
         )
 
     def _floors_text(self) -> str:
-        values = self._floor_values()
+        values = self.floor_values()
         return ", ".join(f"{name} {values[name]}" for name in ("repeats", "ig_tolerance"))
 
 

@@ -52,9 +52,12 @@ class Calibration:
 
     def seconds(self, kind: str) -> float:
         """The seconds of one pass of ``kind``: ``repeat`` (a captured determinism repeat),
-        ``float64`` (a plain float64 forward+backward) or ``pass`` (:attr:`unit_s`)."""
+        ``float64`` (a plain float64 forward+backward), ``capture`` (the reference capture)
+        or ``pass`` (:attr:`unit_s`)."""
         if kind == "repeat":
             return self.repeat_s
+        if kind == "capture":
+            return self.capture_s
         if kind == "float64":
             return self.float64_s
         return self.unit_s
