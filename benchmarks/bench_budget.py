@@ -15,7 +15,8 @@ Printed per model: the refusal's message and time, then the budget, the wall tim
 ratio, the evidence's ``budget`` record (calibration, estimates, correction, what was reduced)
 and each phase's wall time. ``--json FILE`` writes every figure.
 
-    .venv/bin/python benchmarks/bench_budget.py [--models resnet18] [--small 60s]
+    .venv/bin/python benchmarks/bench_budget.py [--models resnet18,examples/volume3d/attest.yaml]
+        [--small 60s] [--json out.json]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,17 +57,30 @@ def certify(folder: Path, spec: Path, budget: str) -> dict[str, Any]:
     }
 
 
-def bench_model(kind: str, work: Path, small: str) -> dict[str, Any]:
-    folder = work / kind
-    folder.mkdir()
-    spec = bench_certify.write_spec(folder, kind)
-    spec.write_text(spec.read_text().replace("repeats: 20", "repeats: 100"))
+def prepare(kind: str, work: Path) -> tuple[Path, Path]:
+    """The spec folder (a bench_certify model at repeats 100, or an example's folder copied
+    as it is, for ``kind`` a path to its attest.yaml) and a throwaway key."""
+    folder = work / Path(kind).parent.name if kind.endswith(".yaml") else work / kind
+    if kind.endswith(".yaml"):
+        shutil.copytree(Path(kind).parent, folder)
+        spec = folder / Path(kind).name
+    else:
+        folder.mkdir()
+        spec = bench_certify.write_spec(folder, kind)
+        spec.write_text(spec.read_text().replace("repeats: 20", "repeats: 100"))
     subprocess.run(
         [str(VENV_BIN / "attest"), "keygen", "--out", str(folder / "bench"), "--unencrypted"],
         check=True,
         capture_output=True,
     )
+    return folder, spec
+
+
+def bench_model(kind: str, work: Path, small: str) -> dict[str, Any]:
+    folder, spec = prepare(kind, work)
     refused = certify(folder, spec, small)
+    print(f"{kind}: --budget {small}: exit {refused['exit']} after {refused['wall_s']:.1f} s")
+    print("  " + refused["stderr"].strip().replace("\n", "\n  "), flush=True)
     found = MINIMUM.search(refused["stderr"])
     result: dict[str, Any] = {"model": kind, "refused": refused}
     if refused["exit"] != 2 or found is None:
@@ -87,7 +102,9 @@ def bench_model(kind: str, work: Path, small: str) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="resnet18")
+    parser.add_argument(
+        "--models", default="resnet18", help="bench_certify models, or paths to an attest.yaml"
+    )
     parser.add_argument("--small", default="60s", help="the budget expected to be refused")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -96,11 +113,6 @@ def main() -> int:
     for kind in args.models.split(","):
         result = bench_model(kind, work, args.small)
         results.append(result)
-        refused = result["refused"]
-        print(
-            f"{kind}: --budget {args.small}: exit {refused['exit']} after {refused['wall_s']:.1f} s"
-        )
-        print("  " + refused["stderr"].strip().replace("\n", "\n  "))
         if "held" in result:
             held, record = result["held"], result["record"] or {}
             print(

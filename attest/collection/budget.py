@@ -268,8 +268,11 @@ class BudgetPlanner:
         repeats_s = self._knob_s(knob, spec.repeats) if phase == knob.phase else 0.0
         self._estimated_done += max(0.0, estimated - repeats_s) / max(self.correction, 1e-9)
         self._measured_done += max(0.0, measured_s - repeats_s)
-        if self._estimated_done > 0:
-            self.correction = min(4.0, max(0.5, self._measured_done / self._estimated_done))
+        # shrunk towards 1 by a tenth of the planned work: a phase of a few seconds (topology)
+        # hardly moves the estimates of the phases ten times its size
+        prior = 0.1 * (self.estimate_planned_s or self.estimate_full_s or 0.0)
+        ratio = (self._measured_done + prior) / max(self._estimated_done + prior, 1e-9)
+        self.correction = min(4.0, max(0.5, ratio))
 
     def repeat_ceiling(self, spec: Any) -> int:
         """The most determinism runs the profile may make: the planned count, and past it,
