@@ -67,7 +67,10 @@ def calibrate(ctx: CollectContext, *, capture_s: float, float64_s: float) -> Cal
     """Time one plain forward+backward and one captured repeat of the model (after run 0)."""
     started = time.perf_counter()
     with checkpointing_off():
-        forward_backward = _timed_forward_backward(ctx)
+        try:
+            forward_backward = _timed_forward_backward(ctx)
+        except Exception:  # the preflight ran it; a model that raises here is the checks' to
+            forward_backward = capture_s  # report (as run 0 does): plan from run 0's time
         repeat = _timed_repeat(ctx)
     return Calibration(
         forward_backward_s=forward_backward,
@@ -84,10 +87,15 @@ def _timed_forward_backward(ctx: CollectContext) -> float:
     model = ctx.fresh_model()
     x = ctx.inputs().detach().clone().requires_grad_(True)
     params = [p for p in model.parameters() if p.requires_grad]
+    cuda = x.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(x.device)
     started = time.perf_counter()
     objective = target_scalar(model_output_tensor(model(x)), ctx.spec).sum()
     if objective.requires_grad:
         torch.autograd.grad(objective, [x, *params], allow_unused=True)
+    if cuda:  # the kernels queued, not only launched
+        torch.cuda.synchronize(x.device)
     return time.perf_counter() - started
 
 
