@@ -27,7 +27,7 @@ def test_collect_refuses_a_budget_under_the_floors_with_exit_2(
     monkeypatch.setattr(collection, "calibrate", slow)
     spec = make_spec(tmp_path / "m", MLP, spec_extra="repeats: 20\n")
     out = tmp_path / "out" / "evidence.json"
-    code, stdout, stderr = run(capsys, "collect", spec, "-o", out, "--budget", "10s", "-q")
+    code, _, stderr = run(capsys, "collect", spec, "-o", out, "--budget", "10s", "-q")
     assert code == 2 and not out.exists()
     named = re.search(r"smallest budget that meets them is (\d+) s", stderr)
     assert named is not None and float(named.group(1)) > 10
