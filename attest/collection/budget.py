@@ -86,8 +86,8 @@ class Knob:
 PHASE_COST: dict[str, dict[str, float]] = {
     "topology": {"capture": 0.3},
     "profile": {"capture": 1.0, "float64": 3.0, "repeat": 3.0},
-    "gradients": {"pass": 12.0},
-    "ig": {"pass": 20.0, "second": 5.0},
+    "gradients": {"pass": 16.0},
+    "ig": {"pass": 20.0, "second": 8.0},
     "export": {"pass": 4.0, "second": 4.0},
     "training": {"pass": 20.0},
 }
