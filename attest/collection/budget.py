@@ -238,9 +238,9 @@ class BudgetPlanner:
         per_repeat = self.calibration.seconds("repeat")
         spare = left - self.estimate(remaining_phases)
         extra = int(spare // per_repeat) if spare > 0 and per_repeat > 0 else 0
-        best = min(high, low + extra)
-        if best != low:
-            ladder[index] = best
+        best = min(high - 1, low + extra)
+        if best > low:  # a level of its own, between: the levels below (the floor) stay
+            ladder.insert(index, best)
             self.ladders["repeats"] = tuple(ladder)
 
     def _best_step(self, remaining_phases: list[str]) -> Knob | None:

@@ -241,3 +241,17 @@ def test_a_small_model_under_a_tight_budget_finishes_within_it(tmp_path: Path) -
     # a load average of 16 on two cores: 3.3x a 25 s budget); the 1.1x target is measured on
     # a machine to itself (docs/benchmarks.md, "Budget on a real-size model")
     assert took < 5 * budget + 60
+
+
+def test_filling_the_repeats_back_keeps_their_floor() -> None:
+    full = _planner(1e6)
+    full.start(["profile"], CheckSettings(), _Spec(repeats=40))
+    floors_s = full.estimate(["profile"], full.floor_values())
+    spec = _Spec(repeats=40)
+    # room for the floor's 5 repeats and 10 more: the level 10, then 5 filled back
+    planner = _planner((floors_s + 10.5 * CALIBRATION.repeat_s) / TARGET_SHARE)
+    planner.start(["profile"], CheckSettings(), spec)
+    assert 10 < spec.repeats < 20
+    assert planner.floor_values()["repeats"] == 5
+    ladder = planner.ladders["repeats"]
+    assert list(ladder) == sorted(ladder, reverse=True) and ladder[-1] == 5
