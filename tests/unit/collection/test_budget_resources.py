@@ -102,14 +102,15 @@ def test_collect_budget_argument_plans_less_work_and_leaves_the_callers_objects(
     from attest.collection.budget_calibration import Calibration
     from attest.spec import load_spec
 
-    # as if a repeat took 2 s: 20 repeats cannot fit 20 s, the plan lowers them
+    # as if a repeat took 4 s: 20 repeats cannot fit 60 s, the floor's 5 can (unless the
+    # start took half a minute), the plan lowers them
     def slow(ctx: object, *, capture_s: float, float64_s: float) -> Calibration:
-        return Calibration(0.01, 2.0, capture_s, 0.02, 0.0)
+        return Calibration(0.01, 4.0, capture_s, 0.02, 0.0)
 
     monkeypatch.setattr(collection, "calibrate", slow)
     loaded = load_spec(make_spec(tmp_path, MLP, spec_extra="repeats: 20\n"))
     settings = CheckSettings()
-    ev = collect(loaded, runners=PROFILE, budget_s=20.0, settings=settings)
+    ev = collect(loaded, runners=PROFILE, budget_s=60.0, settings=settings)
     assert ev.budget is not None and not ev.budget.full_work
     reduced = {r.setting: r.planned for r in ev.budget.reductions}
     assert 5 <= reduced["repeats"] < 20
