@@ -88,6 +88,10 @@ def bench_model(kind: str, work: Path, small: str) -> dict[str, Any]:
         return result
     minimum = int(found.group(1))
     held = certify(folder, spec, f"{minimum}s")
+    if not (folder / "evidence.json").exists():  # refused again: the machine slowed down
+        print(f"  --budget {minimum}s: exit {held['exit']}: {held['stderr'].strip()}", flush=True)
+        result.update(minimum_s=minimum, held=held, error="no evidence at the minimum")
+        return result
     evidence = json.loads((folder / "evidence.json").read_text())
     held["ratio"] = held["wall_s"] / minimum
     result.update(
