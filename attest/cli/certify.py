@@ -7,6 +7,7 @@ collect side are imported when a command runs. Exit codes: 0 pass, 1 policy fail
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -136,8 +137,10 @@ def _record_issued(
     "--budget",
     default=None,
     metavar="DURATION",
-    help="Plan the collect to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
-    "Default: the spec's budget:, else the full work.",
+    help="Plan the collect to fit this time (e.g. 30m, 2h) from a calibration on the model, "
+    "never below the policy's evidence floors: a budget they cannot meet is refused at the "
+    "start, naming the smallest that can. The evidence says what was reduced. Default: the "
+    "spec's budget:, else the full work.",
 )
 @click.option(
     "--training-log",
@@ -272,11 +275,13 @@ def certify(
     The certificate records every target's evidence provenance.
     """
     from attest.certificate.signing import load_private_key
+    from attest.cli.budget_report import say_overrun
     from attest.cli.ledger_remote import remote_ledger
     from attest.core.progress_display import terminal_progress
     from attest.pipeline import certify as run_certify
     from attest.pipeline.subjects import ExtraArtifacts
 
+    started = time.perf_counter()  # a --budget counts from here: the user waits for the start too
     _refuse_mixes(
         spec, spec_file, evidence_files, budget, trust_path, training_log, ledger,
         ledger_proof_out, ledger_log_key,
@@ -324,8 +329,10 @@ def certify(
                 budget=budget,
                 training_log=training_log,
                 spec_file=spec_file,
+                started=started,
                 **common,
             )
+    say_overrun(result.evidence)
     if cert_format == "sigstore-bundle" and result.certificate_path is not None:
         _rewrite_as_bundle(result.certificate_path)
     if ledger is not None and result.certificate_path is not None:

@@ -16,12 +16,14 @@ torch is imported only when the command runs.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from attest.cli.budget_report import say_overrun
 from attest.cli.collect_signing import (
     collector_options,
     load_collector,
@@ -167,8 +169,9 @@ def _json_summary(evidence: Evidence, out: Path) -> dict[str, Any]:
     "--budget",
     default=None,
     metavar="DURATION",
-    help="Plan the work to fit this time (e.g. 30m, 2h); the evidence says what was reduced. "
-    "Default: the spec's budget:, else the full work.",
+    help="Plan the work to fit this time (e.g. 30m, 2h) from a calibration on the model, or "
+    "refuse at the start naming the smallest budget that meets the floors; the evidence says "
+    "what was reduced. Default: the spec's budget:, else the full work.",
 )
 @click.option(
     "--ray",
@@ -256,6 +259,7 @@ def collect(
     signs its target's evidence with its own collector key (targets.yaml collector_key:, or
     ATTEST_COLLECTOR_KEY on the node): OUT_STEM.targets/NAME/evidence.intoto.json.
     """
+    clock_started = time.perf_counter()  # a --budget counts from here: the user waits too
     signing = load_collector(
         key_path, collector_name, collector_role, target_name, merge, targets_file, require_signed
     )
@@ -300,7 +304,9 @@ def collect(
         evidence = _collect_here(
             paths, out, budget, silent, as_json, workers, ray_address, progress_mode, spec_file,
             work_dir=resume_dir or work_dir, resume=resume_dir is not None,
+            started=clock_started,
         )  # fmt: skip
+        say_overrun(evidence)
         if signing is not None:
             statement = sign_collected(
                 out, _one_spec(paths), signing, evidence, started, workers, ray_address
@@ -362,6 +368,7 @@ def _collect_here(
     *,
     work_dir: Path | None = None,
     resume: bool = False,
+    started: float | None = None,
 ) -> Evidence:
     from attest.collection import collect as run_collect
     from attest.core.progress_display import terminal_progress
@@ -392,6 +399,7 @@ def _collect_here(
             ray_address=ray_address,
             work_dir=work_dir,
             resume=resume,
+            started=started,
         )
 
 

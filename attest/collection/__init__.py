@@ -30,6 +30,7 @@ from typing import Any
 
 from attest._version import __version__
 from attest.collection.budget import BudgetPlanner, phase_units
+from attest.collection.budget_calibration import calibrate
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
 from attest.collection.parallel import operators_digest
 from attest.collection.preflight import preflight
@@ -74,6 +75,8 @@ def collect(
     ray_address: str | None = None,
     work_dir: str | Path | None = None,
     resume: Resume = False,
+    budget_floors: dict[str, Any] | None = None,
+    started: float | None = None,
 ) -> Evidence:
     """Profile the model of ``spec`` and run every check; return (and optionally write) evidence.
 
@@ -95,6 +98,11 @@ def collect(
     ``work_dir`` (default: ``.attest-work/`` beside ``out``) keeps each finished phase;
     ``resume`` reuses the phases there (``"auto"``: those that match, else starts over;
     :mod:`attest.collection.workdir`).
+    ``budget_s`` (default: the spec's ``budget:``) plans the work to that many seconds, counted
+    from ``started`` (a ``time.perf_counter()`` reading; default: now), after a calibration on
+    the model, or raises :class:`~attest.errors.InputError` at once, naming the smallest budget
+    that meets the floors (``budget_floors``: the least work per setting a policy requires;
+    :mod:`attest.collection.budget`).
     """
     from attest.collection import rows
     from attest.collection import runtime_info as environment
@@ -114,7 +122,7 @@ def collect(
     if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
         loaded = dataclasses.replace(loaded)
         settings = dataclasses.replace(settings)
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started
     if progress is not None:
         progress(f"loaded {loaded.name} {loaded.version}")
     with environment.runtime(loaded, settings) as envelope, frozen_heap():
@@ -126,7 +134,7 @@ def collect(
         )
         artifacts = rows.artifact_digests(loaded)
         work = _open_work(work_dir, resume, artifacts, settings, order, envelope, progress)
-        phases = _preflight_and_capture(ctx, work)
+        phases, preflight_s = _preflight_and_capture(ctx, work)
         planner = None
         if workers != 1:
             from attest.collection.parallel import run_parallel
@@ -142,12 +150,11 @@ def collect(
             checks = completed({r.check: r for r in produced})
         else:
             if budget_s is not None and ctx.profiler.profile is not None:
-                planner = BudgetPlanner(
-                    limit_s=budget_s, unit_s=unit_seconds(ctx.profiler.profile), started=started
+                planner = _budget_planner(
+                    ctx, order, budget_s, started, budget_floors, phases[0], preflight_s, progress
                 )
-                planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
             if progress is not None and ctx.profiler.profile is not None:
-                progress(_plan(ctx, order[len(work.saved) if work else 0 :]))  # to run
+                progress(_plan(ctx, order[len(work.saved) if work else 0 :], planner))  # to run
             checks = run_checks(ctx, order, progress, phases, planner, work=work)
         if progress is not None:
             progress(step_message(len(CHECK_IDS), len(CHECK_IDS), "assembling the evidence"))
@@ -192,6 +199,8 @@ def _refuse_outputs_inside(
             "output folder": Path(output_dir) if output_dir else None,
         },
     )
+
+
 def _refuse_workers_with(workers: int, budget_s: float | None, order: list[Runner]) -> None:
     if workers != 1 and (budget_s is not None or not all(isinstance(r, str) for r in order)):
         raise InputError(
@@ -218,19 +227,22 @@ def _open_work(
     return WorkFolder(work_dir, ident, names, resume=resume, progress=progress)
 
 
-def _preflight_and_capture(ctx: CollectContext, work: WorkFolder | None) -> list[PhaseRecord]:
+def _preflight_and_capture(
+    ctx: CollectContext, work: WorkFolder | None
+) -> tuple[list[PhaseRecord], list[float]]:
     """The preflight, then the reference capture measured as the first phase (a resumed
-    collect's work folder then checks it recorded the killed collect's operators)."""
+    collect's work folder then checks it recorded the killed collect's operators); the phase
+    records and the preflight's pass times (the budget's calibration reads them)."""
     progress = ctx.progress
     if progress is not None:
         progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
-    preflight(ctx)  # a model that cannot run its probe stops here, in seconds (exit 2)
+    preflight_s = preflight(ctx)  # a model that cannot run its probe stops here (exit 2)
     if progress is not None:
         progress(step_message(0, len(CHECK_IDS), "capturing operators"))
     phases = [measure_capture(ctx)]
     if work is not None:
         work.bind_operators(operators_digest(ctx))
-    return phases
+    return phases, preflight_s
 
 
 def _work_dir(
@@ -257,13 +269,41 @@ def _work_dir(
     return default_work_dir(out) if out is not None else None
 
 
-def _plan(ctx: CollectContext, order: list[Runner]) -> str:
+def _budget_planner(
+    ctx: CollectContext,
+    order: list[Runner],
+    budget_s: float,
+    started: float,
+    floors: dict[str, Any] | None,
+    capture: PhaseRecord,
+    preflight_s: list[float],
+    progress: Callable[[str], None] | None,
+) -> BudgetPlanner:
+    """Calibrate on the model (inside the budget), then refuse the budget or make the plan;
+    the profiler's repeats ask the planner before each run above the floor."""
+    if progress is not None:
+        progress(step_message(0, len(CHECK_IDS), "calibrating the budget on the model"))
+    calibration = calibrate(
+        ctx, capture_s=capture.duration_s, float64_s=preflight_s[-1] if preflight_s else 0.0
+    )
+    planner = BudgetPlanner(
+        limit_s=budget_s, calibration=calibration, started=started, floors=dict(floors or {})
+    )
+    planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
+    ctx.extras["budget_planner"] = planner
+    return planner
+
+
+def _plan(ctx: CollectContext, order: list[Runner], planner: BudgetPlanner | None) -> str:
     """The progress plan: each phase still to run with its planned cost (the budget planner's
-    estimate at the settings it runs at), and the seconds of one forward+backward."""
+    estimate at the settings it runs at), and the seconds of one pass (the calibration's when
+    there is a budget, else run 0's forward+backward)."""
     assert ctx.profiler.profile is not None
     names = [phase_name(r) for r in order]
-    units = {name: phase_units(name, ctx.settings, ctx.spec) for name in names}
-    return plan_message(units, unit_seconds(ctx.profiler.profile))
+    calibration = planner.calibration if planner is not None else None
+    units = {name: phase_units(name, ctx.settings, ctx.spec, calibration) for name in names}
+    unit_s = calibration.unit_s if calibration else unit_seconds(ctx.profiler.profile)
+    return plan_message(units, unit_s)
 
 
 def _attach_attributions(ctx: CollectContext, evidence: Evidence) -> None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attest.collection.budget import KNOBS, PHASE_COST
+from attest.collection.budget import phase_units
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
 from attest.errors import CollectError, InputError
 from attest.evidence.model import CheckResult, ExportRecord, PhaseRecord
@@ -70,14 +70,7 @@ def _cost(runner: str, settings: CheckSettings, spec: LoadedSpec) -> float:
     phase = _phase(runner)
     if phase == "training" and spec.training is None:
         return 0.1  # not_applicable at once
-    cost = PHASE_COST.get(phase, 1.0)
-    for knob in KNOBS:
-        if knob.phase == phase:
-            value = getattr(settings, knob.setting, None)
-            value = getattr(spec, knob.setting, None) if value is None else value
-            if value is not None:
-                cost += float(knob.cost(value))
-    return cost
+    return max(phase_units(phase, settings, spec), 0.1)
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,8 @@ def run_checks(
             gc.collect()  # what the runner built and dropped goes before the next one starts
             ctx.release_spill_pages()
         usage = meter.usage
+        if planner is not None:  # how it compared with its estimate corrects the later ones
+            planner.finished(phase_name(runner), usage.duration_s, ctx.spec)
         record = _phase_record(phase_name(runner), [r.check for r in produced], usage)
         phases.append(record)
         for result in produced:

@@ -32,6 +32,7 @@ __all__ = [
     "PROFILE_CHECKS",
     "TOPOLOGY_CHECKS",
     "TRAINING_CHECKS",
+    "BudgetCalibration",
     "BudgetRecord",
     "BudgetReduction",
     "CheckId",
@@ -403,17 +404,32 @@ class BudgetReduction(_Strict):
     saves_s: float  # the planned saving, in seconds of the estimate
 
 
+class BudgetCalibration(_Strict):
+    """What a ``--budget`` collect measured on the model before planning (seconds)."""
+
+    forward_backward_s: float  # one plain forward+backward of the probe (F)
+    repeat_s: float  # one captured run compared with run 0, as a determinism repeat
+    capture_s: float  # the reference capture (run 0)
+    float64_s: float  # one plain float64 forward+backward (the preflight's)
+    took_s: float  # the calibration's own time, inside the budget
+
+
 class BudgetRecord(_Strict):
-    """What ``attest collect --budget`` planned: the limit, the estimate, what it reduced."""
+    """What ``attest collect --budget`` planned: the limit, the calibration, the floors and the
+    smallest budget that meets them, the estimates, what it reduced, and an overrun."""
 
     limit_s: float
-    unit_s: float  # the measured forward+backward time (run 0) the estimate is made in
+    unit_s: float  # the seconds of one pass (max of F and the captured repeat) estimates use
     estimate_full_s: float  # the estimated time of the full work
     estimate_planned_s: float  # the estimated time of the planned work
     elapsed_s: float | None = None  # what the collect took
     full_work: bool  # True: nothing had to be reduced
     reductions: list[BudgetReduction] = Field(default_factory=list)
-    note: str | None = None
+    note: str | None = None  # set when the collect took longer than the limit
+    calibration: BudgetCalibration | None = None  # None: evidence written before calibration
+    minimum_s: float | None = None  # the smallest budget that meets the floors
+    floors: dict[str, Metric] = Field(default_factory=dict)  # each setting's least work
+    correction: float | None = None  # measured / estimated over the phases run
 
 
 class TrainingLogRecord(_Strict):

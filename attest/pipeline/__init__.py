@@ -33,6 +33,7 @@ from attest.core.io import atomic_write_text, dumps_pretty, sha256_file
 from attest.core.times import parse_duration
 from attest.errors import InputError, PolicyError
 from attest.evidence.model import Evidence
+from attest.pipeline.budget_floors import budget_floors
 from attest.pipeline.provenance import local_provenance
 from attest.pipeline.signing import CertifyResult, Progress, sign_and_report
 from attest.pipeline.subjects import (
@@ -113,6 +114,7 @@ def _collect(
     progress: Progress | None,
     out_dir: Path,
     budget_s: float | None = None,
+    started: float | None = None,
 ) -> Evidence:
     from attest.collection import collect
 
@@ -124,6 +126,8 @@ def _collect(
         progress=progress,
         output_dir=out_dir,
         budget_s=budget_s,
+        budget_floors=budget_floors(policy, spec.precision),
+        started=started,
     )
 
 
@@ -146,6 +150,7 @@ def certify(
     model_signing: bool = False,
     spec_file: str | Path | None = None,
     artifacts: ExtraArtifacts | None = None,
+    started: float | None = None,
 ) -> CertifyResult:
     """Collect, evaluate and, on pass, sign a gradient certificate.
 
@@ -160,7 +165,10 @@ def certify(
     ``issued_at`` (default: now). Raises :class:`attest.errors.AttestError` on bad input; a
     failed policy is a result (``passed`` False, no certificate), not an exception.
     ``budget`` (``"30m"`` or seconds; default: the spec's ``budget:``) plans the collect to fit
-    that time (:mod:`attest.collection.budget`). ``training_log``: a ``run.jsonl`` of
+    that time, counted from ``started`` (a ``time.perf_counter()`` reading; default: when the
+    collect starts), never below the policy's evidence floors
+    (:mod:`attest.pipeline.budget_floors`; a budget too small for them is an
+    :class:`~attest.errors.InputError` at the start). ``training_log``: a ``run.jsonl`` of
     :class:`attest.TrainingMonitor`, bound as a subject, its summary in the evidence and held
     against the policy's ``training_log:`` thresholds. ``signer`` is the identity and meaning the
     signature states (default: the account name, release-engineer, authorship); ``tsa`` an
@@ -198,9 +206,9 @@ def certify(
         ignore = extra.model_folder_ignore(out_path)
         folder = dataclasses.replace(loaded_spec.folder, ignore=ignore)
         loaded_spec = dataclasses.replace(loaded_spec, folder=folder)
-    started = datetime.now(timezone.utc)
-    evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s)
-    finished = datetime.now(timezone.utc)
+    collect_started = datetime.now(timezone.utc)
+    evidence = _collect(loaded_spec, loaded_policy, progress, out_path.parent, budget_s, started)
+    collect_finished = datetime.now(timezone.utc)
     if loaded_spec.folder is not None:
         extra = extra.with_model_folder(loaded_spec.folder, evidence)
     if log_path is not None and log_record is not None:
@@ -212,7 +220,7 @@ def certify(
     say(f"evaluating against policy {loaded_policy.id} {loaded_policy.version}")
     findings = evaluate(evidence, loaded_policy, at=at)
     atomic_write_text(findings_path, dumps_pretty(findings.model_dump(mode="json")))
-    collected = local_provenance(sha256_file(evidence_path), started, finished)
+    collected = local_provenance(sha256_file(evidence_path), collect_started, collect_finished)
 
     return sign_and_report(
         evidence,

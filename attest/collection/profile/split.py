@@ -52,9 +52,14 @@ def pieces(ctx: CollectContext) -> list[Piece]:
     if profile.failure is not None:
         return [Piece("fidelity", _FIDELITY, here=True)]
     repeats = max(1, ctx.spec.repeats)
+    planner = ctx.extras.get("budget_planner")
+    if planner is not None:  # under a --budget the repeats go on while they fit
+        repeats = max(1, planner.repeat_ceiling(ctx.spec))
+    width = max(3, len(str(repeats - 1)))
     return [
         Piece("fidelity", _FIDELITY, here=True),
-        *(Piece(f"repeat/{r:03d}", _REPEAT) for r in range(1, repeats)),
+        # keys sort in run order however many runs (a thousand and more: wider numbers)
+        *(Piece(f"repeat/{r:0{width}d}", _REPEAT) for r in range(1, repeats)),
         Piece("threads", _THREADS),
     ]
 
@@ -76,12 +81,24 @@ def run_piece(ctx: CollectContext, key: str) -> Any:
         run = thread_run(ctx, profile)
     else:
         index = int(key.partition("/")[2])
+        if not _budget_allows(ctx, index):
+            return None  # above the floor and past the budget: the determinism check says so
         if ctx.progress is not None:
             ctx.progress(f"determinism run {index + 1}/{max(1, ctx.spec.repeats)}")
         run = repeat_run(ctx, profile, index)
     # a worker's run was compared with its own run 0: say which bits those were
     digest = reference_digest(ctx) if ctx.extras.get("part") is not None else None
     return {"run": run, "reference": digest}
+
+
+def _budget_allows(ctx: CollectContext, index: int) -> bool:
+    """Whether repeat ``index`` runs: always without a ``--budget``; with one, while the
+    planner finds time for it and the phases after it (never below the floor; ``spec.repeats``
+    follows the runs made, :mod:`attest.collection.budget`)."""
+    planner = ctx.extras.get("budget_planner")
+    if planner is None:
+        return True
+    return bool(planner.repeat_allowed(index, ctx.spec))
 
 
 def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
