@@ -115,9 +115,7 @@ def collect(
     budget_s = budget_s if budget_s is not None else loaded.budget_s
     order = list(CHECK_RUNNERS if runners is None else runners)
     _refuse_workers_with(workers, budget_s, order)
-    # the model folder's manifest, hashed before any check runs: certify hashes it again and
-    # refuses a folder that changed during the collect
-    folder = rows.folder_record(loaded) if loaded.folder is not None else None
+    folder = rows.folder_record(loaded) if loaded.folder else None  # hashed before any check
     work_dir = _work_dir(work_dir, out, resume, budget_s, workers)
     if budget_s is not None:  # the plan lowers settings: on copies, never the caller's objects
         loaded = dataclasses.replace(loaded)
@@ -184,6 +182,10 @@ def collect(
     if work is not None:  # the evidence is whole: its phases need no resuming any more
         work.clean()
     return evidence
+
+
+# The model folder's manifest is hashed in ``collect()`` before any check runs: certify hashes
+# it again and refuses a folder that changed during the collect.
 
 
 def _refuse_outputs_inside(
