@@ -28,7 +28,9 @@ with ``os.wait4`` (wall time from the fork, user+system CPU time, peak RSS, the 
 1. bare: imports torch and MONAI, builds the model, loads the weights and the probe, and runs
    one forward+backward of the probe batch with the loss as training would, ``--passes`` + 1
    times, timing all but the first (which warms the allocator);
-2. ``attest collect SPEC -o evidence.json --quiet``: process start and imports included;
+2. ``attest collect SPEC -o evidence.json --progress plain`` (its lines go to
+   ``collect.log`` in the work folder, readable while it runs; ``--work DIR`` keeps it):
+   process start and imports included;
 3. bare again. F is the median of both bare children's timed passes, so a shared machine
    that slows down or speeds up during the collect moves F with it; the bare peak RSS is the
    lower of the two children's.
@@ -218,10 +220,16 @@ def write_spec(folder: Path, kind: str, quick: bool, repeats: int) -> Path:
     return folder / "attest.yaml"
 
 
-def _wait_child(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+def _wait_child(
+    argv: list[str], env: dict[str, str] | None = None, log: Path | None = None
+) -> dict[str, Any]:
     """Popen.communicate reaps the child itself; to read its own rusage, wait4 must reap it,
-    so the output goes to files and the parent waits with os.wait4."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    so the output goes to files and the parent waits with os.wait4. ``log``: the child's
+    stderr goes there (a collect's progress lines, readable while it runs)."""
+    with (
+        tempfile.TemporaryFile("w+") as out,
+        log.open("w+") if log else tempfile.TemporaryFile("w+") as err,
+    ):
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -284,6 +292,10 @@ def bench_model(kind: str, work: Path, args: argparse.Namespace) -> dict[str, An
         str(THREADS),
     ]
     bare = _wait_child(bare_argv)
+    before_s = json.loads(bare["stdout"].strip().splitlines()[-1])
+    print(f"{kind}: bare child F = {statistics.median(before_s):.2f} s (passes "
+          f"{', '.join(f'{t:.2f}' for t in before_s)}); collect log {folder / 'collect.log'}",
+          flush=True)  # fmt: skip
     evidence_path = folder / "evidence.json"
     attest = [sys.executable, "-m", "attest"]
     if args.certify:
@@ -298,12 +310,13 @@ def bench_model(kind: str, work: Path, args: argparse.Namespace) -> dict[str, An
             "--evidence-out", str(evidence_path),
         ]  # fmt: skip
     else:
-        argv = [*attest, "collect", str(spec), "-o", str(evidence_path), "--quiet"]
+        argv = [*attest, "collect", str(spec), "-o", str(evidence_path)]
+    argv += ["--progress", "plain"]  # one line a phase and a minute, to collect.log
     if args.budget:
         argv += ["--budget", args.budget]
-    run = _wait_child(argv, env=_attest_env())
+    run = _wait_child(argv, env=_attest_env(), log=folder / "collect.log")
     after = _wait_child(bare_argv)
-    before_s, after_s = (json.loads(c["stdout"].strip().splitlines()[-1]) for c in (bare, after))
+    after_s = json.loads(after["stdout"].strip().splitlines()[-1])
     f_s = statistics.median(before_s + after_s)
     f_children = sorted([statistics.median(before_s), statistics.median(after_s)])
     bare["peak_rss_bytes"] = min(bare["peak_rss_bytes"], after["peak_rss_bytes"])
@@ -423,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--certify", action="store_true", help="attest certify, not collect")
     parser.add_argument("--budget", default=None, help="pass --budget to attest")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--work", type=Path, default=None, help="keep the specs and logs here")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.models.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in MODELS]
@@ -436,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{POLICY} floors: {args.floors}; repeats {args.repeats}; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)  # fmt: skip
     results = []
-    work = Path(tempfile.mkdtemp(prefix="bench-certify-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-certify-"))
+    work.mkdir(parents=True, exist_ok=True)
     try:
         for kind in kinds:
             result = bench_model(kind, work, args)
@@ -446,7 +461,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:  # after every model: a long run keeps what it measured
                 args.json.write_text(json.dumps(results, indent=2))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
     verdicts = {r["model"]: all(t["passed"] for t in targets(r)) for r in results}
     summary = ", ".join(f"{k} {'PASS' if v else 'MISS'}" for k, v in verdicts.items())
     print(f"targets: {summary}", flush=True)
