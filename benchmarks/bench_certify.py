@@ -174,8 +174,9 @@ def probe_shape(kind: str, quick: bool) -> tuple[int, ...]:
     return (real_models.QUICK_PROBE_SHAPES if quick else real_models.PROBE_SHAPES)[kind]
 
 
-def write_spec(folder: Path, kind: str, quick: bool, repeats: int) -> Path:
-    """attest.yaml, model.py, random weights and a seeded probe for one architecture."""
+def write_spec(folder: Path, kind: str, quick: bool = False, repeats: int = 20) -> Path:
+    """attest.yaml, model.py, random weights and a seeded probe for one architecture
+    (``repeats``: the spec's; 20, the default, for bench_workers.py)."""
     import torch
     from safetensors.torch import save_file
 
