@@ -333,7 +333,9 @@ def detect(seeds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=list(MODELS), choices=[*MODELS, "detect"])
+    parser.add_argument(
+        "models", nargs="*", default=["resnet18", "segresnet", "vit"], choices=[*MODELS, "detect"]
+    )
     parser.add_argument("--seeds", type=int, default=5, help="seeds per planted case (detect)")
     args = parser.parse_args()
     if args.models == ["detect"]:
