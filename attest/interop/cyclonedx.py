@@ -111,6 +111,8 @@ def evidence_provenance(predicate: dict[str, Any]) -> list[tuple[str, str]]:
     if not isinstance(recorded, dict):
         return []
     return [(str(target), provenance_line(str(target), r)) for target, r in recorded.items()]
+
+
 def is_model_subject(name: str, predicate: dict[str, Any]) -> bool:
     """Whether the subject ``name`` is a model artefact: a weights or ONNX file, or a folder
     bound through its manifest (``predicate.folders``) with such a file in it."""
