@@ -111,10 +111,16 @@ def test_collect_budget_argument_plans_less_work_and_leaves_the_callers_objects(
     loaded = load_spec(make_spec(tmp_path, MLP, spec_extra="repeats: 20\n"))
     settings = CheckSettings()
     ev = collect(loaded, runners=PROFILE, budget_s=60.0, settings=settings)
-    assert ev.budget is not None and not ev.budget.full_work
+    assert ev.budget is not None
+    # the plan (from the calibration) asked for less than the full work ...
+    assert ev.budget.estimate_planned_s < ev.budget.estimate_full_s
+    # ... and the profile then made as many runs as the measured repeats fitted: this tiny
+    # model's real repeats take milliseconds, so it may go back up to the spec's 20 (never
+    # below the floor); the determinism check reports the runs actually made
     reduced = {r.setting: r.planned for r in ev.budget.reductions}
-    assert 5 <= reduced["repeats"] < 20
-    assert ev.checks["determinism"].parameters["repeats"] == reduced["repeats"]
+    made = reduced.get("repeats", 20)
+    assert 5 <= made <= 20
+    assert ev.checks["determinism"].parameters["repeats"] == made
     assert loaded.repeats == 20 and settings == CheckSettings()  # plans run on copies
 
 
