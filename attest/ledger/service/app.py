@@ -59,7 +59,7 @@ from attest.ledger.service.submission import (
 from attest.ledger.service.tiles import TilePath, encode_bundle, parse_tile_path
 from attest.ledger.service.witnessing import Witnessing
 from attest.ledger.witness.client import WitnessingConfig
-from attest.ledger.writers import written_leaf_data
+from attest.ledger.writers import written_leaf_data_of
 
 __all__ = ["ServiceConfig", "create_app"]
 
@@ -284,7 +284,7 @@ class _Service:
             self.metrics.submissions.labels(exc.code.lower()).inc()
             await _send_json(send, exc.status, _error_body(exc.status, exc.code, exc.message))
             return
-        leaf = written_leaf_data(checked.entry, checked.writer, utc_now())
+        leaf = written_leaf_data_of(checked.leaf_data, checked.writer, utc_now())
         submission = Submission(
             checked.client, checked.nonce, leaf, entry_hash=leaf_hash(checked.leaf_data)
         )

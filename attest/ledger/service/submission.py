@@ -44,7 +44,7 @@ from attest.certificate.signing import (
     PrivateKey,
     PublicKey,
     b64decode_strict,
-    ed25519_point_problem,
+    ed25519_r_refused_before_verify,
     key_id,
     load_public_key,
     verify_signature,
@@ -116,8 +116,9 @@ class SubmissionRequest(BaseModel):
         if not isinstance(key, ed25519.Ed25519PublicKey):
             return verify_signature(key, signature, message)
         # The listed key was checked when clients.yaml was loaded (check_public_key); per
-        # request only the signature's R half is, as verify_signature does (half its cost).
-        if len(signature) != 64 or ed25519_point_problem(signature[:32]) is not None:
+        # request the signature's R half is refused as verify_signature refuses it, its
+        # on-curve check left to the verification (ed25519_r_refused_before_verify says why).
+        if len(signature) != 64 or ed25519_r_refused_before_verify(signature[:32]):
             return False
         try:
             key.verify(signature, message)
