@@ -36,7 +36,6 @@ from attest.errors import InputError, KeyError_, SigningError
 
 __all__ = [
     "ED25519_SMALL_ORDER",
-    "ed25519_r_refused_before_verify",
     "MAX_KEY_BYTES",
     "PASSPHRASE_ENV",
     "Algorithm",
@@ -47,6 +46,7 @@ __all__ = [
     "check_public_key",
     "dsse_envelope",
     "ed25519_point_problem",
+    "ed25519_r_refused_before_verify",
     "generate_keypair",
     "key_id",
     "load_private_key",
