@@ -127,6 +127,11 @@ class Witness:
                 f"cannot create the witness state folder {state_dir}: {exc}"
             ) from None
         self._lock = threading.Lock()
+        # origin -> (the state file's inode, mtime and size; its checkpoint and note): the
+        # stored checkpoint opened once, not re-read and re-verified on every round. A file
+        # replaced by anyone (a one-shot cosign; every write is a rename, a new inode) or
+        # touched is read and verified again.
+        self._cache: dict[str, tuple[tuple[int, int, int], Checkpoint, str]] = {}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -146,17 +151,31 @@ class Witness:
         """The latest checkpoint this witness cosigned of ``log`` and its note (None, None
         before the first)."""
         path = self.state_path(log.origin)
-        if not path.exists():
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
             return None, None
+        except OSError as exc:
+            raise self._unreadable(log, path, exc) from None
+        identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = self._cache.get(log.origin)
+        if cached is not None and cached[0] == identity:
+            return cached[1], cached[2]
         try:
             note = path.read_text(encoding="utf-8")
-            return open_checkpoint(note, log.key.public_key, key_name=log.origin), note
+            checkpoint = open_checkpoint(note, log.key.public_key, key_name=log.origin)
         except (OSError, UnicodeDecodeError, CheckpointError) as exc:
-            raise LedgerError(
-                f"the witness's stored checkpoint of {log.origin!r} ({path}) cannot be read: {exc}",
-                hint="restore the state folder from its backup; never delete it (the witness"
-                " would then cosign a rolled-back log)",
-            ) from None
+            raise self._unreadable(log, path, exc) from None
+        self._cache[log.origin] = (identity, checkpoint, note)
+        return checkpoint, note
+
+    @staticmethod
+    def _unreadable(log: KnownLog, path: Path, exc: Exception) -> LedgerError:
+        return LedgerError(
+            f"the witness's stored checkpoint of {log.origin!r} ({path}) cannot be read: {exc}",
+            hint="restore the state folder from its backup; never delete it (the witness"
+            " would then cosign a rolled-back log)",
+        )
 
     def _persist(self, origin: str, note: str) -> None:
         path = atomic_write_text(self.state_path(origin), note)

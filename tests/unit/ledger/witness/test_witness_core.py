@@ -12,7 +12,12 @@ from _witness_kit import ORIGIN, Tree, make_key, make_witness, write_logs
 
 from attest.errors import ConfigError
 from attest.ledger.checkpoint import open_checkpoint
-from attest.ledger.witness.core import SIZE_CONTENT_TYPE, add_checkpoint_body, origin_hash
+from attest.ledger.witness.core import (
+    SIZE_CONTENT_TYPE,
+    Witness,
+    add_checkpoint_body,
+    origin_hash,
+)
 from attest.ledger.witness.cosignature import check_cosignatures, merge_signatures, quorum_problem
 from attest.ledger.witness.logs import load_logs
 
@@ -156,3 +161,25 @@ def test_unreadable_state_is_never_cosigned_over(setup: tuple[Tree, Path], tmp_p
     (tmp_path / "state" / f"{origin_hash(ORIGIN)}.checkpoint").write_text("garbage\n")
     with pytest.raises(LedgerError, match="cannot be read"):
         witness.add_checkpoint(add_checkpoint_body(0, [], tree.note()))
+
+
+def test_state_replaced_by_another_process_is_read_again(
+    setup: tuple[Tree, Path], tmp_path: Path
+) -> None:
+    """The witness keeps its stored checkpoint opened between rounds; a state file another
+    witness process (a one-shot cosign) replaced is read and verified again, never the kept one
+    used."""
+    tree, pub = setup
+    serving = make_witness(tmp_path, pub)
+    assert serving.add_checkpoint(add_checkpoint_body(0, [], tree.note(3))).status == 200
+    assert (
+        serving.add_checkpoint(add_checkpoint_body(3, tree.proof(3, 4), tree.note(4))).status == 200
+    )
+    # another process: the same key and state folder
+    other = Witness(serving.key, serving.name, serving.logs, serving.state_dir)
+    assert other.add_checkpoint(add_checkpoint_body(4, tree.proof(4), tree.note())).status == 200
+    stale = serving.add_checkpoint(add_checkpoint_body(4, tree.proof(4), tree.note()))
+    assert (stale.status, stale.body) == (409, "5\n")
+    tree.grow(3)
+    grown = serving.add_checkpoint(add_checkpoint_body(5, tree.proof(5), tree.note()))
+    assert grown.status == 200
