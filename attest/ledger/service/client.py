@@ -5,6 +5,14 @@ a timeout, 503: retry later, nothing is lost) and :class:`Refused` (the service 
 4xx or 5xx: ``status``, ``code``, the JSON ``body`` and, for a replay, the ``index`` the first
 request got).
 
+Partial tiles are skipped once the log has grown past them (C2SP tlog-tiles: a client that
+needs a partial tile may fetch the full one instead once it exists, and a log MAY delete partial
+tiles then): the client remembers the largest tree size a checkpoint it fetched showed, and a
+partial tile that tree has completed is read as the full tile (its first entries or hashes), an
+immutable file a cache keeps; a partial answered 404 is read from the full tile too. That size
+is not trusted for anything else: what a tile holds is checked by its user against a signed
+root, and a full tile that is not there sends the client back to the partial one.
+
 Every answer is read as a stream and its size counted as it is produced: the raw bytes, and for a
 gzip answer the bytes its decompression yields (zlib with ``max_length``, never more than the
 cap at once), so an answer that would inflate past :data:`MAX_RESPONSE_BYTES` (a gzip bomb in a
@@ -26,6 +34,8 @@ from attest.core.io import StrictJSONError, loads_strict
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, open_checkpoint
 from attest.ledger.service.tiles import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
     TilePath,
     clients_version_path,
     decode_bundle,
@@ -115,6 +125,7 @@ class LedgerClient:
         if not url.startswith(("http://", "https://")):
             raise LedgerError(f"{url!r} is not an http:// or https:// URL")
         self.url = url.rstrip("/") + "/"
+        self.known_size = 0  # the largest tree size a fetched checkpoint showed (docstring)
         self._http = httpx.Client(
             base_url=self.url,
             timeout=timeout_s,
@@ -178,7 +189,11 @@ class LedgerClient:
     # -- reads ---------------------------------------------------------------------------------
 
     def checkpoint_note(self) -> str:
-        return self._request("GET", "checkpoint").content.decode("utf-8", "replace")
+        note = self._request("GET", "checkpoint").content.decode("utf-8", "replace")
+        lines = note.split("\n", 2)
+        if len(lines) == 3 and lines[1].isdigit() and len(lines[1]) <= 20:
+            self.known_size = max(self.known_size, int(lines[1]))  # module docstring
+        return note
 
     def checkpoint(self, key: PublicKey, key_name: str | None = None) -> tuple[Checkpoint, str]:
         """The log's checkpoint, verified with ``key`` (a bad one raises CheckpointError)."""
@@ -190,12 +205,34 @@ class LedgerClient:
         return self.checkpoint_note().split("\n", 1)[0]
 
     def bundle(self, tile: TilePath) -> list[bytes]:
-        content = self._request("GET", tile_path(None, tile.index, tile.width)).content
-        return decode_bundle(content, tile.width)
+        content, width = self._tile(None, tile)
+        return decode_bundle(content, width)[: tile.width]
 
     def hashes(self, tile: TilePath) -> list[bytes]:
-        content = self._request("GET", tile_path(tile.level, tile.index, tile.width)).content
-        return split_hashes(content, tile.width)
+        content, width = self._tile(tile.level, tile)
+        return split_hashes(content, width)[: tile.width]
+
+    def _tile(self, level: int | None, tile: TilePath) -> tuple[bytes, int]:
+        """A tile's content and the width it was read at: the full tile in place of a partial
+        one the log has grown past (module docstring)."""
+        full = tile_path(level, tile.index, TILE_WIDTH)
+        if not tile.is_partial:
+            return self._request("GET", full).content, TILE_WIDTH
+        grown = self.known_size >> (TILE_HEIGHT * (level or 0)) >= (tile.index + 1) * TILE_WIDTH
+        if grown:
+            try:
+                return self._request("GET", full).content, TILE_WIDTH
+            except Refused as exc:
+                if exc.status != 404:
+                    raise
+        try:
+            return self._request(
+                "GET", tile_path(level, tile.index, tile.width)
+            ).content, tile.width
+        except Refused as exc:
+            if exc.status != 404 or grown:
+                raise
+        return self._request("GET", full).content, TILE_WIDTH  # the partial was deleted
 
     def inclusion_proof(self, index: int, size: int) -> tuple[bytes, list[bytes]]:
         body = self._json(

@@ -5,7 +5,8 @@ proof"), from the service or from its static files alike, with no proof endpoint
 A node ``(h, j)`` (:mod:`attest.ledger.merkle`: the hash of leaves ``j*2**h .. (j+1)*2**h-1``)
 is, with ``L = h // 8`` and ``r = h % 8``, the Merkle Tree Hash of ``2**r`` consecutive hashes
 of one level-``L`` tile; tiles are fetched once per reader, at the width the tree of ``size``
-gives them (partial tiles included). Nothing read is trusted: a proof made from served tiles
+gives them (a partial one read from the full tile once the log has grown past it: the
+client's choice, :mod:`.client`). Nothing read is trusted: a proof made from served tiles
 is checked against a signed root by its user.
 """
 
