@@ -154,7 +154,7 @@ def write_ledger_proof(url: str, certificate: Path, index: int | None, out: Path
             hint=later,
         )
     try:
-        text = build_tlog_proof(url, sha256_file(certificate), start=index)
+        text = build_tlog_proof(url, sha256_file(certificate), index=index)
     except LedgerError as exc:
         raise LedgerError(
             f"the certificate is written and recorded as entry {index}, but its proof could not"

@@ -107,3 +107,59 @@ def test_proof_from_a_ledger_service(
     _trust_ledger_key(world, capsys)
     code, out, err = run(capsys, *_verify(world, proof))
     assert code == 0, out + err
+
+
+def _bundles_read(log: FakeLog) -> list[str]:
+    """Record the entry bundles the log is asked for (the paths, in order)."""
+    asked: list[str] = []
+    handle = log.handle
+
+    def recording(method: str, path: str, *args: Any) -> Any:
+        if path.lstrip("/").startswith("tile/entries/"):
+            asked.append(path.lstrip("/"))
+        return handle(method, path, *args)
+
+    log.handle = recording  # type: ignore[method-assign]
+    return asked
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_proof_reads_only_the_bundle_at_the_index_given_or_spooled(
+    world: dict[str, Path],  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    stale: bool,
+) -> None:
+    from attest.ledger.service.spool import Spool
+
+    log = FakeLog(load_private_key(world["keys"] / "ledger.key"))
+    revoked = entry_for_certificate(world["cert"], event="revoked")
+    log.leaves += [revoked.leaf_data] * 300
+    log.leaves.append(entry_for_certificate(world["cert"]).leaf_data)
+    log.leaves += [revoked.leaf_data] * 300
+    asked = _bundles_read(log)
+    proof = tmp_path / "cert.tlog-proof"
+    with serve(log) as url:
+        # the index given: only its bundle is read; a wrong one fails closed
+        args = ["ledger", "proof", world["cert"], "--ledger", url, "-o", proof]
+        code, _, err = run(capsys, *args, "--index", "300")
+        assert code == 0, err
+        assert asked == ["tile/entries/001"] and parse_tlog_proof(proof.read_text()).index == 300
+        code, _, err = run(capsys, *args, "--index", "5")
+        assert code != 0 and "entry 5 of the log is not the 'issued' entry" in err
+        # the index the spool kept for this machine's write; a stale one: searched instead
+        spool_path = tmp_path / "spool.sqlite"
+        monkeypatch.setenv("ATTEST_LEDGER_SPOOL", str(spool_path))
+        with Spool(spool_path) as spool:
+            seq = spool.enqueue(url, "release", entry_for_certificate(world["cert"]))
+            spool._mark(seq, "done", 7 if stale else 300, None)
+        asked.clear()
+        proof.unlink()
+        code, _, err = run(capsys, *args)
+        assert code == 0, err
+        assert parse_tlog_proof(proof.read_text()).index == 300
+        if stale:  # the hint's bundle, then the search (in parallel) from the first
+            assert asked[0] == "tile/entries/000" and "tile/entries/001" in asked[1:]
+        else:
+            assert asked == ["tile/entries/001"]

@@ -121,6 +121,17 @@ class Spool:
         ).fetchall()
         return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
 
+    def recorded(self, url: str) -> list[tuple[int, bytes]]:
+        """``(index, leaf data)`` of the events sent to ``url`` (a trailing ``/`` or not) and
+        proven, newest first: where the service recorded them."""
+        base = url.rstrip("/")
+        rows = self._db.execute(
+            "SELECT log_index, leaf FROM events WHERE state = 'done' AND log_index IS NOT NULL"
+            " AND url IN (?, ?) ORDER BY seq DESC",
+            (base, base + "/"),
+        ).fetchall()
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
     def _mark(self, seq: int, state: str, index: int | None, detail: str | None) -> None:
         self._db.execute(
             "UPDATE events SET state = ?, log_index = ?, detail = ? WHERE seq = ?",
