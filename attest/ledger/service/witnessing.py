@@ -5,12 +5,12 @@ once a quorum of them cosigned it, publishes the checkpoint with the cosignature
 a published checkpoint that covers its entry.
 
 Pipelined: sequencing never waits for a round. A round starts as soon as the previous one
-ended and the log has grown, and covers everything sequenced when it starts; the writes
-sequenced while it is in flight go in the next one. Every answer waiting for a size the
-published checkpoint covers is released together when it is published. So under load a round
-cosigns many batches (two HTTP requests and one consistency proof per round, not per batch)
-and a write waits at most about two rounds, without a fixed pacing interval adding to every
-write's latency. A round below the quorum is retried after a short pause.
+ended and the log has grown (but no sooner than :data:`MIN_ROUND_S` after the previous one
+started), and covers everything sequenced when it starts; the writes sequenced while it is in
+flight go in the next one. Every answer waiting for a size the published checkpoint covers is
+released together when it is published. So under load a round cosigns many batches (two HTTP
+requests and one consistency proof per round, not per batch) and a write waits about one and a
+half rounds. A round below the quorum is retried after a short pause.
 """
 
 from __future__ import annotations
@@ -28,10 +28,15 @@ from attest.ledger.service.sequencer import ServedCheckpoint
 from attest.ledger.witness.client import WitnessClient, WitnessingConfig
 from attest.ledger.witness.cosignature import merge_signatures
 
-__all__ = ["Witnessing"]
+__all__ = ["MIN_ROUND_S", "Witnessing"]
 
 LOG = logging.getLogger("attest.ledger.service.witnessing")
 _RETRY_S = 0.5
+# The floor between round starts. Rounds back to back (no floor) cost the service and the
+# witnesses a round's CPU (HTTP, proof, fsync, signatures) more often than it buys latency on
+# a busy machine; 20 ms added a fixed wait to every write. 10 ms gave the highest witnessed
+# rate of the three on the shared 2-vCPU VM (docs/benchmarks.md, ledger service, issue 37).
+MIN_ROUND_S = 0.01
 
 
 class Witnessing:
@@ -118,9 +123,11 @@ class Witnessing:
 
     async def _loop(self) -> None:
         assert self._changed is not None
+        loop = asyncio.get_running_loop()
         while True:
             await self._changed.wait()
             self._changed.clear()
+            began = loop.time()
             target = self._latest
             published = self.published
             if target is None or (
@@ -137,6 +144,7 @@ class Witnessing:
                 self._changed.set()
                 continue
             self._publish(ServedCheckpoint(merge_signatures(target.note, lines), target.head))
+            await asyncio.sleep(max(0.0, began + MIN_ROUND_S - loop.time()))
 
     async def _round(self, target: ServedCheckpoint) -> str | None:
         """The cosignature lines of one round, or None below the quorum."""
