@@ -1,7 +1,8 @@
 """Where a lean determinism repeat's time over 1.0 F goes (issue #38, "lean repeats").
 
 Each round times, in the same process, one after the other: F (bare forward+backward with the
-loss), a lean repeat comparing with run 0 (``RunComparison``), a lean repeat with the
+loss), a lean repeat comparing with run 0 (``RunComparison``: by fingerprint), the same
+comparing run 0's kept bytes instead (``bits_equal``, as before fingerprints), a lean repeat with the
 comparison disabled (the same dispatch mode and node hooks, the comparison's calls doing
 nothing), the same lean dispatch with no per-operator work at all (a ``TorchDispatchMode`` that
 only calls the operator), and F with an empty post-hook on every autograd node (hooks alone).
@@ -67,6 +68,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from attest.collection.capture.spill import Pager
+    from attest.collection.profile import repeat_capture
+    from attest.collection.profile.op_metrics import bits_equal
     from attest.collection.profile.profiler import capture_reference
     from attest.collection.profile.repeat_capture import RunComparison
     from attest.collection.profile.repeats import _compare_run
@@ -93,8 +96,17 @@ def main() -> int:
             ctx, profile, kind(profile.ops, Pager(ctx.release_spill_pages)), detailed=False
         )
 
+    def lean_bytes() -> Any:  # the comparison before fingerprints: run 0's bytes read each time
+        fingerprinted = repeat_capture.same_bits
+        repeat_capture.same_bits = lambda value, box: bits_equal(value, box.value)
+        try:
+            return lean(RunComparison)()
+        finally:
+            repeat_capture.same_bits = fingerprinted
+
     cases = {
         "lean_compare": lean(RunComparison),
+        "lean_compare_bytes": lean_bytes,
         "lean_no_compare": lean(_NoCompare),
         "mode_only": lambda: _mode_only(model, x),
         "hooks_only": lambda: _hooks_only(model, x),
