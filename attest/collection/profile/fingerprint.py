@@ -26,6 +26,7 @@ bytes, so they differ here as in ``bits_equal``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from typing import Any
 
@@ -76,11 +77,9 @@ def reference_digest(box: Any) -> tuple[torch.dtype, torch.Size, int] | None:
         value = box.value
         d = digest(value)
         known = (value.dtype, value.shape, d) if d is not None else False
-        try:
+        with contextlib.suppress(AttributeError):  # a holder without the slot: not kept
             box.digest = known
-        except AttributeError:  # a reference holder without the slot: not kept
-            pass
-    return known or None
+    return known if isinstance(known, tuple) else None
 
 
 def same_bits(value: torch.Tensor, box: Any) -> bool:
