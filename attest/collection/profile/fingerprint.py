@@ -6,8 +6,8 @@ kept copy reads two buffers per tensor, one of them from the spill file's map, e
 :func:`same_bits` reads the run's tensor once instead, as it is produced (still in cache), and
 hashes it with XXH3-128 (the ``xxhash`` package: a fast non-cryptographic 128-bit hash), then
 compares the hash with run 0's, which is computed once from the kept copy and kept with it
-(:func:`reference_digest`). Only where the hashes differ are run 0's bytes read again, by the
-caller, for the relative deviation: differing hashes prove differing bytes.
+(:func:`reference_fingerprint`). Only where the hashes differ are run 0's bytes read again, by
+the caller, for the relative deviation: differing hashes prove differing bytes.
 
 Why a non-cryptographic hash is enough: what is compared is a run with an earlier run of the
 same model in the same process, and what makes them differ is accidental (a reduction order, a
@@ -35,7 +35,7 @@ import xxhash
 
 from attest.collection.profile.op_metrics import bits_equal
 
-__all__ = ["HASH_MIN_BYTES", "digest", "reference_digest", "same_bits"]
+__all__ = ["HASH_MIN_BYTES", "digest", "reference_fingerprint", "same_bits"]
 
 # Below this many bytes a tensor is compared with memcmp: measured on this machine's CPU
 # (docs/benchmarks.md, "Comparing by fingerprint"), hashing one buffer costs about what
@@ -68,7 +68,7 @@ def digest(t: torch.Tensor, min_bytes: int = 0) -> int | None:
     return _HASH((ctypes.c_char * nbytes).from_address(t.data_ptr()))
 
 
-def reference_digest(box: Any) -> tuple[torch.dtype, torch.Size, int] | None:
+def reference_fingerprint(box: Any) -> tuple[torch.dtype, torch.Size, int] | None:
     """Run 0's kept tensor ``box.value``: its dtype, shape and :func:`digest`, computed on the
     first call and kept on the box (the later repeats compare with the same reference); None
     where the kept copy has no digest."""
@@ -88,7 +88,7 @@ def same_bits(value: torch.Tensor, box: Any) -> bool:
     :func:`~attest.collection.profile.op_metrics.bits_equal` on the kept bytes."""
     mine = digest(value, HASH_MIN_BYTES)
     if mine is not None:
-        ref = reference_digest(box)
+        ref = reference_fingerprint(box)
         if ref is not None:
             return mine == ref[2] and value.dtype == ref[0] and value.shape == ref[1]
     return bits_equal(value, box.value)
