@@ -28,7 +28,7 @@ import os
 import tempfile
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -82,17 +82,18 @@ class TensorRef(Protocol):
 class _InMemory:
     """A tensor a spill file cannot hold (not strided, quantized...): kept as a copy."""
 
-    __slots__ = ("value",)
+    __slots__ = ("digest", "value")
 
     def __init__(self, value: torch.Tensor) -> None:
         self.value = value
+        self.digest: Any = None  # the repeats' fingerprint (profile/fingerprint.py), once made
 
 
 class SpilledTensor:
     """One tensor copied into a :class:`SpillFile` by :meth:`SpillFile.put`; ``.value`` maps
     it back once the file is sealed (contiguous, on the CPU, sharing the file's pages)."""
 
-    __slots__ = ("_file", "_nbytes", "_offset", "_value", "dtype", "shape")
+    __slots__ = ("_file", "_nbytes", "_offset", "_value", "digest", "dtype", "shape")
 
     def __init__(
         self, file: SpillFile, offset: int, nbytes: int, dtype: torch.dtype, shape: torch.Size
@@ -103,6 +104,7 @@ class SpilledTensor:
         self.dtype = dtype
         self.shape = shape
         self._value: torch.Tensor | None = None
+        self.digest: Any = None  # the repeats' fingerprint (profile/fingerprint.py), once made
 
     @property
     def value(self) -> torch.Tensor:

@@ -7,8 +7,9 @@ run, about 0.2 F when the model waits for it after each operator). :class:`Queue
 is the same :class:`~attest.collection.profile.repeat_capture.RunComparison` with its calls
 (``compare_outputs`` per forward operator, ``grads`` per autograd node) handed, in the order
 they are made, to one worker thread: the comparison of operator ``k`` runs while the model
-computes operator ``k + 1``. ``memcmp`` (ctypes) releases the GIL, so the thread compares while
-ATen computes. Nothing is kept beyond the comparison: each queued call holds the run's own
+computes operator ``k + 1``. Both ways of comparing release the GIL (``memcmp`` through ctypes;
+the XXH3-128 hash of :mod:`attest.collection.profile.fingerprint` while it hashes a large
+buffer), so the thread compares while ATen computes. Nothing is kept beyond the comparison: each queued call holds the run's own
 tensors until it has read them (at most :data:`MAX_PENDING_BYTES` of them; the model waits
 when the worker is that far behind) and drops them after.
 

@@ -20,8 +20,11 @@ claim. What is skipped is only provably redundant: a view or alias operator (``v
 operator of this run has written differing bytes into any storage (the ``tainted`` set),
 such a view equals run 0's by construction, and it is compared for real as soon as its
 storage is tainted. Comparisons (:class:`RunComparison`) use
-:func:`~attest.collection.profile.op_metrics.bits_equal` (an exact comparison of the raw bits,
-no hashing); the relative deviation is computed only where bits differ.
+:func:`~attest.collection.profile.fingerprint.same_bits`: the run's tensor is hashed once as it
+is produced and its XXH3-128 fingerprint compared with run 0's (computed once from the kept
+copy), with an exact byte comparison for small tensors and those whose bytes are not their
+values in order; run 0's bytes are read again, for the relative deviation, only where the
+fingerprints differ.
 
 Memory (CPU): :class:`LiveBytes` counts storages created by forward operators (seen in
 dispatch) and gradients returned by autograd nodes (seen in node hooks), and uncounts them
@@ -48,7 +51,8 @@ from attest.collection.capture.capture import (
 from attest.collection.capture.spill import Pager, TensorRef
 from attest.collection.capture.tensors import flat_tensors, measured_outputs, tensor_storage
 from attest.collection.nonfinite import one_sided_nonfinite
-from attest.collection.profile.op_metrics import bits_equal, relative_deviation
+from attest.collection.profile.fingerprint import same_bits
+from attest.collection.profile.op_metrics import relative_deviation
 
 if TYPE_CHECKING:
     from attest.collection.profile.measures import OpMeasure
@@ -128,7 +132,7 @@ class RunComparison(CaptureObserver):
         return deviation
 
     def _grad_equal(self, g: torch.Tensor, box: TensorRef) -> bool:
-        """``bits_equal(g, box.value)``, read once per gradient: autograd hands one tensor to
+        """``same_bits(g, box)``, read once per gradient: autograd hands one tensor to
         several nodes (an addition's backward returns its incoming gradient for both inputs),
         and run 0 kept one copy of it (:meth:`SpillFile.put`), so the same tensor, unchanged
         (same version; node hooks run outside ATen calls, where the counter is up to date),
@@ -138,7 +142,7 @@ class RunComparison(CaptureObserver):
         seen = self._equal_grads.get(id(g))
         if seen is not None and seen[0]() is g and seen[1] == g._version and seen[2] is box:
             return True
-        if not bits_equal(g, box.value):
+        if not same_bits(g, box):
             return False
         self._equal_grads[id(g)] = (weakref.ref(g), g._version, box)
         return True
@@ -177,7 +181,7 @@ class RunComparison(CaptureObserver):
         dev = 0.0 if exact else math.inf
         if exact and not (view and not (self.tainted and storage_ptrs(outputs) & self.tainted)):
             for box, out in zip(measure.outputs, outputs, strict=True):
-                if not bits_equal(out, box.value):
+                if not same_bits(out, box):
                     exact = False
                     dev = max(dev, self._deviation(ref_id, "output", out, box.value))
         self._note(ref_id, exact, dev)
