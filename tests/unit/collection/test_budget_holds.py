@@ -55,9 +55,7 @@ def test_the_named_minimum_is_accepted_and_met_then_a_larger_budget_within_1_1x(
     assert calibration.repeat_s == max(calibration.repeats_s[1:])  # the slowest warm run
     for budget in (minimum, 1.5 * minimum):
         started = time.perf_counter()
-        ev = collect(
-            spec, runners=PROFILE, budget_s=budget, budget_floors=FLOORS, started=started
-        )
+        ev = collect(spec, runners=PROFILE, budget_s=budget, budget_floors=FLOORS, started=started)
         took = time.perf_counter() - started
         record = ev.budget
         assert record is not None and record.elapsed_s is not None

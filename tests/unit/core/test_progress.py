@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import sys
 import threading
 import time
@@ -244,7 +245,7 @@ def test_the_estimate_does_not_swing_when_a_stage_without_counts_follows_the_rep
     assert gradients <= threads and seen[4] == pytest.approx(gradients, rel=0.01)
     # sane: the phases left (58 units) at the rate measured so far (about 1.1 s a unit)
     assert 40 < threads < 100, seen
-    assert all(b <= a * 1.1 for a, b in zip(seen, seen[1:])), seen
+    assert all(b <= a * 1.1 for a, b in itertools.pairwise(seen)), seen
 
 
 def test_a_garbled_plan_is_a_plain_stage() -> None:
