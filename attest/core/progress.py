@@ -18,9 +18,10 @@ them:
 stage, the elapsed time and an estimate of the time left. With a plan, the estimate weighs
 the phases by their planned cost, not their count (the largest ``k/N`` within a phase counts
 as that share of it until the next phase starts, so a stage without counts after the repeats,
-the thread-count run, does not take the repeats back and swing the estimate): seconds per unit so far (the planned seconds of two units count as a prior,
-so the first quick phase does not decide alone) times the units still to do. Without a plan,
-elapsed time per finished step times the steps still to do; until a step has finished there
+the thread-count run, does not take the repeats back and swing the estimate): seconds per
+unit so far (the planned seconds of a tenth of the plan, two units at least, count as a
+prior, so the first quick phase does not decide alone) times the units still to do. Without
+a plan, elapsed time per finished step times the steps still to do; until a step has finished there
 is no basis, and it says ``estimating…``. Either way the figure is an estimate, and it is
 shown as one. What shows it: :mod:`attest.core.progress_display` (the command line's choice
 between a live display and plain lines) and :mod:`attest.core.progress_log` (plain lines and
@@ -56,7 +57,8 @@ _STEPS = re.compile(r"\[(\d+)/(\d+)\] (.*)", re.DOTALL)
 _WITHIN = re.compile(r"(\d+)/(\d+)\)?")
 _PLAN = re.compile(r"plan: (.*); unit ([0-9.eE+-]+) s", re.DOTALL)
 _MAX_TEXT = 160  # characters of a stage shown (a spec path can be long)
-_PRIOR_UNITS = 2.0  # planned seconds of this many units weigh in the measured rate
+_PRIOR_UNITS = 2.0  # planned seconds of this many units weigh in the measured rate, at least
+_PRIOR_SHARE = 0.1  # and of this share of the plan's units
 
 
 def step_message(done: int, total: int, text: str) -> str:
@@ -222,7 +224,10 @@ class Tracker:
             return 0.0
         end = self._end if self.finished else self._clock()
         spent = max(0.0, end - self._plan_start)
-        prior = _PRIOR_UNITS if self.unit_s > 0 else 0.0
+        # the planned pace weighs as a tenth of the plan (at least two units): a phase of a
+        # fraction of a second, or a phase whose stages have no counts, cannot set the rate
+        # alone (a rate from a tiny interval over a large plan said hours for seconds)
+        prior = max(_PRIOR_UNITS, _PRIOR_SHARE * total) if self.unit_s > 0 else 0.0
         if done + prior <= 0:
             return None
         rate = (spent + prior * self.unit_s) / (done + prior)

@@ -248,6 +248,20 @@ def test_the_estimate_does_not_swing_when_a_stage_without_counts_follows_the_rep
     assert all(b <= a * 1.1 for a, b in itertools.pairwise(seen)), seen
 
 
+def test_a_short_interval_in_a_phase_without_counts_does_not_set_the_rate_alone() -> None:
+    # a small model under --budget: 420 planned units of 35 ms (14.7 s); 0.6 s into the first
+    # phase (no k/N within it) the estimate said "about 2:05 left" from the rate of that
+    # interval against a prior of two units
+    clock = FakeClock()
+    tracker = Tracker(clock)
+    tracker.update(plan_message({"topology": 20.0, "profile": 400.0}, 0.035))
+    tracker.update(step_message(0, 22, "checks: topology"))
+    clock.now += 0.6
+    tracker.update("budget plan: profile 14 s; 7 s spent of 40 s")
+    left = tracker.remaining()
+    assert left is not None and 14.7 <= left < 2 * 14.7
+
+
 def test_a_garbled_plan_is_a_plain_stage() -> None:
     assert parse("plan: topology x; unit 1 s").plan is None
     assert parse("plan: topology inf; unit 1 s").plan is None
