@@ -24,3 +24,9 @@ def say_overrun(evidence: Evidence) -> None:
         "budget records the plan); give a larger --budget to finish within it",
         err=True,
     )
+    if budget.phases:  # which phase missed its estimate, and by how much
+        rows = ", ".join(
+            f"{phase} {row['planned_s']:.0f} s planned / {row['actual_s']:.0f} s taken"
+            for phase, row in budget.phases.items()
+        )
+        click.echo(f"budget per phase: {rows}", err=True)

@@ -289,7 +289,11 @@ def _budget_planner(
         ctx, capture_s=capture.duration_s, float64_s=preflight_s[-1] if preflight_s else 0.0
     )
     planner = BudgetPlanner(
-        limit_s=budget_s, calibration=calibration, started=started, floors=dict(floors or {})
+        limit_s=budget_s,
+        calibration=calibration,
+        started=started,
+        floors=dict(floors or {}),
+        progress=progress,
     )
     planner.start([phase_name(r) for r in order], ctx.settings, ctx.spec)
     ctx.extras["budget_planner"] = planner

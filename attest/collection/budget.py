@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attest.collection.budget_calibration import Calibration
+from attest.collection.budget_phases import PhaseAccount, plan_line, say_on_stderr
 from attest.errors import InputError
 from attest.evidence.model import BudgetCalibration, BudgetRecord, BudgetReduction
 
@@ -132,6 +133,10 @@ class BudgetPlanner:
     _estimated_done: float = 0.0
     _measured_done: float = 0.0
     _remaining: list[str] = field(default_factory=list)
+    account: PhaseAccount = field(default_factory=PhaseAccount)
+    say: Callable[[str], None] = say_on_stderr  # a warning at the moment it arises (stderr)
+    progress: Callable[[str], None] | None = None  # the plan per phase, as a progress line
+    _warned: bool = False
 
     @property
     def unit_s(self) -> float:
@@ -216,15 +221,38 @@ class BudgetPlanner:
         time left, then give the repeats back whatever still fits."""
         self._remaining = list(remaining_phases)
         left = self.limit_s * TARGET_SHARE - self.elapsed()
+        at_floors = False
         while self.estimate(remaining_phases) > left:
             step = self._best_step(remaining_phases)
             if step is None:
-                break  # every setting is at its floor: keep the floors, the record says so
+                at_floors = True  # every setting is at its floor: keep the floors, say so
+                break
             self.levels[step.setting] += 1
         self._fill_repeats(remaining_phases, left, spec)
         for knob in KNOBS:
             if knob.phase in remaining_phases:
                 _set(knob.setting, self._value(knob), settings, spec)
+        estimates = {p: self.phase_estimate(p) for p in remaining_phases if p not in self.skipped}
+        if remaining_phases:
+            self.account.begin(remaining_phases[0], estimates.get(remaining_phases[0], 0.0))
+        if self.progress is not None and estimates:
+            self.progress(plan_line(estimates, self.elapsed(), self.limit_s))
+        if at_floors:
+            self._floors_past(self.elapsed() + sum(estimates.values()), remaining_phases[:1])
+
+    def _floors_past(self, finish_s: float, phases: list[str]) -> None:
+        """Say on stderr, once, that the floors no longer fit (``finish_s``: the estimated
+        end at the floors, over the budget): the floors are kept, the budget will be overrun."""
+        if finish_s <= self.limit_s or self._warned:
+            return
+        self._warned = True
+        where = f" (from the {phases[0]} phase on)" if phases else ""
+        self.say(
+            f"budget: the evidence floors no longer fit the budget of {self.limit_s:.0f} s: "
+            f"the collect is now estimated to finish after about {finish_s:.0f} s{where}, "
+            f"{finish_s / self.limit_s:.2f}x the budget ({self._floors_text()} are kept; the "
+            "phases ran slower than calibrated, the machine may be loaded)"
+        )
 
     def _fill_repeats(self, remaining_phases: list[str], left: float, spec: Any) -> None:
         """After a step down, the largest repeat count between the level reached and the
@@ -262,12 +290,16 @@ class BudgetPlanner:
     def finished(self, phase: str, measured_s: float, spec: Any) -> None:
         """A phase finished after ``measured_s``: fold it into the correction of the later
         phases' estimates (repeats apart: the calibration measured them as such)."""
+        self.account.end(phase, measured_s)
         knob = _BY_SETTING["repeats"]
         ran = {knob.setting: spec.repeats}
         estimated = self.phase_estimate(phase, ran)
         repeats_s = self._knob_s(knob, spec.repeats) if phase == knob.phase else 0.0
-        self._estimated_done += max(0.0, estimated - repeats_s) / max(self.correction, 1e-9)
-        self._measured_done += max(0.0, measured_s - repeats_s)
+        # the repeats were estimated at the calibrated time, uncorrected: a phase whose
+        # repeats ran slower than calibrated (a loaded machine) says the later ones will too
+        fixed = max(0.0, estimated - repeats_s) / max(self.correction, 1e-9)
+        self._estimated_done += fixed + repeats_s
+        self._measured_done += max(0.0, measured_s)
         # shrunk towards 1 by a tenth of the planned work: a phase of a few seconds (topology)
         # hardly moves the estimates of the phases ten times its size
         prior = 0.1 * (self.estimate_planned_s or self.estimate_full_s or 0.0)
@@ -294,18 +326,30 @@ class BudgetPlanner:
             self.repeat_times.append(now - self._last_repeat)
         self._last_repeat = now
         floor = int(self._ladder(_BY_SETTING["repeats"])[-1])
+        per_repeat = self._per_repeat()
+        later = [p for p in self._remaining if p != "profile"]
         if run_index >= floor:
-            recent = self.repeat_times[-5:]
-            measured = sum(recent) / len(recent) if recent else 0.0
-            calibrated = self.calibration.seconds("repeat")
-            per_repeat = measured if len(recent) >= 5 else max(calibrated, measured)
-            later = [p for p in self._remaining if p != "profile"]
             if self.elapsed() + per_repeat + self.estimate(later) > self.limit_s * TARGET_SHARE:
                 spec.repeats = run_index
                 self._declined = True
                 return False
+        else:  # below the floor: the runs go on; do the floors still fit at the measured pace?
+            floors = self.estimate(later, self.floor_values())
+            self._floors_past(
+                self.elapsed() + (floor - run_index) * per_repeat + floors, ["profile"]
+            )
         spec.repeats = max(int(spec.repeats), run_index + 1)
         return True
+
+    def _per_repeat(self) -> float:
+        """A repeat's seconds: the median of the last five measured once there are three,
+        never below the calibration's before (a warm repeat can be faster, a loaded machine
+        slower: the measured pace replaces the calibrated one as the repeats run)."""
+        recent = sorted(self.repeat_times[-5:])
+        calibrated = self.calibration.seconds("repeat")
+        if len(recent) >= 3:
+            return recent[len(recent) // 2]
+        return max([calibrated, *recent])
 
     # -- the record -------------------------------------------------------------------------
 
@@ -340,10 +384,12 @@ class BudgetPlanner:
                 capture_s=round(self.calibration.capture_s, 6),
                 float64_s=round(self.calibration.float64_s, 6),
                 took_s=round(self.calibration.took_s, 6),
+                repeats_s=[round(t, 6) for t in self.calibration.repeats_s],
             ),
             minimum_s=self.minimum_s,
             floors={k.setting: self._ladder(k)[-1] for k in KNOBS},
             correction=round(self.correction, 4),
+            phases=self.account.record(),
         )
 
     def _floors_text(self) -> str:

@@ -187,6 +187,8 @@ def run_checks(
         if work is not None:
             phase = phase_name(runner)
             work.save(index, phase, produced, record, partial(phase_state, ctx, phase))
+    if planner is not None and progress is not None:  # how each phase compared with its plan
+        progress(planner.account.summary())
     return completed(results) if fill_missing else results
 
 

@@ -16,10 +16,12 @@ them:
 
 :class:`Tracker` turns the messages into the phase (the stage of the last step message), the
 stage, the elapsed time and an estimate of the time left. With a plan, the estimate weighs
-the phases by their planned cost, not their count (a ``k/N`` within a phase counts as that
-share of it): seconds per unit so far (the planned seconds of two units count as a prior,
-so the first quick phase does not decide alone) times the units still to do. Without a plan,
-elapsed time per finished step times the steps still to do; until a step has finished there
+the phases by their planned cost, not their count (the largest ``k/N`` within a phase counts
+as that share of it until the next phase starts, so a stage without counts after the repeats,
+the thread-count run, does not take the repeats back and swing the estimate): seconds per
+unit so far (the planned seconds of a tenth of the plan, two units at least, count as a
+prior, so the first quick phase does not decide alone) times the units still to do. Without
+a plan, elapsed time per finished step times the steps still to do; until a step has finished there
 is no basis, and it says ``estimating…``. Either way the figure is an estimate, and it is
 shown as one. What shows it: :mod:`attest.core.progress_display` (the command line's choice
 between a live display and plain lines) and :mod:`attest.core.progress_log` (plain lines and
@@ -55,7 +57,8 @@ _STEPS = re.compile(r"\[(\d+)/(\d+)\] (.*)", re.DOTALL)
 _WITHIN = re.compile(r"(\d+)/(\d+)\)?")
 _PLAN = re.compile(r"plan: (.*); unit ([0-9.eE+-]+) s", re.DOTALL)
 _MAX_TEXT = 160  # characters of a stage shown (a spec path can be long)
-_PRIOR_UNITS = 2.0  # planned seconds of this many units weigh in the measured rate
+_PRIOR_UNITS = 2.0  # planned seconds of this many units weigh in the measured rate, at least
+_PRIOR_SHARE = 0.1  # and of this share of the plan's units
 
 
 def step_message(done: int, total: int, text: str) -> str:
@@ -142,6 +145,7 @@ class Tracker:
         self.unit_s = 0.0
         self._plan_start = self._start
         self._plan_done = 0  # phases of the plan finished
+        self._share = 0.0  # of the current plan phase, the most a k/N within it has shown
         self.total: int | None = None
         self.within: tuple[int, int] | None = None
         self.finished = False
@@ -153,7 +157,7 @@ class Tracker:
         read = parse(message)
         if read.plan is not None:
             self.plan, self.unit_s = read.plan, read.unit_s or 0.0
-            self._plan_start, self._plan_done = self._clock(), 0
+            self._plan_start, self._plan_done, self._share = self._clock(), 0, 0.0
             return read
         self.stage = safe_text(read.text, _MAX_TEXT)
         self.within = read.within
@@ -163,6 +167,9 @@ class Tracker:
             self.done = min(max(done, 0), self.total)
             self.phase = self.stage
             self._enter_phase(read.text, finished=self.total > 0 and self.done >= self.total)
+        elif read.within is not None:  # run k of N has started: k - 1 of them are done
+            k, n = read.within
+            self._share = max(self._share, min(max(k - 1, 0), n) / n)
         return read
 
     def _enter_phase(self, text: str, *, finished: bool) -> None:
@@ -174,19 +181,19 @@ class Tracker:
             self._plan_done = len(names)
             return
         name = text.removeprefix("checks: ").strip()
-        if name in names:
-            self._plan_done = max(self._plan_done, names.index(name))
+        if name in names and names.index(name) > self._plan_done:
+            self._plan_done, self._share = names.index(name), 0.0
 
     def units(self) -> tuple[float, float] | None:
-        """Planned units done (a ``k/N`` within the current phase counts as that share of
-        it) and in all, or None without a plan."""
+        """Planned units done (the largest ``k/N`` shown within the current phase counts as
+        that share of it, also after a stage without counts follows it: the thread-count run
+        after the repeats keeps the repeats done) and in all, or None without a plan."""
         if self.plan is None:
             return None
         costs = list(self.plan.values())
         done = sum(costs[: self._plan_done])
-        if self._plan_done < len(costs) and self.within is not None and self.phase != self.stage:
-            k, n = self.within
-            done += costs[self._plan_done] * min(max(k - 1, 0), n) / n  # run k has started
+        if self._plan_done < len(costs):
+            done += costs[self._plan_done] * self._share
         return done, sum(costs)
 
     def finish(self, outcome: str = "done") -> None:
@@ -217,7 +224,10 @@ class Tracker:
             return 0.0
         end = self._end if self.finished else self._clock()
         spent = max(0.0, end - self._plan_start)
-        prior = _PRIOR_UNITS if self.unit_s > 0 else 0.0
+        # the planned pace weighs as a tenth of the plan (at least two units): a phase of a
+        # fraction of a second, or a phase whose stages have no counts, cannot set the rate
+        # alone (a rate from a tiny interval over a large plan said hours for seconds)
+        prior = max(_PRIOR_UNITS, _PRIOR_SHARE * total) if self.unit_s > 0 else 0.0
         if done + prior <= 0:
             return None
         rate = (spent + prior * self.unit_s) / (done + prior)

@@ -412,6 +412,7 @@ class BudgetCalibration(_Strict):
     capture_s: float  # the reference capture (run 0)
     float64_s: float  # one plain float64 forward+backward (the preflight's)
     took_s: float  # the calibration's own time, inside the budget
+    repeats_s: list[float] = Field(default_factory=list)  # each timed repeat, the warming first
 
 
 class BudgetRecord(_Strict):
@@ -430,6 +431,8 @@ class BudgetRecord(_Strict):
     minimum_s: float | None = None  # the smallest budget that meets the floors
     floors: dict[str, Metric] = Field(default_factory=dict)  # each setting's least work
     correction: float | None = None  # measured / estimated over the phases run
+    # each phase run: its estimate when it started (planned_s) and its wall time (actual_s)
+    phases: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 class TrainingLogRecord(_Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import sys
 import threading
 import time
@@ -210,6 +211,55 @@ def test_the_estimate_weighs_phases_by_their_planned_cost() -> None:
     assert tracker.remaining() == pytest.approx(11.5 / 12.0 * 10.0)
     tracker.update(step_message(18, 18, "assembling the evidence"))
     assert tracker.remaining() == 0.0 and tracker.remaining_text() == "finishing"
+
+
+def test_the_estimate_does_not_swing_when_a_stage_without_counts_follows_the_repeats() -> None:
+    # the events of a quiet resnet18 collect at clinical-strict (bench_certify.py, 2026-12-05):
+    # it printed "about 1:07 left" after run 100/100, then "about 2:22:20 left" as the
+    # thread-count run began (its stage has no k/N, so the 99 repeats done counted as none),
+    # then "about 1:07 left" again as the gradients phase began
+    clock = FakeClock()
+    tracker = Tracker(clock)
+    tracker.update(step_message(0, 22, "capturing operators"))
+    clock.now += 17
+    tracker.update(plan_message({"topology": 0.4, "profile": 124, "gradients": 23, "ig": 35}, 0.87))
+    tracker.update(step_message(0, 22, "checks: topology"))
+    tracker.update(step_message(1, 22, "checks: profile"))
+    tracker.update("float64 fidelity")
+    seen = []
+    for run, at in ((51, 60.0), (100, 55.0)):
+        clock.now += at
+        tracker.update(f"determinism run {run}/100")
+        seen.append(tracker.remaining())
+    clock.now += 1
+    tracker.update("thread sensitivity")
+    seen.append(tracker.remaining())
+    clock.now += 2
+    tracker.update(step_message(5, 22, "checks: gradients"))
+    seen.append(tracker.remaining())
+    tracker.update(step_message(5, 22, "checks: gradcheck/000"))  # a stage within the phase
+    seen.append(tracker.remaining())
+    assert all(s is not None for s in seen)
+    after_repeats, threads, gradients = seen[1], seen[2], seen[3]
+    assert threads == pytest.approx(after_repeats, rel=0.1), seen  # no swing
+    assert gradients <= threads and seen[4] == pytest.approx(gradients, rel=0.01)
+    # sane: the phases left (58 units) at the rate measured so far (about 1.1 s a unit)
+    assert 40 < threads < 100, seen
+    assert all(b <= a * 1.1 for a, b in itertools.pairwise(seen)), seen
+
+
+def test_a_short_interval_in_a_phase_without_counts_does_not_set_the_rate_alone() -> None:
+    # a small model under --budget: 420 planned units of 35 ms (14.7 s); 0.6 s into the first
+    # phase (no k/N within it) the estimate said "about 2:05 left" from the rate of that
+    # interval against a prior of two units
+    clock = FakeClock()
+    tracker = Tracker(clock)
+    tracker.update(plan_message({"topology": 20.0, "profile": 400.0}, 0.035))
+    tracker.update(step_message(0, 22, "checks: topology"))
+    clock.now += 0.6
+    tracker.update("budget plan: profile 14 s; 7 s spent of 40 s")
+    left = tracker.remaining()
+    assert left is not None and 14.7 <= left < 2 * 14.7
 
 
 def test_a_garbled_plan_is_a_plain_stage() -> None:
