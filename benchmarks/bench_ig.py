@@ -15,7 +15,7 @@ timed alternately against ours. Targets: >= 1.5 against the default, >= 1.0 agai
 
 Part 2, evaluations per rule. For every rule (riemann_left/right/middle, trapezoid,
 gausslegendre and adaptive) and probe input, ``integrated_gradients(..., tolerance=1e-3)``
-from ``--start`` steps up to ``--cap``: the model evaluations (forward+backward passes) per
+from ``--start`` steps (adaptive: from the checks' ``ig_steps``) up to ``--cap``: the model evaluations (forward+backward passes) per
 input it spent, and the evaluations at which its global completeness error first met 1e-3.
 digits runs every probe input; the larger examples their first ``--inputs``.
 
@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from attest.collection.context import CheckSettings  # noqa: E402
 from attest.collection.ig.attribution import ADAPTIVE, METHODS, integrated_gradients  # noqa: E402
 
 STEPS = 50
@@ -230,14 +231,18 @@ def evaluations_to_tolerance(
     """Model evaluations per input that ``method`` spends to reach ``tolerance``.
 
     Runs ``integrated_gradients(..., method=method, tolerance=tolerance)`` from ``start``
-    steps (trapezoid ``start + 1``: the same cells) with ``max_steps=cap`` and reads its
+    steps (trapezoid ``start + 1``: the same cells; adaptive from the ``ig_*`` checks' own
+    start, ``CheckSettings().ig_steps``, so that its count is what a collect spends) with
+    ``max_steps=cap`` and reads its
     error curve. Per input, ``spent`` is what the call spent under its own stopping rule
     (fixed rules: the global completeness error; adaptive: the sum of its local panel errors,
     a bound on the global one, so it can go on after the global error is already met), and
     ``first_within`` the cumulative evaluations at the first level/round whose global
     completeness error was within ``tolerance`` (None if none was).
     """
-    first = start + 1 if method in ("trapezoid", ADAPTIVE) else start
+    first = start + 1 if method == "trapezoid" else start
+    if method == ADAPTIVE:
+        first = CheckSettings().ig_steps
     result = integrated_gradients(
         model,
         x,

@@ -119,7 +119,7 @@ class CheckSettings:
     gradcheck_directions: int = 4
     gradcheck_full_jacobian_max_numel: int = 64
     ig_method: str = "adaptive"  # local-error-driven panels (docs/ig.md); or a fixed rule
-    ig_steps: int = 32
+    ig_steps: int = 5  # the adaptive search's first path samples: two Simpson panels (docs/ig.md)
     ig_max_steps: int = 1024
     ig_tolerance: float = 1e-3
     ig_memory_budget_bytes: int = 256 * 1024 * 1024

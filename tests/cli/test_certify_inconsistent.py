@@ -170,7 +170,8 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
     ),
     (
         "the check's tolerance raised",
-        _parameter("ig_completeness", "tolerance", 10.0),
+        # above any error the search can record (it stops early on this model: 14-260 relative)
+        _parameter("ig_completeness", "tolerance", 1e6),
         ("'ig_completeness'", "input", "completeness_rel_error", "status = 'fail'"),
     ),
     (

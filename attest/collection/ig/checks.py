@@ -389,17 +389,19 @@ def _baseline(
         out = model_output_tensor(model(x))
         return out[:, :1] if computed else out
 
+    chosen_input = main.baseline.to(inputs.dtype)
+    out_b: torch.Tensor | None = None
+    readings = {}
     with torch.no_grad():
         out_x = output(inputs)
-        readings = {
-            kind: baseline_neutrality(
-                output(call_baseline(call, kind, inputs, seed=settings.seed).to(inputs.dtype)),
-                out_x,
-                classes,
-            )
-            for kind in BASELINES
-        }
-        out_b = output(main.baseline.to(inputs.dtype))
+        for kind in BASELINES:
+            start = call_baseline(call, kind, inputs, seed=settings.seed).to(inputs.dtype)
+            out = output(start)
+            if out_b is None and torch.equal(start, chosen_input):
+                out_b = out  # the path's own baseline is one of these: one forward less
+            readings[kind] = baseline_neutrality(out, out_x, classes)
+        if out_b is None:
+            out_b = output(chosen_input)
         chosen = baseline_neutrality(out_b, out_x, classes)
     if computed and call is not None and call.heads:  # each head judged as the output it is
         with torch.no_grad():

@@ -130,10 +130,11 @@ def input_groups(n: int) -> list[tuple[int, int]]:
     return [(bounds[g], bounds[g + 1]) for g in range(count)]
 
 
-# Estimated costs in forward+backward units, as bench_certify.py measured them on resnet18
-# (docs/benchmarks.md: the adaptive path 34 F at a tolerance of 1e-3, ig_randomization 15 F
-# over 4 stages, ig_determinism 3 F at 2 repeats): they only balance the workers.
-_IG, _STAGE, _REPEAT = 34.0, 3.7, 1.5
+# Estimated costs in forward+backward units on resnet18 (docs/benchmarks.md: the adaptive path
+# 25 F at a tolerance of 1e-3 from 32 samples, about 15 evaluations per input from the 5 of
+# ig_steps' default, so about 11 F; ig_randomization 15 F over 4 stages, ig_determinism 3 F at
+# 2 repeats): they only balance the workers.
+_IG, _STAGE, _REPEAT = 11.0, 3.7, 1.5
 
 
 def pieces(ctx: CollectContext) -> list[Piece]:

@@ -166,3 +166,47 @@ def test_the_randomized_copy_shares_the_probe_measurement() -> None:
     share_sample_bytes(source, target)
     assert SAMPLE_BYTES[target] == SAMPLE_BYTES[source]
     assert np.all([v[0] > 0 for v in SAMPLE_BYTES[target].values()])
+
+
+def test_ig_baseline_reads_the_paths_own_baseline_from_its_kinds_forward() -> None:
+    from attest.collection.ig.attribution import BASELINES
+
+    torch.manual_seed(0)
+    body = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    inputs = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    seen: list[tuple[str, int]] = []
+    ctx = _context(lambda: _Counted(body), inputs)
+    ctx.progress = lambda text: seen.append((text, _Counted.rows))
+    _Counted.rows = 0
+    results = {r.check: r for r in run(ctx)}
+    seen.append(("end", _Counted.rows))
+    spent = {a.split(": ")[-1]: b_rows - a_rows for (a, a_rows), (_, b_rows) in pairwise(seen)}
+    # the inputs and each baseline kind once; the path's baseline (zero here) is one of them
+    assert spent["ig_baseline"] == (1 + len(BASELINES)) * inputs.shape[0]
+    item = results["ig_baseline"].items[0]
+    assert item.metrics["baseline_target_probability"] is not None
+
+
+def test_the_default_start_reaches_the_tolerance_with_fewer_evaluations_than_32() -> None:
+    """The checks' adaptive search starts from two Simpson panels (``ig_steps`` 5): on a ReLU
+    CNN whose integrand is piecewise constant it meets 1e-3 on every input, spending less
+    than the former 32-sample start (which spent 31 before its first error reading)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 6, 3, padding=1), nn.ReLU(), nn.Conv2d(6, 6, 3, stride=2), nn.ReLU(),
+        nn.Flatten(), nn.Linear(6 * 7 * 7, 4),
+    )  # fmt: skip
+    x = torch.randn(3, 1, 16, 16, generator=torch.Generator().manual_seed(2))
+    settings = CheckSettings()
+    assert settings.ig_steps == 5
+
+    def search(steps: int) -> Any:
+        return integrated_gradients(
+            model, x, target="argmax", steps=steps, tolerance=1e-3, max_steps=1024
+        )
+
+    coarse, former = search(settings.ig_steps), search(32)
+    assert coarse.converged.all() and former.converged.all()
+    assert (coarse.completeness_rel_error <= 1e-3).all()
+    assert coarse.evaluations.sum() < former.evaluations.sum()
+    assert (former.evaluations >= 31).all()
