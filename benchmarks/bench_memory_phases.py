@@ -129,6 +129,7 @@ def measure_steps(spec_path: Path, repeat: bool) -> list[dict[str, Any]]:
         print(
             f"  {name}: {steps[-1]['wall_s']:.1f} s, peak {steps[-1]['peak_rss_bytes'] / GIB:.2f}"
             f" GiB (RSS before {before / GIB:.2f}; at the sampled peak: {split})",
+            file=sys.stderr,
             flush=True,
         )
 
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=2, help="timed passes per bare child")
     parser.add_argument("--repeat", action="store_true", help="measure one repeat too")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--log", type=Path, default=None, help="the steps' lines, as they go")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:  # the steps, in a process of their own
@@ -173,7 +175,7 @@ def main() -> None:
         child = [sys.executable, __file__, "--child", str(folder)]
         if args.repeat:
             child.append("--repeat")
-        run = bench_certify._wait_child(child)
+        run = bench_certify._wait_child(child, log=args.log)
         steps = json.loads((folder / "steps.json").read_text())
         bare.append(bench_certify._wait_child(bare_argv))
     peak = min(b["peak_rss_bytes"] for b in bare)
