@@ -118,6 +118,30 @@ def test_reference_run_leaves_its_tensors_in_spill_files(tmp_path: Path) -> None
     torch.testing.assert_close(mul.args[0], conv_out)
 
 
+def test_run_0_digests_give_back_the_spill_pages_as_they_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hashing run 0's outputs and gradients reads the whole spill file: its pages are given
+    back every PAGED_EVERY operators, not held to the end of the capture."""
+    from attest.collection.capture import spill as spill_module
+    from attest.collection.profile import profiler
+
+    releases: list[int] = []
+    real = spill_module.SpillFile.release
+
+    def counting(self: spill_module.SpillFile) -> None:
+        releases.append(1)
+        real(self)
+
+    monkeypatch.setattr(spill_module.SpillFile, "release", counting)
+    monkeypatch.setattr(profiler, "PAGED_EVERY", 2)
+    path = make_spec(tmp_path, INPLACE, x=torch.randn(2, 3, 6, 6), spec_extra="repeats: 2\n")
+    profile = capture_reference(CollectContext(spec=load_spec(path), settings=CheckSettings()))
+    assert len(profile.ops) > 4
+    assert len(releases) >= -(-len(profile.ops) // 2)
+    assert all(m.output_sha256 for m in profile.ops)
+
+
 def test_the_float64_run_starts_with_run_0_spilled_and_the_heap_given_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
