@@ -225,7 +225,7 @@ def _digest_outputs(ops: list[OpMeasure], release: Callable[[], None]) -> None:
 
     They are read from the spill file's map, so every page read stays in the process's
     resident set until given back: ``release`` (the spill file's) runs after every
-    :data:`PAGED_EVERY` operators. Without it, the capture's peak resident size held the
+    :data:`PAGED_EVERY` operators or :data:`_DIGEST_BYTES` read. Without it, the capture's peak resident size held the
     whole file (SwinUNETR at 64^3: 6.5 GiB of file pages, 6x the bare process's peak)."""
 
     def digest(measure: OpMeasure) -> None:
@@ -236,7 +236,7 @@ def _digest_outputs(ops: list[OpMeasure], release: Callable[[], None]) -> None:
             )
 
     workers = max(1, torch.get_num_threads())
-    chunks = [ops[i : i + PAGED_EVERY] for i in range(0, len(ops), PAGED_EVERY)]
+    chunks = _chunks(ops)
     if workers == 1 or len(ops) < 2:
         for chunk in chunks:
             for measure in chunk:
@@ -248,6 +248,30 @@ def _digest_outputs(ops: list[OpMeasure], release: Callable[[], None]) -> None:
             for _ in pool.map(digest, chunk):  # re-raises a worker's exception here
                 pass
             release()
+
+
+# Bytes of run 0 read between two releases of the map while hashing: a 3D model's operators
+# are tens of MiB each, so PAGED_EVERY of them alone left 1.9 GiB resident on SwinUNETR.
+_DIGEST_BYTES = 256 << 20
+
+
+def _chunks(ops: list[OpMeasure]) -> list[list[OpMeasure]]:
+    """``ops`` in runs of at most :data:`PAGED_EVERY` operators and about
+    :data:`_DIGEST_BYTES` of outputs and gradients (one operator at least)."""
+    chunks: list[list[OpMeasure]] = []
+    chunk: list[OpMeasure] = []
+    size = 0
+    for measure in ops:
+        boxes = [*measure.outputs, *(b for b in measure.grad_inputs or () if b is not None)]
+        nbytes = sum(b.value.numel() * b.value.element_size() for b in boxes)
+        if chunk and (len(chunk) == PAGED_EVERY or size + nbytes > _DIGEST_BYTES):
+            chunks.append(chunk)
+            chunk, size = [], 0
+        chunk.append(measure)
+        size += nbytes
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def _spill_run0(

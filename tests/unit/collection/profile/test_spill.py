@@ -140,6 +140,10 @@ def test_run_0_digests_give_back_the_spill_pages_as_they_go(
     assert len(profile.ops) > 4
     assert len(releases) >= -(-len(profile.ops) // 2)
     assert all(m.output_sha256 for m in profile.ops)
+    # and by bytes read: operators larger than the budget are hashed one per release
+    monkeypatch.setattr(profiler, "PAGED_EVERY", 1000)
+    monkeypatch.setattr(profiler, "_DIGEST_BYTES", 1)
+    assert [len(c) for c in profiler._chunks(profile.ops)] == [1] * len(profile.ops)
 
 
 def test_the_float64_run_starts_with_run_0_spilled_and_the_heap_given_back(
