@@ -48,7 +48,7 @@ from attest.collection.runners import (
 )
 from attest.collection.workdir import Resume, WorkFolder, default_work_dir, identity
 from attest.core.progress import plan_message, step_message
-from attest.errors import InputError
+from attest.errors import AttestError, InputError
 from attest.evidence.model import CHECK_IDS, CheckResult, Evidence, PhaseRecord
 
 __all__ = [
@@ -237,11 +237,23 @@ def _preflight_and_capture(
     records and the preflight's pass times (the budget's calibration reads them)."""
     progress = ctx.progress
     if progress is not None:
-        progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float32 and float64"))
-    preflight_s = preflight(ctx)  # a model that cannot run its probe stops here (exit 2)
-    if progress is not None:
         progress(step_message(0, len(CHECK_IDS), "capturing operators"))
-    phases = [measure_capture(ctx)]
+    # Run 0 is the preflight's pass in the spec's precision: a model that cannot run its probe
+    # fails there, and only then does the preflight run that precision again, plainly, to say
+    # where (a CollectError, exit 2); the float64 pass follows (attest.collection.preflight).
+    try:
+        phases = [measure_capture(ctx)]
+    except AttestError:
+        raise
+    except Exception:  # building the model, say: the preflight says where, else it goes on up
+        preflight(ctx, [ctx.spec.precision])
+        raise
+    profile = ctx.profiler.profile
+    if profile is not None and profile.failure is not None:
+        preflight(ctx, [ctx.spec.precision])
+    if progress is not None:
+        progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float64"))
+    preflight_s = preflight(ctx, ["float64"])  # a model that cannot stops here (exit 2)
     if work is not None:
         work.bind_operators(operators_digest(ctx))
     return phases, preflight_s

@@ -24,9 +24,6 @@ so they do not depend on the operator alignment that a failed ``topology`` check
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -47,6 +44,7 @@ from attest.collection.gradients.gradcheck_groups import (
     operator_work,
 )
 from attest.collection.pieces import Piece, Split, run_split
+from attest.collection.resources import release_memory
 from attest.errors import AttestError
 from attest.evidence.model import CheckResult
 
@@ -150,12 +148,12 @@ def run_each(
             # then does not stack on this one's leftovers.
             ctx.gradients.release_after(check_id)
             ctx.release_spill_pages()
-            _release_memory()
+            release_memory()
             yield check_id, result
     finally:
         ctx.gradients.drop_hand_offs()
         ctx.release_shared_models()
-        _release_memory()
+        release_memory()
 
 
 # --- pieces (attest.collection.pieces): gradcheck's operator groups, kinks, the rest --------
@@ -220,16 +218,6 @@ def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
         gradcheck.duration_s = round(sum(g["duration_s"] for g in groups), 6)
     results = {"gradcheck": gradcheck, **outputs["kinks"], **outputs["rest"]}
     return [results[check_id] for check_id, _ in CHECKS]
-
-
-def _release_memory() -> None:
-    """Collect garbage and hand freed heap pages back to the system. glibc keeps what a
-    check freed in its arenas (measured: the process's resident size never fell between
-    checks), so without ``malloc_trim`` each check's peak stacks on the last one's."""
-    gc.collect()
-    # not glibc (macOS, musl): nothing to trim
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def run(ctx: CollectContext) -> list[CheckResult]:

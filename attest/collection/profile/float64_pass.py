@@ -34,6 +34,7 @@ from attest.collection.profile.op_metrics import (
     relative_error,
     squared_error_sums,
 )
+from attest.collection.resources import release_memory
 
 if TYPE_CHECKING:
     from attest.collection.profile.measures import OpMeasure, Profile
@@ -311,6 +312,11 @@ def measure_fidelity(ctx: CollectContext, profile: Profile) -> None:
     """Phase 2: the float64 run with accumulated and local fidelity per operator."""
     spec = ctx.spec
     low = precision_dtype(spec.precision)
+    # What run 0 and the phases before freed is still the process's: glibc keeps it in its
+    # arenas, and run 0's pages read so far stay mapped. The float64 run is the collect's
+    # largest (twice the model's activations): it starts from the smallest footprint.
+    ctx.release_spill_pages()
+    release_memory()
     model = ctx.fresh_model(torch.float64)
     x = ctx.inputs(torch.float64)
     observer = _FidelityObserver(profile.ops, low, Pager(ctx.release_spill_pages))

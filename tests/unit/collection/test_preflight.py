@@ -4,6 +4,7 @@ and the way out (exit 2)."""
 
 from __future__ import annotations
 
+import importlib
 import time
 from pathlib import Path
 
@@ -137,3 +138,26 @@ def test_out_of_memory_is_said_as_such_not_blamed_on_the_model(tmp_path: Path) -
         preflight(context(make_spec(tmp_path, HUNGRY)))
     assert "the preflight's float64 forward" in info.value.message
     assert "cannot run its probe" not in info.value.message
+
+
+def test_collect_lets_run_0_stand_for_the_float32_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run 0 is a forward and backward in the spec's precision: on a model that runs it, the
+    preflight's own pass in that precision would repeat it, so only float64 runs plainly."""
+    module = importlib.import_module("attest.collection.preflight")
+    ran: list[str] = []
+    real = module._run_once
+
+    def counting(ctx: CollectContext, precision: str) -> object:
+        ran.append(precision)
+        return real(ctx, precision)
+
+    monkeypatch.setattr(module, "_run_once", counting)
+    monkeypatch.setattr(module, "release_memory", lambda: ran.append("trim"))
+    collect(make_spec(tmp_path, MLP), runners=NO_CHECKS)
+    assert ran == ["trim", "float64"]  # the heap run 0 freed is given back first
+    ran.clear()  # a model whose run 0 fails: the float32 pass runs to say where
+    with pytest.raises(CollectError, match="in float32: backward raised"):
+        collect(make_spec(tmp_path / "b", BACKWARD_RAISES), runners=NO_CHECKS)
+    assert ran == ["trim", "float32"]

@@ -118,6 +118,72 @@ def test_reference_run_leaves_its_tensors_in_spill_files(tmp_path: Path) -> None
     torch.testing.assert_close(mul.args[0], conv_out)
 
 
+def test_run_0_digests_give_back_the_spill_pages_as_they_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hashing run 0's outputs and gradients reads the whole spill file: its pages are given
+    back every PAGED_EVERY operators, not held to the end of the capture."""
+    from attest.collection.capture import spill as spill_module
+    from attest.collection.profile import profiler
+
+    releases: list[int] = []
+    real = spill_module.SpillFile.release
+
+    def counting(self: spill_module.SpillFile) -> None:
+        releases.append(1)
+        real(self)
+
+    monkeypatch.setattr(spill_module.SpillFile, "release", counting)
+    monkeypatch.setattr(profiler, "PAGED_EVERY", 2)
+    path = make_spec(tmp_path, INPLACE, x=torch.randn(2, 3, 6, 6), spec_extra="repeats: 2\n")
+    profile = capture_reference(CollectContext(spec=load_spec(path), settings=CheckSettings()))
+    assert len(profile.ops) > 4
+    assert len(releases) >= -(-len(profile.ops) // 2)
+    assert all(m.output_sha256 for m in profile.ops)
+    # and by bytes read: operators larger than the budget are hashed one per release
+    monkeypatch.setattr(profiler, "PAGED_EVERY", 1000)
+    monkeypatch.setattr(profiler, "_DIGEST_BYTES", 1)
+    assert [len(c) for c in profiler._chunks(profile.ops)] == [1] * len(profile.ops)
+
+
+def test_the_float64_run_starts_with_run_0_spilled_and_the_heap_given_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The float64 run is the collect's largest: before its model is built, run 0's values
+    are in the spill file (not tensor memory), their pages given back, the heap trimmed."""
+    from attest.collection.profile import float64_pass
+
+    path = make_spec(tmp_path, INPLACE, x=torch.randn(2, 3, 6, 6), spec_extra="repeats: 2\n")
+    ctx = CollectContext(spec=load_spec(path), settings=CheckSettings())
+    profile = capture_reference(ctx)
+    events: list[str] = []
+    spill = profile.spills[0]
+    real_release, real_fresh = spill.release, ctx.fresh_model
+
+    def release() -> None:
+        events.append("pages")
+        real_release()
+
+    def trim() -> None:
+        spilled = all(
+            box.value.numel() == 0 or in_spill_file(box.value.data_ptr())
+            for m in profile.ops
+            for box in m.outputs
+        )
+        events.append(f"trim spilled={spilled}")
+
+    def fresh(dtype: torch.dtype | None = None) -> torch.nn.Module:
+        events.append(f"model {dtype}")
+        return real_fresh(dtype)
+
+    monkeypatch.setattr(spill, "release", release)
+    monkeypatch.setattr(float64_pass, "release_memory", trim)
+    monkeypatch.setattr(ctx, "fresh_model", fresh)
+    float64_pass.measure_fidelity(ctx, profile)
+    assert events[:3] == ["pages", "trim spilled=True", "model torch.float64"]
+    assert all(m.out_err is not None for m in profile.ops if m.float64_aligned and m.outputs)
+
+
 def test_narrow_and_unsigned_dtypes_round_trip_bit_for_bit() -> None:
     values = torch.linspace(-3, 3, 12)
     tensors = [

@@ -1,0 +1,231 @@
+"""Peak RSS of each step of ``attest collect`` up to the float64 fidelity pass, against the bare
+process (issue #38: "peak RSS at most 3x the bare process on every model").
+
+``bench_certify.py`` reports one peak per collect phase, and the profile phase holds the float64
+pass, 100 repeats and the thread-count run: too coarse to say which step holds the memory, and
+too slow to iterate on. This script runs the steps that come before the repeats in one process,
+as ``attest collect`` runs them (the same runtime envelope, context and phases), and resets the
+kernel's peak-RSS counter (``VmHWM``, by writing 5 to ``/proc/self/clear_refs``) before each:
+
+- ``preflight float32`` / ``preflight float64``: the two passes of :mod:`attest.collection.preflight`;
+- ``capture``: run 0 (:func:`attest.collection.runners.measure_capture`);
+- ``float64 fidelity``: :func:`attest.collection.profile.float64_pass.measure_fidelity`;
+- ``repeat``: one determinism repeat, for comparison.
+
+``--steps`` names them in the order collect runs them (the default, this version's: run 0, then
+the preflight's float64 pass, then the float64 fidelity pass; before it the preflight ran
+``preflight32,preflight64`` first).
+
+The bare figure is bench_certify.py's bare child (imports, model, weights, probe, float32
+forward+backward with the loss, ``--passes`` + 1 times), run before and after; the lower peak
+counts, as there. Each step's peak is printed with its ratio to the bare peak.
+
+    .venv/bin/python benchmarks/bench_memory_phases.py --model swinunetr [--size 64]
+        [--img-size 64] [--feature-size 12] [--steps ...] [--json out.json] [--log steps.log]
+
+``--size N``: the probe's spatial side (the architecture's default otherwise); ``--img-size``
+(UNETR only) builds UNETR for that side (its position embedding is sized by it);
+``--feature-size`` (SwinUNETR only) its width, for a cheaper run of the same architecture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import bench_certify  # benchmarks/bench_certify.py, beside this script
+
+ROOT = Path(__file__).resolve().parent.parent
+GIB = float(1 << 30)
+
+
+def _sized_spec(
+    folder: Path, kind: str, size: int | None, img_size: int | None, feature_size: int | None
+) -> Path:
+    """bench_certify's spec, with the probe's side ``size`` (and UNETR built for ``img_size``,
+    SwinUNETR with ``feature_size``)."""
+    import real_models
+
+    shape = real_models.PROBE_SHAPES[kind]
+    if size is not None:
+        real_models.PROBE_SHAPES[kind] = (*shape[:2], *(size,) * (len(shape) - 2))
+    built = None
+    if feature_size is not None and kind == "swinunetr":
+        built = f"SwinUNETR(in_channels=1, out_channels=2, feature_size={feature_size})"
+    if img_size is not None and kind == "unetr":
+        built = f"UNETR(in_channels=1, out_channels=2, img_size={img_size}, feature_size=16)"
+    if built is not None:  # the spec's model.py builds this one instead
+        line = "    return real_models.build(kind, quick)"
+        bench_certify.MODEL_PY = bench_certify.MODEL_PY.replace(
+            line, f"    from monai.networks import nets\n\n    return nets.{built}"
+        )
+    return bench_certify.write_spec(folder, kind, repeats=2)
+
+
+class _Sampler:
+    """Reads ``/proc/self/status`` every 20 ms on a thread and keeps the sample of the highest
+    RSS: its split into anonymous memory (tensors, the allocator's heap) and file pages (the
+    mapped libraries and run 0's spill file), which ``VmHWM`` alone does not say."""
+
+    FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.top: dict[str, int] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        import re
+
+        while not self.done.wait(0.02):
+            text = Path("/proc/self/status").read_text()
+            sample = {
+                f: int(m.group(1)) << 10
+                for f in self.FIELDS
+                if (m := re.search(rf"^{f}:\s+(\d+)", text, re.MULTILINE))
+            }
+            if sample.get("VmRSS", 0) > self.top.get("VmRSS", -1):
+                self.top = sample
+
+    def __enter__(self) -> _Sampler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def measure_steps(spec_path: Path, order: list[str]) -> list[dict[str, Any]]:
+    """Each step's wall time and peak RSS, in this process."""
+    from attest.collection import runtime_info
+    from attest.collection.context import CheckSettings, CollectContext, frozen_heap
+    from attest.collection.preflight import _run_once, preflight
+    from attest.collection.profile.float64_pass import measure_fidelity
+    from attest.collection.profile.split import run_piece
+    from attest.collection.resources import _peak_rss, _reset_peak, current_rss
+    from attest.collection.runners import measure_capture
+    from attest.spec import load_spec
+
+    steps: list[dict[str, Any]] = []
+
+    def preflight_pass(ctx: CollectContext, precision: str) -> None:
+        if "precisions" in inspect.signature(preflight).parameters:  # as collect runs it
+            preflight(ctx, [precision])
+        else:  # a version whose preflight runs both precisions: the one pass
+            _run_once(ctx, precision)
+
+    def fidelity(ctx: CollectContext) -> None:
+        profile = ctx.profiler.profile
+        assert profile is not None
+        measure_fidelity(ctx, profile)
+
+    def step(name: str, work: Any) -> None:
+        import gc
+
+        gc.collect()
+        _reset_peak()
+        before = current_rss() or 0
+        started = time.perf_counter()
+        with _Sampler() as sampler:
+            work()
+        steps.append(
+            {
+                "step": name,
+                "wall_s": time.perf_counter() - started,
+                "rss_before_bytes": before,
+                "peak_rss_bytes": _peak_rss() or 0,
+                "at_sampled_peak": sampler.top,
+            }
+        )
+        split = ", ".join(f"{k} {v / GIB:.2f}" for k, v in sampler.top.items())
+        print(
+            f"  {name}: {steps[-1]['wall_s']:.1f} s, peak {steps[-1]['peak_rss_bytes'] / GIB:.2f}"
+            f" GiB (RSS before {before / GIB:.2f}; at the sampled peak: {split})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    loaded = load_spec(spec_path)
+    settings = CheckSettings()
+    with runtime_info.runtime(loaded, settings), frozen_heap():
+        ctx = CollectContext(spec=loaded, settings=settings, output_dir=None, progress=None)
+        work = {
+            "preflight32": ("preflight float32", lambda: _run_once(ctx, loaded.precision)),
+            "preflight64": ("preflight float64", lambda: preflight_pass(ctx, "float64")),
+            "capture": ("capture", lambda: measure_capture(ctx)),
+            "fidelity": ("float64 fidelity", lambda: fidelity(ctx)),
+            "repeat": ("repeat", lambda: run_piece(ctx, "repeat/001")),
+        }
+        for name in order:
+            step(*work[name])
+    return steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--model", default="swinunetr")
+    parser.add_argument("--size", type=int, default=None, help="the probe's spatial side")
+    parser.add_argument("--img-size", type=int, default=None, help="UNETR's img_size")
+    parser.add_argument("--feature-size", type=int, default=None, help="SwinUNETR's")
+    parser.add_argument("--passes", type=int, default=2, help="timed passes per bare child")
+    parser.add_argument(
+        "--steps",
+        default="capture,preflight64,fidelity",
+        help="in collect's order (before this branch: preflight32,preflight64,capture,fidelity;"
+        " add repeat for one determinism repeat)",
+    )
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--log", type=Path, default=None, help="the steps' lines, as they go")
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:  # the steps, in a process of their own
+        steps = measure_steps(args.child / "attest.yaml", args.steps.split(","))
+        (args.child / "steps.json").write_text(json.dumps(steps))
+        return
+    with tempfile.TemporaryDirectory(prefix="attest-bench-mem-") as tmp:
+        folder = Path(tmp)
+        _sized_spec(folder, args.model, args.size, args.img_size, args.feature_size)
+        bare_argv = [
+            sys.executable, "-c", bench_certify.BARE, str(folder), args.model, "full",
+            str(args.passes), str(bench_certify.THREADS),
+        ]  # fmt: skip
+        bare = [bench_certify._wait_child(bare_argv)]
+        print(f"bare: peak {bare[0]['peak_rss_bytes'] / GIB:.2f} GiB", flush=True)
+        child = [sys.executable, __file__, "--child", str(folder), "--steps", args.steps]
+        run = bench_certify._wait_child(child, log=args.log)
+        steps = json.loads((folder / "steps.json").read_text())
+        bare.append(bench_certify._wait_child(bare_argv))
+    peak = min(b["peak_rss_bytes"] for b in bare)
+    children = ", ".join(f"{b['peak_rss_bytes'] / GIB:.2f}" for b in bare)
+    print(
+        f"\n{args.model} probe side {args.size or 'default'}: bare peak {peak / GIB:.2f} GiB "
+        f"(children {children}); "
+        f"whole child {run['wall_s']:.0f} s\n"
+    )
+    print(
+        "| step | wall s | peak RSS GiB | x bare | anon / file GiB at the sampled peak |\n"
+        "| --- | ---: | ---: | ---: | ---: |"
+    )
+    for s in steps:
+        ratio = s["peak_rss_bytes"] / peak
+        top = s["at_sampled_peak"]
+        split = f"{top.get('RssAnon', 0) / GIB:.2f} / {top.get('RssFile', 0) / GIB:.2f}"
+        print(
+            f"| {s['step']} | {s['wall_s']:.1f} | {s['peak_rss_bytes'] / GIB:.2f} | {ratio:.2f} "
+            f"| {split} |"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"bare": bare, "steps": steps}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
