@@ -80,14 +80,16 @@ def test_model_that_cannot_run_its_probe_exits_2_in_the_preflight(
     assert not out.exists()  # stopped before any check
 
 
-# Runs the preflight's two calls (float32, float64), then raises: the reference run fails.
-RAISES_FROM_THE_THIRD_CALL = (
+# Raises in the reference run (call 1: in collect, run 0 is the preflight's float32 pass), runs
+# the preflight's plain float32 pass that a failed run 0 triggers (call 2) and its float64 pass
+# (call 3), then raises again: the preflight passes, the reference run failed.
+RAISES_IN_THE_REFERENCE_RUN = (
     "from torch import nn\n"
     "class Flaky(nn.Module):\n"
     "    calls = 0\n"
     "    def forward(self, x):\n"
     "        Flaky.calls += 1\n"
-    "        if Flaky.calls > 2:\n"
+    "        if Flaky.calls == 1 or Flaky.calls > 3:\n"
     "            raise RuntimeError('sensor went away')\n"
     "        return x\n"
     "def build():\n"
@@ -100,7 +102,7 @@ RAISES_FROM_THE_THIRD_CALL = (
 def test_model_that_raises_in_the_reference_run_exits_2_with_evidence(
     spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (spec.parent / "model.py").write_text(RAISES_FROM_THE_THIRD_CALL)
+    (spec.parent / "model.py").write_text(RAISES_IN_THE_REFERENCE_RUN)
     out = tmp_path / "e.json"
     code, stdout, stderr = invoke(["collect", str(spec), "-o", str(out)], capsys)
     assert code == 2, stdout + stderr
