@@ -133,10 +133,12 @@ def test_convergence_and_completeness_name_the_interval_where_the_search_stopped
     assert results["ig_monotonicity"].items[0].status == "fail"
 
 
-def test_determinism_and_randomization_cost_a_few_path_samples() -> None:
-    torch.manual_seed(0)
-    body = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
-    inputs = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+def _rows_spent_per_stage(
+    body: nn.Module, inputs: torch.Tensor
+) -> tuple[CollectContext, dict[Any, Any], dict[str, int]]:
+    """Runs the IG checks on ``body`` and counts the model's rows between progress lines: the
+    context, the results by check, and the rows each stage (the progress line's last part)
+    spent."""
     seen: list[tuple[str, int]] = []
     ctx = _context(lambda: _Counted(body), inputs)
     ctx.progress = lambda text: seen.append((text, _Counted.rows))
@@ -144,6 +146,14 @@ def test_determinism_and_randomization_cost_a_few_path_samples() -> None:
     results = {r.check: r for r in run(ctx)}
     seen.append(("end", _Counted.rows))
     spent = {a.split(": ")[-1]: b_rows - a_rows for (a, a_rows), (_, b_rows) in pairwise(seen)}
+    return ctx, results, spent
+
+
+def test_determinism_and_randomization_cost_a_few_path_samples() -> None:
+    torch.manual_seed(0)
+    body = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
+    inputs = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    ctx, results, spent = _rows_spent_per_stage(body, inputs)
     settings = ctx.settings
     n = inputs.shape[0]
     # the same batch of points, ig_repeats times: no endpoint pass, no probe step
@@ -174,13 +184,7 @@ def test_ig_baseline_reads_the_paths_own_baseline_from_its_kinds_forward() -> No
     torch.manual_seed(0)
     body = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
     inputs = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
-    seen: list[tuple[str, int]] = []
-    ctx = _context(lambda: _Counted(body), inputs)
-    ctx.progress = lambda text: seen.append((text, _Counted.rows))
-    _Counted.rows = 0
-    results = {r.check: r for r in run(ctx)}
-    seen.append(("end", _Counted.rows))
-    spent = {a.split(": ")[-1]: b_rows - a_rows for (a, a_rows), (_, b_rows) in pairwise(seen)}
+    _, results, spent = _rows_spent_per_stage(body, inputs)
     # the inputs and each baseline kind once; the path's baseline (zero here) is one of them
     assert spent["ig_baseline"] == (1 + len(BASELINES)) * inputs.shape[0]
     item = results["ig_baseline"].items[0]
