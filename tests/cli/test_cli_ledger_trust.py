@@ -18,7 +18,7 @@ from _fake_log import FakeLog, b64, honest, make_key, published_client, serve
 from _ledger_service_kit import ORIGIN, entry
 from test_cli_ledger import world  # noqa: F401  (the signed certificate and its trust store)
 
-from attest.certificate.signing import key_id, load_private_key
+from attest.certificate.signing import load_private_key
 from attest.ledger.service.submission import new_nonce, sign_submission
 
 
@@ -34,8 +34,7 @@ def hostile(
     client = load_private_key(keys / "infer.key")
     log_key = make_key(keys, "service-plain")
     log = FakeLog(log_key)
-    log.writer_key_ids["infer-01"] = key_id(client.public_key)
-    log.publish_clients([published_client("infer-01", client)])
+    log.admit("infer-01", client)
     monkeypatch.setenv("ATTEST_LEDGER_SPOOL", str(tmp_path / "spool.sqlite"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state-home"))
     with serve(log) as url:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 from _cli_run import run
-from _fake_log import FakeLog, make_key, published_client, serve
+from _fake_log import FakeLog, make_key, serve
 from _ledger_service_kit import entry
 from test_cli_ledger import world  # noqa: F401  (the signed certificate and its trust store)
 
-from attest.certificate.signing import key_id, load_private_key
+from attest.certificate.signing import load_private_key
 from attest.ledger.checkpoint import split_note
 from attest.ledger.log import open_ledger
 from attest.ledger.service.submission import new_nonce, sign_submission
@@ -37,8 +37,7 @@ def witnessed(
     assert run(capsys, "keygen", "--out", keys / "infer")[0] == 0
     client = load_private_key(keys / "infer.key")
     log = FakeLog(make_key(keys, "log"))
-    log.writer_key_ids["infer-01"] = key_id(client.public_key)
-    log.publish_clients([published_client("infer-01", client)])
+    log.admit("infer-01", client)
     for _ in range(3):
         body = sign_submission(
             entry(), origin=log.origin, client="infer-01", nonce=new_nonce(), key=client

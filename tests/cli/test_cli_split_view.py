@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 from _cli_run import run
-from _fake_log import FakeLog, make_key, published_client, serve
+from _fake_log import FakeLog, make_key, serve
 from _ledger_service_kit import entry
 from _witness_kit import WitnessProcess, write_logs
 from test_cli_ledger import world  # noqa: F401  (the signed certificate and its trust store)
 
-from attest.certificate.signing import generate_keypair, key_id, load_private_key
+from attest.certificate.signing import generate_keypair, load_private_key
 from attest.ledger.checkpoint import Checkpoint, split_note
 from attest.ledger.merkle import consistency_proof
 from attest.ledger.service.submission import new_nonce, sign_submission
@@ -61,8 +61,7 @@ def split(
     logs: list[FakeLog] = []
     for _ in range(2):
         log = FakeLog(log_key)
-        log.writer_key_ids["infer-01"] = key_id(client.public_key)
-        log.publish_clients([published_client("infer-01", client)])
+        log.admit("infer-01", client)
         logs.append(log)
 
     def write(log: FakeLog, actor: str) -> None:

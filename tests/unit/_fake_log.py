@@ -104,6 +104,12 @@ class FakeLog:
         index = len(self.leaves) - 1
         return {"index": index, "leaf": b64(leaf), "checkpoint": self.note()}
 
+    def admit(self, name: str, key: PrivateKey) -> None:
+        """Lets ``name`` write with ``key``: its key id for the leaves, and a signed /clients
+        document that lists it."""
+        self.writer_key_ids[name] = key_id(key.public_key)
+        self.publish_clients([published_client(name, key)])
+
     def publish_clients(
         self,
         clients: list[dict[str, Any]],
