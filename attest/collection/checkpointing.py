@@ -15,7 +15,7 @@ for the duration of those phases.
 call, so replacing those two names covers every call however the model imported
 ``checkpoint`` (``checkpoint_sequential`` too); patching ``checkpoint`` itself would miss
 ``from torch.utils.checkpoint import checkpoint``. The training check ``recompute`` swaps the
-same two names for its own measurement (``attest.collection.training.recompute``).
+same two names for its own measurement (``attest.collection.training.checkpoint_regions``).
 """
 
 from __future__ import annotations
