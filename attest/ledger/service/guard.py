@@ -158,6 +158,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._arm("body")
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None:  # the answer's header goes out with its body: one socket write
+            cycle.transport = _OneWriteTransport(self.transport, cycle, self.loop)
 
     def on_message_complete(self) -> None:
         self._disarm()
@@ -173,10 +176,57 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._waiting_since = None
 
     def on_response_complete(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and isinstance(cycle.transport, _OneWriteTransport):
+            cycle.transport.flush()  # a header-only answer (HEAD): nothing followed it
         super().on_response_complete()  # arms uvicorn's keep-alive timer when nothing is queued
         if self._phase == "app" and not self.pipeline:
             self._phase = "idle"
             self._waiting_since = time.monotonic()
+
+
+class _OneWriteTransport:
+    """The transport as one request's response cycle sees it: the status line and headers
+    uvicorn writes on ``http.response.start`` are held and written together with the first
+    body write that follows, so a small answer costs one ``send()`` (one TCP segment, one
+    wake-up of the client) instead of two. uvicorn writes each ASGI message as it comes and
+    has no option to coalesce them (hand-written here for that reason). Nothing is held past
+    the current turn of the event loop (a ``call_soon`` flush), nor past the response's end,
+    a close or an interim ``100 Continue`` (written before the response starts: never held)."""
+
+    __slots__ = ("_cycle", "_held", "_loop", "_transport", "_waiting")
+
+    def __init__(self, transport: Any, cycle: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport, self._cycle, self._loop = transport, cycle, loop
+        self._held: bytes | None = None
+        self._waiting = True  # for the response's first write: its status line and headers
+
+    def write(self, data: bytes) -> None:
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        elif self._waiting and self._cycle.response_started:
+            # uvicorn writes the status line and headers first, in one piece: hold them
+            self._waiting = False
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+            return
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return bool(self._transport.is_closing())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def guarded_protocol(limits: ConnectionLimits, max_connections: int) -> type[HttpToolsProtocol]:
