@@ -36,6 +36,7 @@ SERVICE_PACKAGES = {
     "psycopg": "psycopg[binary]",
     "prometheus_client": "prometheus-client",
     "httpx": "httpx",
+    "aiohttp": "aiohttp",
     "anyio": "anyio",
 }
 

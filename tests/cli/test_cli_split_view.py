@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from _cli_run import run
 from _fake_log import FakeLog, make_key, serve
@@ -25,7 +24,7 @@ from attest.certificate.signing import generate_keypair, load_private_key
 from attest.ledger.checkpoint import Checkpoint, split_note
 from attest.ledger.merkle import consistency_proof
 from attest.ledger.service.submission import new_nonce, sign_submission
-from attest.ledger.witness.client import WitnessClient, WitnessEndpoint
+from attest.ledger.witness.client import WitnessClient, WitnessEndpoint, witness_session
 from attest.ledger.witness.cosignature import witness_key
 
 NAME = "w.example/honest"
@@ -40,7 +39,7 @@ def _ask(process: WitnessProcess, key: Any, log: FakeLog) -> str:
         return consistency_proof(log._read_nodes, old, new)
 
     async def main() -> str:
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with witness_session() as http:
             client = WitnessClient(WitnessEndpoint("honest", process.url, key), http)
             return await client.cosign(note, checkpoint, prove) or ""
 

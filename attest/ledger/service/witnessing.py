@@ -21,11 +21,11 @@ import logging
 from collections.abc import Callable
 
 import anyio.to_thread
-import httpx
+import aiohttp
 
 from attest.ledger.checkpoint import Checkpoint, split_note
 from attest.ledger.service.sequencer import ServedCheckpoint
-from attest.ledger.witness.client import WitnessClient, WitnessingConfig
+from attest.ledger.witness.client import WitnessClient, WitnessingConfig, witness_session
 from attest.ledger.witness.cosignature import merge_signatures
 
 __all__ = ["MIN_ROUND_S", "Witnessing"]
@@ -51,14 +51,14 @@ class Witnessing:
         self._changed: asyncio.Event | None = None
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
-        self._http: httpx.AsyncClient | None = None
+        self._http: aiohttp.ClientSession | None = None
         self.clients: list[WitnessClient] = []
         # told of every checkpoint published (the static tiles, when configured)
         self.on_publish: Callable[[ServedCheckpoint], None] | None = None
 
     async def start(self, first: ServedCheckpoint) -> None:
         self._changed = asyncio.Event()
-        self._http = httpx.AsyncClient(timeout=10.0)
+        self._http = witness_session()
         self.clients = [WitnessClient(w, self._http) for w in self.config.witnesses]
         self.offer(first)
         self._task = asyncio.create_task(self._loop())
@@ -69,7 +69,7 @@ class Witnessing:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._http is not None:
-            await self._http.aclose()
+            await self._http.close()
 
     def offer(self, served: ServedCheckpoint) -> None:
         """A newer signed checkpoint to have cosigned (the sequencer calls this)."""
