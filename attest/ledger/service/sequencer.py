@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -38,6 +40,11 @@ class ServedCheckpoint:
     note: str
     head: TreeHead
     at: float = field(default_factory=time.time)
+
+    @functools.cached_property
+    def note_json(self) -> bytes:
+        """The note as a JSON string (UTF-8), encoded once for every answer that carries it."""
+        return json.dumps(self.note, ensure_ascii=False).encode("utf-8")
 
 
 @dataclass

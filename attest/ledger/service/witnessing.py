@@ -20,8 +20,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-import anyio.to_thread
 import aiohttp
+import anyio.to_thread
 
 from attest.ledger.checkpoint import Checkpoint, split_note
 from attest.ledger.service.sequencer import ServedCheckpoint
