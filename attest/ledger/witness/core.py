@@ -7,7 +7,8 @@ checkpoint's, 404 for an unknown origin, 403 when no signature of the log's key 
 (body: the size it last cosigned, ``text/x.tlog.size``) when the old size is not that size,
 422 for a size-0 checkpoint without the empty root, a proof with old size 0, a consistency
 proof that does not verify, or the same size with another root. Otherwise it stores the
-checkpoint (fsynced file, atomic rename, directory fsynced) and only then answers 200 with its
+checkpoint (:mod:`attest.ledger.witness.state`: a two-slot file written in place,
+``fdatasync``-ed) and only then answers 200 with its
 tlog-cosignature/v1 line. The check and the store happen under one lock (a thread lock and an
 ``flock`` on the state directory, so a one-shot ``cosign`` and a running witness never race).
 Every refusal of a known log's validly signed checkpoint is logged: it may be evidence of a
@@ -22,20 +23,24 @@ import contextlib
 import fcntl
 import hashlib
 import logging
-import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from attest.certificate.signing import PrivateKey
-from attest.core.io import atomic_write_text
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError, open_checkpoint, split_note
 from attest.ledger.merkle import EMPTY_ROOT, HASH_SIZE, verify_consistency
 from attest.ledger.witness.cosignature import cosign, merge_signatures, witness_key
 from attest.ledger.witness.logs import KnownLog
+from attest.ledger.witness.state import (
+    StateUnreadable,
+    fsync_directory,
+    read_slots,
+    write_slot,
+)
 
 __all__ = [
     "MAX_PROOF_LINES",
@@ -127,15 +132,21 @@ class Witness:
                 f"cannot create the witness state folder {state_dir}: {exc}"
             ) from None
         self._lock = threading.Lock()
-        # origin -> (the state file's inode, mtime and size; its checkpoint and note): the
-        # stored checkpoint opened once, not re-read and re-verified on every round. A file
-        # replaced by anyone (a one-shot cosign; every write is a rename, a new inode) or
-        # touched is read and verified again.
-        self._cache: dict[str, tuple[tuple[int, int, int], Checkpoint, str]] = {}
+        # origin -> (the stored record's identity; its checkpoint and note): the stored
+        # checkpoint opened once, not re-verified on every round. The record is read on every
+        # request (two small reads): one written by anyone else (a one-shot cosign) has
+        # another sequence number and digest, and is verified again.
+        self._cache: dict[str, tuple[tuple[object, ...], Checkpoint, str]] = {}
+        self._seq: dict[str, int] = {}  # origin -> the stored record's sequence number
 
     # -- state ---------------------------------------------------------------------------------
 
     def state_path(self, origin: str) -> Path:
+        return self.state_dir / f"{origin_hash(origin)}.state"
+
+    def legacy_path(self, origin: str) -> Path:
+        """Where a witness before the slot file kept a log's state (a note, renamed into
+        place); read when there is no slot file yet, removed once one is written."""
         return self.state_dir / f"{origin_hash(origin)}.checkpoint"
 
     @contextlib.contextmanager
@@ -152,17 +163,35 @@ class Witness:
         before the first)."""
         path = self.state_path(log.origin)
         try:
+            record = read_slots(path)
+        except StateUnreadable as exc:
+            raise self._unreadable(log, path, exc) from None
+        if record is None:
+            self._seq[log.origin] = 0
+            return self._stored_legacy(log)
+        seq, digest, data = record
+        self._seq[log.origin] = seq
+        return self._opened(log, path, ("slots", seq, digest), lambda: data.decode("utf-8"))
+
+    def _stored_legacy(self, log: KnownLog) -> tuple[Checkpoint | None, str | None]:
+        path = self.legacy_path(log.origin)
+        try:
             stat = path.stat()
         except FileNotFoundError:
             return None, None
         except OSError as exc:
             raise self._unreadable(log, path, exc) from None
-        identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        identity = ("legacy", stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        return self._opened(log, path, identity, lambda: path.read_text(encoding="utf-8"))
+
+    def _opened(
+        self, log: KnownLog, path: Path, identity: tuple[object, ...], read: Callable[[], str]
+    ) -> tuple[Checkpoint, str]:
         cached = self._cache.get(log.origin)
         if cached is not None and cached[0] == identity:
             return cached[1], cached[2]
         try:
-            note = path.read_text(encoding="utf-8")
+            note = read()
             checkpoint = open_checkpoint(note, log.key.public_key, key_name=log.origin)
         except (OSError, UnicodeDecodeError, CheckpointError) as exc:
             raise self._unreadable(log, path, exc) from None
@@ -177,13 +206,22 @@ class Witness:
             " would then cosign a rolled-back log)",
         )
 
-    def _persist(self, origin: str, note: str) -> None:
-        path = atomic_write_text(self.state_path(origin), note)
-        directory = os.open(path.parent, os.O_RDONLY)
+    def _persist(self, origin: str, note: str, checkpoint: Checkpoint) -> None:
+        """Store ``note`` (of ``checkpoint``, verified by the caller) as the log's state,
+        durably, before the answer goes out (called under the lock, after :meth:`stored` read
+        the current record); it is kept opened for the next request."""
+        seq = self._seq.get(origin, 0) + 1
+        path = self.state_path(origin)
         try:
-            os.fsync(directory)  # the rename itself is durable before the answer goes out
-        finally:
-            os.close(directory)
+            digest = write_slot(path, seq, note.encode("utf-8"))
+            legacy = self.legacy_path(origin)
+            if seq == 1 and legacy.exists():  # superseded: the slot file is read from now on
+                legacy.unlink()
+                fsync_directory(legacy.parent)
+        except (OSError, ValueError) as exc:
+            raise LedgerError(f"cannot store the witness's state in {path}: {exc}") from None
+        self._seq[origin] = seq
+        self._cache[origin] = (("slots", seq, digest), checkpoint, note)
 
     def latest(self, hashed_origin: str) -> WitnessAnswer:
         """GET ``<origin hash>/checkpoint``: the latest cosigned checkpoint of a log."""
@@ -237,7 +275,7 @@ class Witness:
                 )
             self._check_consistent(checkpoint, stored, old_size, proof, where)
             line = cosign(text, self.key, self.name)
-            self._persist(log.origin, merge_signatures(note, line))
+            self._persist(log.origin, merge_signatures(note, line), checkpoint)
         LOG.info("cosigned %s", where)
         return WitnessAnswer(200, line)
 

@@ -20,6 +20,7 @@ from attest.ledger.witness.core import (
 )
 from attest.ledger.witness.cosignature import check_cosignatures, merge_signatures, quorum_problem
 from attest.ledger.witness.logs import load_logs
+from attest.ledger.witness.state import read_slots
 
 
 @pytest.fixture
@@ -41,7 +42,9 @@ def test_cosigns_first_then_consistent_growth_and_persists(
     tree.grow(8)
     grown = witness.add_checkpoint(add_checkpoint_body(5, tree.proof(5), tree.note()))
     assert grown.status == 200
-    stored = (tmp_path / "state" / f"{origin_hash(ORIGIN)}.checkpoint").read_text()
+    record = read_slots(tmp_path / "state" / f"{origin_hash(ORIGIN)}.state")
+    assert record is not None and record[0] == 2  # the first record, then the grown one
+    stored = record[2].decode()
     assert open_checkpoint(stored, tree.key.public_key).size == 13
     assert check_cosignatures(stored, [("w1", witness.vkey)]).verified == ["w1"]
     assert witness.latest(origin_hash(ORIGIN)).body == stored
@@ -158,7 +161,7 @@ def test_unreadable_state_is_never_cosigned_over(setup: tuple[Tree, Path], tmp_p
     tree, pub = setup
     witness = make_witness(tmp_path, pub)
     assert witness.add_checkpoint(add_checkpoint_body(0, [], tree.note(2))).status == 200
-    (tmp_path / "state" / f"{origin_hash(ORIGIN)}.checkpoint").write_text("garbage\n")
+    (tmp_path / "state" / f"{origin_hash(ORIGIN)}.state").write_bytes(b"garbage\n" * 9000)
     with pytest.raises(LedgerError, match="cannot be read"):
         witness.add_checkpoint(add_checkpoint_body(0, [], tree.note()))
 
