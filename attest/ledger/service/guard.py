@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -160,7 +160,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None:  # the answer's header goes out with its body: one socket write
-            cycle.transport = _OneWriteTransport(self.transport, cycle, self.loop)
+            held = _OneWriteTransport(self.transport, cycle, self.loop)
+            cycle.transport = cast(asyncio.Transport, held)  # what the cycle calls is there
 
     def on_message_complete(self) -> None:
         self._disarm()
