@@ -35,7 +35,9 @@ _RETRY_S = 0.5
 # The floor between round starts. Rounds back to back (no floor) cost the service and the
 # witnesses a round's CPU (HTTP, proof, fsync, signatures) more often than it buys latency on
 # a busy machine; 20 ms added a fixed wait to every write. 10 ms gave the highest witnessed
-# rate of the three on the shared 2-vCPU VM (docs/benchmarks.md, ledger service, issue 37).
+# rate of the three on the shared 2-vCPU VM; with the cheaper rounds (aiohttp, the witness's
+# in-place state) 3 and 5 ms did no better than 10 within that machine's noise
+# (docs/benchmarks.md, ledger service, issue 37).
 MIN_ROUND_S = 0.01
 
 
