@@ -178,6 +178,15 @@ def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
         raise ConfigError(
             f"{where}: embedding module {part.embedding!r} does not return a floating tensor"
         )
+    if out.dim() != ids.dim() + 1 or out.shape[: ids.dim()] != ids.shape:
+        # IG sums each token's attribution over the last dim: one vector per id is required
+        raise ConfigError(
+            f"{where}: input {part.name!r}: embedding module {part.embedding!r} returns shape "
+            f"{tuple(out.shape)} for ids of shape {tuple(ids.shape)}; an embedded input's "
+            "module must return one vector per id (ids' shape + (D,))",
+            hint="name the lookup itself (an nn.Embedding or nn.EmbeddingBag), not a module "
+            "that pools or reshapes its output",
+        )
     return out.detach().to(torch.float32)
 
 

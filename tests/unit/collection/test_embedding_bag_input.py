@@ -74,3 +74,30 @@ def test_flat_ids_with_offsets_are_refused_for_a_bag(tmp_path: Path) -> None:
     path = _folder(tmp_path, CODES, CODES_TRAIN, CODES_SPEC.replace("codes: {", "codes: {key: flat, "))
     with pytest.raises(ConfigError, match=r"nn.EmbeddingBag .* padded bags \(N, L\)"):
         load_spec(path)
+
+
+POOLED = CODES.replace(
+    "self.codes = nn.EmbeddingBag(40, 8, mode=\"mean\", padding_idx=0)",
+    "self.codes = Pooled()",
+).replace(
+    "class CodeRisk",
+    """class Pooled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Embedding(40, 8, padding_idx=0)
+
+    def forward(self, ids):
+        return self.table(ids).mean(1)
+
+class CodeRisk""",
+)
+
+
+def test_an_embedding_module_that_pools_is_refused_with_the_module_to_name(
+    tmp_path: Path,
+) -> None:
+    path = _folder(tmp_path, POOLED, CODES_TRAIN, CODES_SPEC)
+    with pytest.raises(ConfigError, match=r"returns shape \(4, 8\) for ids of shape \(4, 6\)"):
+        load_spec(path)
+    path.write_text(path.read_text().replace("embedding: codes}", "embedding: codes.table}"))
+    load_spec(path)  # the lookup itself is taken
