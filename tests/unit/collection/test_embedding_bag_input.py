@@ -101,3 +101,18 @@ def test_an_embedding_module_that_pools_is_refused_with_the_module_to_name(
         load_spec(path)
     path.write_text(path.read_text().replace("embedding: codes}", "embedding: codes.table}"))
     load_spec(path)  # the lookup itself is taken
+
+
+def test_accumulation_of_a_clean_loss_with_embedded_ids_passes(tmp_path: Path) -> None:
+    # a per-example cross-entropy accumulates exactly; the embedding table's gradient, routed
+    # through the lookup for gradient_flow, once leaked into accumulation's full-batch
+    # reference (and not into its micro-batches): a 20-40 % false "denominator" failure
+    source = CODES + "\ndef loss(out, y):\n    return torch.nn.functional.cross_entropy(out, y)\n"
+    keep: dict = {}
+    _failing(_folder(tmp_path, source, CODES_TRAIN, CODES_SPEC + "loss: model:loss\n"), keep)
+    accumulation = keep["evidence"].checks["accumulation"]
+    assert accumulation.items and all(i.status == "pass" for i in accumulation.items), [
+        i.message for i in accumulation.items
+    ]
+    flow = {i.subject.name: i for i in keep["evidence"].checks["gradient_flow"].items}
+    assert flow["codes.weight"].status == "pass"
