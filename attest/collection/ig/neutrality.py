@@ -76,8 +76,9 @@ def judge_neutrality(
         # the rule reads F = 0 as "no evidence": say so, since a target function whose neutral
         # value is not 0 (a log-probability's is log(1/C)) fails it by construction
         message += (
-            "; the rule takes F = 0 as the neutral output (a target function returning a "
-            "log-probability is neutral at log(1/C): add log C to it)"
+            "; the rule takes F = 0 as the neutral output: write F to be 0 where the model has "
+            "no preference (a log-probability: add log C; a score defined up to a constant, "
+            "such as a Cox log-hazard: subtract its mean over the training data)"
         )
     return status, message, metrics
 
