@@ -60,7 +60,9 @@ def topology(c: ClaimChecker, _evidence: Evidence) -> None:
         # a passing input records first_divergence: None (missing: nothing was compared)
         k = item.metrics.get("first_divergence", "missing")
         # a path that both fixed-input swaps follow is set by the fixed inputs alone
-        swaps = [item.metrics.get(m, "missing") for m in ("swap_to_reference", "swap_from_reference")]
+        swaps = [
+            item.metrics.get(m, "missing") for m in ("swap_to_reference", "swap_from_reference")
+        ]
         c.item(
             item,
             ("pass",) if k is None or swaps == [None, None] else ("fail",),

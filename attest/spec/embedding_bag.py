@@ -57,9 +57,7 @@ def pool(
     return torch.where(keep.any(dim=1, keepdim=True), top, torch.zeros_like(top))
 
 
-def pool_hook(
-    module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
-) -> Any:
+def pool_hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> Any:
     """Forward hook (``with_kwargs=True``) of an embedded input's bag module: its output
     replaced by the bag reduction of the per-token embeddings being differentiated (set for the
     duration of one call)."""

@@ -158,8 +158,7 @@ def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
             f"{where}: input {part.name!r}: embedding module {part.embedding!r} is an "
             f"nn.EmbeddingBag and probe key {part.key!r} has shape {tuple(ids.shape)}; a bag "
             "module's ids must be padded bags (N, L), one bag per example",
-            hint="store the ids as (N, L) padded with the bag's padding_idx, not flat with "
-            "offsets",
+            hint="store the ids as (N, L) padded with the bag's padding_idx, not flat with offsets",
         )
     try:
         with torch.no_grad():

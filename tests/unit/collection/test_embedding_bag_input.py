@@ -71,13 +71,15 @@ def test_embedding_bag_ids_are_attributed_per_code_and_its_table_gets_a_gradient
 
 
 def test_flat_ids_with_offsets_are_refused_for_a_bag(tmp_path: Path) -> None:
-    path = _folder(tmp_path, CODES, CODES_TRAIN, CODES_SPEC.replace("codes: {", "codes: {key: flat, "))
+    path = _folder(
+        tmp_path, CODES, CODES_TRAIN, CODES_SPEC.replace("codes: {", "codes: {key: flat, ")
+    )
     with pytest.raises(ConfigError, match=r"nn.EmbeddingBag .* padded bags \(N, L\)"):
         load_spec(path)
 
 
 POOLED = CODES.replace(
-    "self.codes = nn.EmbeddingBag(40, 8, mode=\"mean\", padding_idx=0)",
+    'self.codes = nn.EmbeddingBag(40, 8, mode="mean", padding_idx=0)',
     "self.codes = Pooled()",
 ).replace(
     "class CodeRisk",

@@ -213,7 +213,9 @@ def test_a_head_that_joins_the_output_in_training_only_is_a_warning() -> None:
     status = {i.subject.name: (i.status, i.message) for i in flow.items}
     for name in ("side_head.weight", "side_head.bias"):
         assert status[name][0] == "warn" and "training mode it does" in status[name][1]
-    assert status["discarded.weight"][0] == "fail" and "dead branch" in status["discarded.weight"][1]
+    assert (
+        status["discarded.weight"][0] == "fail" and "dead branch" in status["discarded.weight"][1]
+    )
     assert status["head.weight"][0] == "pass"
 
 

@@ -88,7 +88,9 @@ def margin(out, batch):
     namespace: dict[str, object] = {}
     exec(textwrap.dedent(source), namespace)
     save_file(namespace["build"]().state_dict(), str(tmp_path / "w.safetensors"))  # type: ignore[operator]
-    save_file({"x": torch.tensor([[20.0, 1, 0, 0], [25.0, 0, 1, 0]])}, str(tmp_path / "p.safetensors"))
+    save_file(
+        {"x": torch.tensor([[20.0, 1, 0, 0], [25.0, 0, 1, 0]])}, str(tmp_path / "p.safetensors")
+    )
     (tmp_path / "attest.yaml").write_text(
         "model: {name: m, version: 1.0.0, factory: model:build, weights: w.safetensors}\n"
         "inputs: {probe: p.safetensors}\ntarget: model:margin\n",
@@ -102,7 +104,9 @@ def margin(out, batch):
     rows = spec.call.unpack(spec.inputs)[1]
     assert rows is not None
     with torch.no_grad():
-        judged = head_judgements(spec.call, CheckSettings(), built(baseline), built(spec.inputs), rows)
+        judged = head_judgements(
+            spec.call, CheckSettings(), built(baseline), built(spec.inputs), rows
+        )
     failing = [(m, metrics) for status, m, metrics in judged if status == "fail"]
     assert failing
     for message, metrics in failing:
