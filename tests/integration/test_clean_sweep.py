@@ -439,6 +439,47 @@ target: model:entity_score
 loss: model:loss
 """
 
+# a multi-label BERT folder with float targets and a BCE loss: its accumulation check failed
+# (18 %) while the embedding table's routed gradient leaked into the full-batch reference
+BERT_MULTILABEL = """
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+def build():
+    cfg = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=16, num_labels=4,
+                     problem_type="multi_label_classification")
+    return BertForSequenceClassification(cfg)
+
+def loss(out, y):
+    return torch.nn.functional.binary_cross_entropy_with_logits(out, y)
+"""
+
+BERT_MULTILABEL_TRAIN = """
+g = torch.Generator().manual_seed(1)
+n, L = 96, 10
+lengths = torch.randint(4, L + 1, (n,), generator=g)
+mask = (torch.arange(L)[None] < lengths[:, None]).long()
+ids = torch.randint(2, 50, (n, L), generator=g) * mask
+y = torch.stack([((ids >= 10 + 10 * k) & (ids < 20 + 10 * k)).sum(1) >= 3 for k in range(4)], 1).float()
+opt = torch.optim.Adam(model.parameters(), 3e-3)
+model.train()
+for _ in range(200):
+    l = loss(model(input_ids=ids, attention_mask=mask).logits, y)
+    opt.zero_grad(); l.backward(); opt.step()
+probe.update(input_ids=ids, attention_mask=mask, target=y)
+"""
+
+BERT_MULTILABEL_SPEC = """
+inputs:
+  probe: probe.safetensors
+  input_ids: {role: embedded, kwarg: input_ids, embedding: bert.embeddings.word_embeddings}
+  attention_mask: {role: fixed, kwarg: attention_mask}
+output: logits
+loss: model:loss
+target: 2
+"""
+
 # deep supervision: the side heads run in eval mode and join the output only in training
 DYNUNET_DEEP_SUPERVISION = (
     monai(
@@ -515,6 +556,14 @@ CASES: dict[str, Case] = {
         DISTILBERT_TRAIN,
         DISTILBERT_SPEC,
         examples=4,
+        needs="transformers",
+        pretrained=True,
+    ),
+    "bert-multilabel-folder": Case(
+        BERT_MULTILABEL,
+        BERT_MULTILABEL_TRAIN,
+        BERT_MULTILABEL_SPEC,
+        examples=LOSS_EXAMPLES,
         needs="transformers",
         pretrained=True,
     ),
