@@ -51,18 +51,24 @@ def _stability(deviation: float | None, unit: float) -> float:
 
 
 def topology(c: ClaimChecker, _evidence: Evidence) -> None:
-    """collection/profile/topology.py: an input passes iff it has no first_divergence."""
+    """collection/profile/topology.py: an input passes iff it has no first_divergence, or both
+    fixed-input swaps took the expected paths (its path is set by the fixed inputs alone)."""
     items = c.result.items
     for item in items:
         if item.status == "error":
             continue
         # a passing input records first_divergence: None (missing: nothing was compared)
         k = item.metrics.get("first_divergence", "missing")
+        # a path that both fixed-input swaps follow is set by the fixed inputs alone
+        swaps = [
+            item.metrics.get(m, "missing") for m in ("swap_to_reference", "swap_from_reference")
+        ]
         c.item(
             item,
-            ("pass",) if k is None else ("fail",),
-            "fail iff the operator path diverges",
+            ("pass",) if k is None or swaps == [None, None] else ("fail",),
+            "fail iff the operator path diverges and does not follow the fixed inputs alone",
             first_divergence=k,
+            swaps=swaps,
         )
     c.summary("inputs", len(items), "one item per probe input")
     c.count("diverging_inputs", "fail")

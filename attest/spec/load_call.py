@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from attest.errors import ConfigError, InputError
+from attest.spec.embedding_bag import token_embeddings
 from attest.spec.factory import resolve_callable
 from attest.spec.files import check_finite, check_target, first_line
 from attest.spec.model import SpecFile
@@ -146,14 +147,26 @@ def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
     try:
         module = model.get_submodule(part.embedding)
     except AttributeError:
-        names = [n for n, m in model.named_modules() if isinstance(m, nn.Embedding)]
+        kinds = (nn.Embedding, nn.EmbeddingBag)
+        names = [n for n, m in model.named_modules() if isinstance(m, kinds)]
         raise ConfigError(
             f"{where}: input {part.name!r}: the model has no module {part.embedding!r}",
-            hint=f"name the embedding module; the model's nn.Embedding modules: {names}",
+            hint=f"name the embedding module; the model's embedding modules: {names}",
         ) from None
+    if isinstance(module, nn.EmbeddingBag) and ids.dim() != 2:
+        raise ConfigError(
+            f"{where}: input {part.name!r}: embedding module {part.embedding!r} is an "
+            f"nn.EmbeddingBag and probe key {part.key!r} has shape {tuple(ids.shape)}; a bag "
+            "module's ids must be padded bags (N, L), one bag per example",
+            hint="store the ids as (N, L) padded with the bag's padding_idx, not flat with offsets",
+        )
     try:
         with torch.no_grad():
-            out = module(ids)
+            out = (
+                token_embeddings(module, ids)  # per token: the bag's pooling runs in its hook
+                if isinstance(module, nn.EmbeddingBag)
+                else module(ids)
+            )
     except Exception as exc:
         raise ConfigError(
             f"{where}: input {part.name!r}: embedding module {part.embedding!r} raised "
@@ -163,6 +176,15 @@ def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
     if not isinstance(out, torch.Tensor) or not out.is_floating_point():
         raise ConfigError(
             f"{where}: embedding module {part.embedding!r} does not return a floating tensor"
+        )
+    if out.dim() != ids.dim() + 1 or out.shape[: ids.dim()] != ids.shape:
+        # IG sums each token's attribution over the last dim: one vector per id is required
+        raise ConfigError(
+            f"{where}: input {part.name!r}: embedding module {part.embedding!r} returns shape "
+            f"{tuple(out.shape)} for ids of shape {tuple(ids.shape)}; an embedded input's "
+            "module must return one vector per id (ids' shape + (D,))",
+            hint="name the lookup itself (an nn.Embedding or nn.EmbeddingBag), not a module "
+            "that pools or reshapes its output",
         )
     return out.detach().to(torch.float32)
 

@@ -35,6 +35,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
+from attest.spec.embedding_bag import pool_hook
+
 __all__ = ["Head", "InputPart", "ModelCall", "class_scalar", "labels_like", "select_output"]
 
 
@@ -288,7 +290,11 @@ class ModelCall:
         for part in self.parts:
             if part.role == "embedded":
                 assert part.embedding is not None
-                model.get_submodule(part.embedding).register_forward_hook(_replace_embedding)
+                module = model.get_submodule(part.embedding)
+                if isinstance(module, nn.EmbeddingBag):  # per-token embeddings, then its pooling
+                    module.register_forward_hook(pool_hook, with_kwargs=True)
+                else:
+                    module.register_forward_hook(_replace_embedding)
         return model
 
     def arguments(

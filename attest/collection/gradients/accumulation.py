@@ -38,7 +38,10 @@ FIX_SENTENCE = (
     "The loss most likely normalizes by a count taken inside each micro-batch (tokens, pixels, "
     "valid labels), so micro-batches with different counts get different weights. Fix: reduce "
     "the per-element loss with a sum inside each micro-batch and divide by the count over the "
-    "whole batch (or weight each micro-batch's loss by its share of that global count)."
+    "whole batch (or weight each micro-batch's loss by its share of that global count). A loss "
+    "that couples the examples of a batch (a Cox partial likelihood's risk sets, a ranking or "
+    "contrastive loss) fails too: on a micro-batch it is another loss, and accumulating "
+    "micro-batches does not train the model on the full batch's."
 )
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "module_phrase",
     "modules_run_in_training",
     "owner_of",
+    "parameters_reaching_output_in_training",
     "reason_for",
     "trace_parameters",
 ]
@@ -184,6 +185,28 @@ def modules_run_in_training(model: nn.Module, x: torch.Tensor) -> set[str]:
         for handle in handles:
             handle.remove()
     return trace.ran
+
+
+def parameters_reaching_output_in_training(model: nn.Module, x: torch.Tensor) -> set[str]:
+    """The parameters that get a gradient from a training-mode forward pass's outputs (empty
+    when it raises): a branch that eval mode computes and discards (a deep-supervision head,
+    whose output joins the model's only in training) is trained there."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    try:
+        model.train()
+        with torch.enable_grad():
+            outputs = [
+                t
+                for t in tree_flatten(model(x))[0]
+                if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()
+            ]
+            if not outputs or not params:
+                return set()
+            total = torch.stack([t.sum() for t in outputs]).sum()
+            grads = torch.autograd.grad(total, [p for _, p in params], allow_unused=True)
+    except Exception:
+        return set()
+    return {n for (n, _), g in zip(params, grads, strict=True) if g is not None}
 
 
 def _mark_ran(trace: Trace, name: str) -> Callable[..., None]:

@@ -190,8 +190,10 @@ def run(ctx: CollectContext) -> CheckResult:
     measured.graph = measured.output = None
     state.flow_error = measured.error
     if measured.error is None and parameters["objective"] == "loss":
-        # The float64 full-batch loss gradient: the accumulation check's reference.
-        state.full_batch_loss_gradients = measured.grads
+        # The float64 full-batch loss gradient: the accumulation check's reference. A copy: the
+        # embedding tables' routed gradients added below are not in the micro-batches'
+        # gradients, which differentiate the embeddings, not the lookup.
+        state.full_batch_loss_gradients = dict(measured.grads)
     if measured.error is not None:
         return _result(parameters, _raised_items(ctx, model, x, measured), measured)
     for name, grad in embedding_gradients(ctx.spec, model, x, measured.input_grad).items():

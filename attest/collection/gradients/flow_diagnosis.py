@@ -1,7 +1,8 @@
 """Why a parameter of ``gradient_flow`` lacks a gradient, or has an identically zero one:
 one instrumented run for them all (:mod:`attest.collection.gradients.diagnosis`), a gradient
 zero by construction told apart (:mod:`attest.collection.gradients.structural`), the model's
-all-zero weights named, and an auxiliary branch that runs in training only found.
+all-zero weights named, and an auxiliary branch that runs, or reaches the output, in training
+only found.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from attest.collection.gradients.diagnosis import (
     Trace,
     modules_run_in_training,
     owner_of,
+    parameters_reaching_output_in_training,
     reason_for,
     trace_parameters,
 )
@@ -42,6 +44,7 @@ class Diagnosis:
         if problems:
             self.trace, self.bits = trace_parameters(ctx.fresh_model(torch.float64), x, problems)
         self.training_ran: set[str] | None = None  # modules a training-mode forward calls
+        self.training_reached: set[str] | None = None  # parameters a training output reads
         self.zero_weights: list[str] | None = None  # the model's all-zero weights
 
     def item(
@@ -74,6 +77,20 @@ class Diagnosis:
                 # forward calls in training only: trained there, just not by this probe
                 status = "warn"
                 reason += " in eval mode; it runs in training mode, where it gets gradients"
+        if kind == "dead_branch":
+            if self.training_reached is None:
+                self.training_reached = parameters_reaching_output_in_training(
+                    self.ctx.fresh_model(torch.float64), self.x
+                )
+            if name in self.training_reached:
+                # a branch eval mode computes and discards (a deep-supervision head): its
+                # output joins the model's in training mode, where it is trained
+                status = "warn"
+                reason = (
+                    "used in forward, but in eval mode nothing computed from it reaches the "
+                    "output; in training mode it does (a training-only branch, such as a "
+                    "deep-supervision head), where it gets gradients"
+                )
         return CheckItem(
             subject=subject,
             status=status,

@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
-from attest.collection.capture.aten_args import BoundCall, bind_schema, op_short_name
+from attest.collection.capture.aten_args import BoundCall, bind_schema, floating, op_short_name
 from attest.collection.capture.records import OpRecord
 from attest.collection.gradients.domains import DOMAINS, domain_nudges
 from attest.collection.gradients.finite_differences import rms_or_one
@@ -169,9 +169,15 @@ def _replace_bound(bound: dict[str, Any], name: str, tensors: list[torch.Tensor]
 
 
 def slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall | None:
-    """The leading block of a pointwise operator's inputs, at most ``budget`` elements each."""
-    tensors = [t for t in call.tensors]
-    shapes = [tuple(t.shape) for t in tensors]
+    """The leading block of a pointwise operator's inputs, at most ``budget`` elements each.
+    Every tensor argument is cut to the same block, floating or not (a ``masked_fill``'s bool
+    mask broadcast against its scores), so the sliced call's shapes still broadcast."""
+    others = [
+        leaf
+        for leaf in tree_flatten((call.args, call.kwargs))[0]
+        if isinstance(leaf, torch.Tensor) and not floating(leaf)
+    ]
+    shapes = [tuple(t.shape) for t in [*call.tensors, *others]]
     ndim = max((len(s) for s in shapes), default=0)
     if ndim == 0:
         return None
@@ -186,14 +192,19 @@ def slice_pointwise(call: BoundCall, use: list[int], budget: int) -> BoundCall |
     for d in range(ndim - 1, -1, -1):
         keep[d] = max(1, min(full[d], remaining))
         remaining = max(1, remaining // keep[d])
-    sliced: list[torch.Tensor] = []
-    for t in tensors:
+
+    def cut(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor) or t.dim() == 0:
+            return t
         index = tuple(
             slice(0, 1 if size == 1 else keep[ndim - t.dim() + k]) for k, size in enumerate(t.shape)
         )
-        sliced.append(t[index].clone())
-    small = BoundCall.of(call.func, call.args, call.kwargs)
-    small.tensors = sliced
+        return t[index].clone()
+
+    args, kwargs = tree_map(cut, (call.args, call.kwargs))
+    small = BoundCall.of(call.func, args, kwargs)
+    # the call's own floating tensors, cut: they may differ from its arguments (kinks nudged)
+    small.tensors = [cut(t) for t in call.tensors]
     # Non-tensor arguments that encode sizes would make a slice wrong; pointwise ops have none.
     return small
 

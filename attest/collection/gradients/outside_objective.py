@@ -29,7 +29,7 @@ __all__ = ["embedding_gradients", "unselected_output_parameters"]
 def embedding_gradients(
     spec: LoadedSpec, model: nn.Module, x: torch.Tensor, input_grad: torch.Tensor | None
 ) -> dict[str, torch.Tensor]:
-    """The gradient of each embedded input's ``nn.Embedding`` weight (by parameter name), from
+    """The gradient of each embedded input's ``nn.Embedding`` (or ``nn.EmbeddingBag``) weight (by parameter name), from
     the gradient with respect to ``x``; empty without embedded inputs."""
     call = spec.call
     if call is None or input_grad is None:
@@ -45,13 +45,15 @@ def embedding_gradients(
     for part in embedded:
         assert part.embedding is not None
         module = model.get_submodule(part.embedding)
-        if not isinstance(module, nn.Embedding) or id(module.weight) not in names:
+        # an nn.EmbeddingBag's part is its per-token lookup too (attest.spec.embedding_bag)
+        kinds = (nn.Embedding, nn.EmbeddingBag)
+        if not isinstance(module, kinds) or id(module.weight) not in names:
             continue
         ids = call.probe[part.key][rows].to(module.weight.device).reshape(-1)
         g = parts[part.name].detach().reshape(ids.numel(), -1).to(module.weight.dtype)
         weight_grad = torch.zeros_like(module.weight).index_add_(0, ids, g)
         if module.padding_idx is not None:
-            weight_grad[module.padding_idx] = 0  # nn.Embedding's documented rule
+            weight_grad[module.padding_idx] = 0  # nn.Embedding's (and the bag's) documented rule
         name = names[id(module.weight)]
         grads[name] = weight_grad
     return grads

@@ -96,9 +96,11 @@ def random_direction_check(
     # more operator call (the autograd forward runs the same kernels; a rounding difference
     # between the two would weigh 1e-16 / eps = 1e-10 of the derivative).
     values = [o.detach() for o in outputs]
-    base = [_dot(u, values) for u in us] if settings.one_sided else []
+    base = values if settings.one_sided else []
+    largest = max((settings.eps, *settings.eps_sweep))
+    reach = [_reachable(x, largest * s) for x, s in zip(inputs, scales, strict=True)]
     analytic, spread, numeric_at = sides(
-        fn, inputs, keep, settings.directions, scales, us, gs, pool, base
+        fn, inputs, keep, settings.directions, scales, us, gs, pool, base, reach
     )
     floor_factor = settings.atol / settings.rtol
     # The numeric side at the last step evaluated, and whether any step gave a finite one: a
@@ -178,12 +180,15 @@ def _batched(
     us: list[list[torch.Tensor]],
     gs: list[list[torch.Tensor]],
     pool: GaussianPool,
-    base: list[float],
+    base: list[torch.Tensor],
+    reach: list[torch.Tensor | None],
 ) -> _Sides:
-    """Every direction of the case at once (the module docstring); ``base``: <u^c, f(x)>."""
+    """Every direction of the case at once (the module docstring); ``base``: f(x), the kept
+    outputs; ``reach``: per input, the coordinates a step can move (None: all)."""
     c = len(us)
-    # z_i: input i's K standard Gaussian directions, one (K, ...) view of the pool.
-    zs = [pool.stacked(x, k) for x in inputs]
+    # z_i: input i's K standard Gaussian directions, one (K, ...) view of the pool (zero
+    # where no step moves the input: :func:`_reachable`).
+    zs = [_within(pool.stacked(x, k), r) for x, r in zip(inputs, reach, strict=True)]
     # Per input: its K dot products s_i <g_i, z_ik> and the norm(s) of g_i, all fetched with
     # one sync and summed here (a = sum_i s_i <g_i, z_ik>, spread = sqrt(sum_i s_i^2 ||g_i||^2)).
     parts: list[torch.Tensor] = []
@@ -226,14 +231,16 @@ def _batched(
         rows = [b.unbind(0) for b in buffers]
         with torch.no_grad():
             outs = [fn(*[r[d] for r in rows]) for d in range(n)]
-        dots = []  # <u, f(x + eps v_k)> (then <u, f(x - eps v_k)>), per output
-        for j, u in zip(keep, cotangents, strict=True):
+        # <u, f(x + eps v_k) - f(x - eps v_k)> (or - f(x)), per output: the outputs are
+        # differenced before the dot product, so entries no step changes (a mask's
+        # finfo.min fill, ~1e38) cancel exactly instead of swamping the dot products
+        dots = []
+        for i, (j, u) in enumerate(zip(keep, cotangents, strict=True)):
             both = torch.stack([o[j] for o in outs]).reshape(n, -1 if u.numel() else 0)
-            dots.append(torch.mv(both, u) if c == 1 else (both * u[:n]).sum(1))
+            diff = both[:k] - (both[k:] if central else base[i].reshape(1, -1))
+            dots.append(torch.mv(diff, u) if c == 1 else (diff * u[:k]).sum(1))
         values = (torch.stack(dots).sum(0) if len(dots) > 1 else dots[0]).tolist()
-        if central:
-            return [(values[d] - values[k + d]) / (2 * eps) for d in range(k)]
-        return [(values[d] - base[d % c]) / eps for d in range(k)]
+        return [v / ((2 if central else 1) * eps) for v in values]
 
     return analytic, spread, numeric_at
 
@@ -260,12 +267,13 @@ def _one_by_one(
     us: list[list[torch.Tensor]],
     gs: list[list[torch.Tensor]],
     pool: GaussianPool,
-    base: list[float],
+    base: list[torch.Tensor],
+    reach: list[torch.Tensor | None],
 ) -> _Sides:
     """Direction by direction, through one reused buffer per input (large cases); ``base``:
-    <u^c, f(x)>."""
+    f(x), the kept outputs; ``reach`` as for :func:`_batched`."""
     c = len(us)
-    zs = [[pool.like(x) for x in inputs] for _ in range(k)]
+    zs = [[_within(pool.like(x), r) for x, r in zip(inputs, reach, strict=True)] for _ in range(k)]
     analytic = [
         sum(s * _dot([g], [z]) for g, z, s in zip(gs[d % c], zs[d], scales, strict=True))
         for d in range(k)
@@ -275,21 +283,42 @@ def _one_by_one(
         for j in range(c)
     ]
     spread = [spread_of[d % c] for d in range(k)]
-    # An output that aliases the buffer (a view operator) is reduced to <u, f> before the
-    # buffer is overwritten.
     buffers = [torch.empty_like(x) for x in inputs]
 
-    def perturbed_dot(d: int, step: float) -> float:
+    def perturbed(d: int, step: float) -> list[torch.Tensor]:
         for buffer, x, z, s in zip(buffers, inputs, zs[d], scales, strict=True):
             torch.add(x, z, alpha=step * s, out=buffer)
-        return _dot(us[d % c], _evaluate(fn, buffers, keep))
+        # copied: an output that aliases the buffer (a view operator) would change with it
+        return [o.clone() for o in _evaluate(fn, buffers, keep)]
 
     def numeric_at(eps: float, central: bool = True) -> list[float]:
-        if central:
-            return [(perturbed_dot(d, eps) - perturbed_dot(d, -eps)) / (2 * eps) for d in range(k)]
-        return [(perturbed_dot(d, eps) - base[d % c]) / eps for d in range(k)]
+        # differenced before the dot product, as in _batched
+        numeric = []
+        for d in range(k):
+            plus = perturbed(d, eps)
+            minus = perturbed(d, -eps) if central else base
+            diff = [p - m for p, m in zip(plus, minus, strict=True)]
+            numeric.append(_dot(us[d % c], diff) / ((2 if central else 1) * eps))
+        return numeric
 
     return analytic, spread, numeric_at
+
+
+def _reachable(x: torch.Tensor, step: float) -> torch.Tensor | None:
+    """The coordinates of ``x`` that a step of ``step`` (the sweep's largest, in units of a
+    direction's entry) moves in ``x``'s dtype; None when it moves them all. A value near the
+    dtype's range (an attention mask's ``finfo.min`` fill) absorbs every step, so differences
+    cannot measure a derivative there: directions leave it out, on both the analytic and the
+    numeric side, rather than call the backward wrong."""
+    if x.numel() == 0 or not x.is_floating_point():
+        return None
+    moved = torch.ne(x + step, x) & torch.ne(x - step, x)
+    return None if bool(moved.all()) else moved
+
+
+def _within(z: torch.Tensor, reach: torch.Tensor | None) -> torch.Tensor:
+    """Directions ``z`` (one input's, or a (K, ...) stack of them) zero outside ``reach``."""
+    return z if reach is None else z * reach.to(z.dtype)
 
 
 def _rms_each(inputs: Sequence[torch.Tensor]) -> list[float]:

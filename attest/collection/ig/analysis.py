@@ -228,7 +228,8 @@ def baseline_neutrality(
     Classifiers (an output with a class dim of 2 or more and a class target): the softmax
     entropy at the baseline over ``log C`` (1 = uniform), and the target's probability at the
     baseline and at the input, averaged over any further dims (segmentation: per pixel).
-    Always: ``|F(b)| / |F(x)|`` (``baseline_output_ratio``).
+    Always: ``|F(b)| / |F(x)|`` (``baseline_output_ratio``), and F(b) and F(x) themselves
+    (``f_baseline``, ``f_input``).
     """
     n = out_input.shape[0]
     readings: dict[str, Any] = {}
@@ -242,6 +243,7 @@ def baseline_neutrality(
         f_x = out_input.reshape(n, -1).to(torch.float64).sum(dim=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         readings["baseline_output_ratio"] = np.abs(f_b.cpu().numpy()) / np.abs(f_x.cpu().numpy())
+    readings["f_baseline"], readings["f_input"] = f_b.cpu().numpy(), f_x.cpu().numpy()
     c = out_input.shape[1] if out_input.dim() >= 2 else 1
     readings["classifier"] = bool(classes is not None and c >= 2)
     if not readings["classifier"]:

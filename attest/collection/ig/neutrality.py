@@ -70,7 +70,17 @@ def judge_neutrality(
         if not np.isfinite(ratio) or ratio > settings.ig_baseline_max_output_ratio
         else "pass"
     )
-    return status, f"|F(baseline)| is {ratio:.3g} of |F(x)|", metrics
+    f_b, f_x = chosen["f_baseline"][i], chosen["f_input"][i]
+    message = f"|F(baseline)| is {ratio:.3g} of |F(x)| (F(baseline) = {f_b:.3g}, F(x) = {f_x:.3g})"
+    if status == "fail":
+        # the rule reads F = 0 as "no evidence": say so, since a target function whose neutral
+        # value is not 0 (a log-probability's is log(1/C)) fails it by construction
+        message += (
+            "; the rule takes F = 0 as the neutral output: write F to be 0 where the model has "
+            "no preference (a log-probability: add log C; a score defined up to a constant, "
+            "such as a Cox log-hazard: subtract its mean over the training data)"
+        )
+    return status, message, metrics
 
 
 def head_judgements(

@@ -4,7 +4,20 @@ Each probe example runs alone (batch of one) under the operator capture, forward
 sequences of ``(operator, module)`` are compared with the first example's. Data-dependent
 Python control flow shows up as a different sequence: the check reports, per diverging
 example, the first diverging operator and the module whose code branched (the deepest module
-containing both diverging operators). A failed topology check sets ``ctx.topology_ok`` to
+containing both diverging operators).
+
+A model with fixed inputs (masks, lengths, the ids of an embedded input) may branch on them by
+design: transformers drops the attention mask of an example that has no padding, so that
+example takes another path. The checks hold those inputs fixed, so a path they alone set never
+changes under the checks' perturbations. A diverging example is therefore run twice more with
+the fixed inputs swapped (the row column of ``x``: attest/spec/model_call.py): its
+differentiated values with its reference's fixed inputs, and the reference's with its own.
+When the first takes the reference's path and the second the example's, the path follows the
+fixed inputs alone, and the item passes with both swaps recorded (``swap_to_reference``,
+``swap_from_reference``: each swap's first divergence, None when it takes the expected path);
+otherwise the differentiated input changes the path and it fails.
+
+A failed topology check sets ``ctx.topology_ok`` to
 False; the other checks then mark their per-operator results, which assume one alignment of
 operators across inputs, as not computed.
 """
@@ -12,6 +25,7 @@ operators across inputs, as not computed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from attest.collection.capture.run import run_model
@@ -73,11 +87,42 @@ def _signature(spec: Any, signature: int) -> dict[str, Metric]:
     return {"shape_signature": spec.signature_labels[signature]}
 
 
+# (example, its reference) -> each swap's first divergence (:func:`_swap_divergences`), or None
+# when the spec has no fixed inputs to swap
+Swapper = Callable[[int, int], tuple[int | None, int | None] | None]
+
+
+def _swap_divergences(
+    ctx: CollectContext, model: Any, x: Any, sequences: list[Sequence_ | None]
+) -> Swapper:
+    """The swap runs of the module docstring, for a spec whose call has fixed inputs."""
+    call = ctx.spec.call
+    fixed = call is not None and call.rows and any(p.role != "attributed" for p in call.parts)
+
+    def path(i: int, row: int) -> Sequence_ | None:
+        xi = x[i : i + 1].clone()
+        xi[:, -1] = row  # the row column: the fixed inputs of probe example ``row``
+        outcome = run_model(model, xi, ctx.spec, (), backward=False, seed=ctx.settings.seed)
+        return None if outcome.failure is not None else outcome.ops
+
+    def swaps(i: int, ref: int) -> tuple[int | None, int | None] | None:
+        if not fixed:
+            return None
+        own, reference = sequences[i], sequences[ref]
+        to_ref, from_ref = path(i, ref), path(ref, i)
+        if own is None or reference is None or to_ref is None or from_ref is None:
+            return None
+        return first_divergence(reference, to_ref), first_divergence(own, from_ref)
+
+    return swaps
+
+
 def _compare(
-    spec: Any, sequences: list[Sequence_ | None], items: list[CheckItem]
-) -> tuple[list[int], Sequence_ | None, int]:
+    spec: Any, sequences: list[Sequence_ | None], items: list[CheckItem], swaps: Swapper
+) -> tuple[list[int], Sequence_ | None, int, int]:
     """Each example's sequence against its reference; appends the items and returns the
-    diverging examples, the first sequence and the number of shape signatures."""
+    diverging examples, the first sequence, the number of shape signatures and the number of
+    examples whose path follows their fixed inputs alone."""
     n = len(sequences)
     # ``dynamic:``: each example is compared with the first of its shape signature (the same
     # lengths), since examples of different lengths take different paths by design
@@ -88,6 +133,7 @@ def _compare(
             references.setdefault(signatures[i], i)
     reference = next((s for s in sequences if s is not None), None)
     diverging: list[int] = []
+    by_fixed = 0
     for i, seq in enumerate(sequences):
         if seq is None:
             continue
@@ -108,9 +154,38 @@ def _compare(
                 )
             )
             continue
-        diverging.append(i)
         ref_at, this_at = _at(own, k), _at(seq, k)
         module = common_module(ref_at["module"], this_at["module"])
+        swapped = swaps(i, ref_index)
+        if swapped == (None, None):
+            by_fixed += 1
+            items.append(
+                CheckItem(
+                    subject=Subject(kind="input", input_index=i, module=module),
+                    status="pass",
+                    metrics={
+                        "operators": len(seq),
+                        "first_divergence": k,
+                        "swap_to_reference": None,
+                        "swap_from_reference": None,
+                        **_signature(spec, signatures[i]),
+                    },
+                    message=(
+                        f"input {i} takes a different path from input {ref_index} at operator "
+                        f"{k} in module {module or '<root>'!r}, set by the fixed inputs alone: "
+                        f"with input {ref_index}'s fixed inputs it takes input {ref_index}'s "
+                        f"path, and input {ref_index} with its fixed inputs takes its path"
+                    ),
+                    details={"reference_input": ref_index, "reference": ref_at, "this": this_at},
+                )
+            )
+            continue
+        diverging.append(i)
+        swap_metrics: dict[str, Metric] = (
+            {}
+            if swapped is None
+            else {"swap_to_reference": swapped[0], "swap_from_reference": swapped[1]}
+        )
         items.append(
             CheckItem(
                 subject=Subject(
@@ -120,6 +195,7 @@ def _compare(
                 metrics={
                     "operators": len(seq),
                     "first_divergence": k,
+                    **swap_metrics,
                     **_signature(spec, signatures[i]),
                 },
                 message=(
@@ -131,7 +207,7 @@ def _compare(
                 details={"reference_input": ref_index, "reference": ref_at, "this": this_at},
             )
         )
-    return diverging, reference, len(references)
+    return diverging, reference, len(references), by_fixed
 
 
 def run(ctx: CollectContext) -> list[CheckResult]:
@@ -168,7 +244,8 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         sequences.append(outcome.ops)
         if classes is None and outcome.output is not None and outcome.output.dim() >= 2:
             classes = int(outcome.output.shape[1])
-    diverging, reference, signature_count = _compare(spec, sequences, items)
+    swaps = _swap_divergences(ctx, model, x, sequences)
+    diverging, reference, signature_count, by_fixed = _compare(spec, sequences, items, swaps)
     items.sort(key=lambda item: item.subject.input_index or 0)
     errors = [item for item in items if item.status == "error"]
     batch = [(r.op, r.module) for r in ctx.operators or []]
@@ -181,6 +258,7 @@ def run(ctx: CollectContext) -> list[CheckResult]:
         "batch_matches_inputs": batch_k is None if reference is not None else None,
         **_class_coverage(spec, classes),
         **({"shape_signatures": signature_count} if spec.signatures else {}),
+        **({"paths_set_by_fixed_inputs": by_fixed} if by_fixed else {}),
     }
     if diverging or errors or reference is None:
         ctx.topology_ok = False

@@ -187,6 +187,38 @@ def test_a_training_only_branch_is_a_warning_a_never_called_layer_fails() -> Non
     assert status["head.weight"][0] == "pass"
 
 
+class DeepSupervision(nn.Module):
+    """MONAI DynUNet's deep supervision: the side head runs in every mode (its result kept on
+    the module), and joins the output only in training; a branch computed and discarded in
+    every mode stays a dead branch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(6, 8)
+        self.head = nn.Linear(8, 3)
+        self.side_head = nn.Linear(8, 3)
+        self.discarded = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.body(x))
+        side = self.side_head(h)
+        _ = self.discarded(h)
+        out = self.head(h)
+        return torch.stack([out, side], dim=1) if self.training else out
+
+
+def test_a_head_that_joins_the_output_in_training_only_is_a_warning() -> None:
+    results = gradchecks.run(make_context(DeepSupervision, continuous(3, 6)))
+    (flow,) = [r for r in results if r.check == "gradient_flow"]
+    status = {i.subject.name: (i.status, i.message) for i in flow.items}
+    for name in ("side_head.weight", "side_head.bias"):
+        assert status[name][0] == "warn" and "training mode it does" in status[name][1]
+    assert (
+        status["discarded.weight"][0] == "fail" and "dead branch" in status["discarded.weight"][1]
+    )
+    assert status["head.weight"][0] == "pass"
+
+
 # ---------------------------------------------------------------- gradcheck engine
 
 _SETTINGS = FiniteDifferenceSettings()
