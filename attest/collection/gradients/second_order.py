@@ -44,6 +44,7 @@ from attest.collection.gradients.hessian_vector import (
     Unrepresentative,
     hessian_vector_check,
 )
+from attest.collection.gradients.hvp_conv_slabs import ConvSlabs
 from attest.collection.gradients.hvp_steps import FLOOR_CAP
 from attest.collection.gradients.known_rules import PADDING_RULE, embedding_padding
 from attest.collection.gradients.second_order_ops import (
@@ -170,11 +171,17 @@ def _products(
     n = int(x.shape[0]) if x.dim() else 1
     notes: list[str] = []
     crops = _Crops()
+    # The products on a graph of their own: large float64 3D convolutions in slabs (their
+    # column buffers bounded; hvp_conv_slabs), counted in parameters["conv3d_in_slabs"].
+    slabs = ConvSlabs()
+    parameters["conv3d_in_slabs"] = 0
     for rows, sides in _sub_probes(ctx, x, labels):
         what = f"the first {rows} example(s)" + ("" if sides is None else f" cropped to {sides}")
         try:
             sub_x, sub_labels = crops.take(model, x[:rows], _rows(labels, rows, n), sides)
-            outcomes = check(model=model, x=sub_x, labels=sub_labels, sub_batch=True)
+            slabs.split = 0  # this attempt's
+            with slabs:
+                outcomes = check(model=model, x=sub_x, labels=sub_labels, sub_batch=True)
         except Unrepresentative as why:
             notes.append(f"{what} could not stand for the probe ({why})")
             model = ctx.shared_model(torch.float64)  # restored if the attempt moved it
@@ -182,11 +189,16 @@ def _products(
         parameters["batch"], parameters["crop"] = rows, None if sides is None else list(sides)
         if notes:
             parameters["batch_note"] = "; ".join(notes)[:600]
+        parameters["conv3d_in_slabs"] = slabs.split
         return outcomes
     if notes:
         parameters["batch_note"] = "; ".join(notes)[:600]
     parameters["batch"] = n
-    return check(model=model, x=x, labels=labels)
+    slabs.split = 0
+    with slabs:
+        outcomes = check(model=model, x=x, labels=labels)
+    parameters["conv3d_in_slabs"] = slabs.split
+    return outcomes
 
 
 def _model_items(
