@@ -26,6 +26,7 @@ Only float64 ``conv3d`` calls on the CPU with numeric padding whose buffer would
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -84,7 +85,7 @@ def conv3d_in_slabs(
     out_depth = _out_side(depth, kernel, stride[0], padding[0], dilation[0])
     bounds = [round(i * out_depth / slabs) for i in range(slabs + 1)]
     parts = []
-    for first, end in zip(bounds, bounds[1:], strict=False):
+    for first, end in itertools.pairwise(bounds):
         if end <= first:
             continue
         # the input rows, in padded coordinates, that output depths [first, end) read

@@ -72,7 +72,9 @@ def crop_shapes(x: torch.Tensor, enabled: bool) -> list[tuple[int, ...]]:
     shapes: list[tuple[int, ...]] = []
     for count in range(len(sides), 0, -1):
         for halved in itertools.combinations(range(len(sides)), count):
-            shape = tuple(h if i in halved else s for i, (s, h) in enumerate(zip(sides, full)))
+            shape = tuple(
+                h if i in halved else s for i, (s, h) in enumerate(zip(sides, full, strict=True))
+            )
             if shape not in shapes:
                 shapes.append(shape)
     return shapes
