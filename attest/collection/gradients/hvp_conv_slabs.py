@@ -11,7 +11,7 @@ part of ``second_order``'s peak on the 3D models (issue 38: SwinUNETR's double b
 :class:`ConvSlabs` (a ``TorchFunctionMode``, so that autograd records the slabs) computes such a
 convolution as convolutions of slabs of the output's depth, each on the input rows it reads
 (zero padding in depth added per slab), concatenated: each slab's column buffer is at most
-:data:`COLUMN_BYTES`. Every output element is the same sum over the same input values and
+:data:`COLUMN_BYTES` (512 MiB). Every output element is the same sum over the same input values and
 weights as in one call (measured bit-identical in float64: the slow kernel sums each output
 element over its column in the same order whatever the number of columns), and autograd
 differentiates it through the same ``convolution`` derivative formulas (on slabs), plus
@@ -37,9 +37,12 @@ from torch.overrides import TorchFunctionMode
 
 __all__ = ["COLUMN_BYTES", "ConvSlabs", "column_bytes", "conv3d_in_slabs"]
 
-# The column buffer one slab may unfold (the float32 convolution's whole working set on
-# UNETR's largest layer is 0.17 GiB).
-COLUMN_BYTES = 128 << 20
+# The column buffer one slab may unfold. Slabs cost time: measured on two 24-channel 3x3x3
+# convolutions at 64x32x32 (2 slabs each at 128 MiB, shared 2-core machine), the float64
+# forward+backward took 1.2-1.3x and the double-backward graph's build 1.5-2x as long. So only
+# buffers above 512 MiB are split (UNETR at 96^3: 5.8 GiB in 12 slabs; SwinUNETR's 32x32x64
+# crop, at most 0.34 GiB, runs as it is).
+COLUMN_BYTES = 512 << 20
 
 
 def _triple(value: int | Sequence[int]) -> tuple[int, int, int]:
