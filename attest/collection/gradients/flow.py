@@ -36,13 +36,13 @@ from attest.collection.gradients.diagnosis import (
     owner_of,
 )
 from attest.collection.gradients.flow_diagnosis import Diagnosis
+from attest.collection.gradients.hvp_conv_slabs import ConvSlabs
 from attest.collection.gradients.outside_objective import (
     embedding_gradients,
     unselected_output_parameters,
 )
 from attest.collection.gradients.state import GradientGraph
 from attest.collection.gradients.structural import ZERO_RTOL, structural_reasons
-from attest.collection.gradients.hvp_conv_slabs import ConvSlabs
 from attest.collection.gradients.sub_probe import crop_shape
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
