@@ -181,7 +181,7 @@ def run(ctx: CollectContext) -> CheckResult:
     )
     # Large float64 3D convolutions in slabs, as second_order's products run them (their
     # column buffers bounded: attest.collection.gradients.hvp_conv_slabs).
-    with ConvSlabs():
+    with ConvSlabs(model):
         measured = parameter_gradients(
             model, x, ctx.spec, labels, create_graph=graph, keep_output=state.keep_graph
         )

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.overrides import TorchFunctionMode
 
 __all__ = ["COLUMN_BYTES", "ConvSlabs", "column_bytes", "conv3d_in_slabs"]
@@ -132,11 +133,26 @@ def _split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None
 
 class ConvSlabs(TorchFunctionMode):
     """While active, large float64 ``conv3d`` calls run in slabs (see the module docstring);
-    ``split`` counts the calls split (the tests read it)."""
+    ``split`` counts the calls split (the tests read it).
 
-    def __init__(self) -> None:
+    With ``model``, the mode is entered only when the model has an ``nn.Conv3d``: a torch
+    function mode sees every call of the forward in Python, which costs time on small models
+    that have nothing to split (a functional ``conv3d`` outside such a module then runs as it
+    is, costing memory, never a verdict)."""
+
+    def __init__(self, model: nn.Module | None = None) -> None:
         super().__init__()
         self.split = 0
+        self.enabled = model is None or any(isinstance(m, nn.Conv3d) for m in model.modules())
+
+    def __enter__(self) -> ConvSlabs:
+        if self.enabled:
+            super().__enter__()  # type: ignore[no-untyped-call]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            super().__exit__(*exc)  # type: ignore[no-untyped-call]
 
     def __torch_function__(
         self,

@@ -173,7 +173,7 @@ def _products(
     crops = _Crops()
     # The products on a graph of their own: large float64 3D convolutions in slabs (their
     # column buffers bounded; hvp_conv_slabs), counted in parameters["conv3d_in_slabs"].
-    slabs = ConvSlabs()
+    slabs = ConvSlabs(model)
     parameters["conv3d_in_slabs"] = 0
     for rows, sides in _sub_probes(ctx, x, labels):
         what = f"the first {rows} example(s)" + ("" if sides is None else f" cropped to {sides}")

@@ -14,8 +14,8 @@ from attest.collection.gradients.hvp_conv_slabs import ConvSlabs
 
 @pytest.fixture
 def small_slabs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Slabs of a few KiB, so that tiny convolutions are split as UNETR's are at 96^3."""
-    monkeypatch.setattr(hvp_conv_slabs, "COLUMN_BYTES", 1024)
+    """Slabs of 16 KiB, so that tiny convolutions are split as UNETR's are at 96^3."""
+    monkeypatch.setattr(hvp_conv_slabs, "COLUMN_BYTES", 16 << 10)
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,11 @@ def test_slabs_give_the_convolution_bit_for_bit(
     assert torch.equal(whole, split)
 
 
-def test_slabs_are_differentiated_twice_by_the_same_formulas(small_slabs: None) -> None:
+def test_slabs_are_differentiated_twice_by_the_same_formulas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hvp_conv_slabs, "COLUMN_BYTES", 512)  # 4 slabs of this small call
+
     def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         with ConvSlabs() as mode:
             out = F.conv3d(x, w, b, padding=(1, 0, 1), dilation=(2, 1, 1))
@@ -99,7 +103,7 @@ def test_second_order_runs_its_products_with_the_slabs_and_still_catches_a_defec
     small_slabs: None, broken: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_Softplus, "broken", broken)
-    ctx = make_context(Volume, continuous(1, 1, 8, 8, 8), class_labels(1), cross_entropy)
+    ctx = make_context(Volume, continuous(1, 1, 6, 6, 6), class_labels(1), cross_entropy)
     result = second_order.run(ctx)
     assert result.parameters["conv3d_in_slabs"] > 0, result.parameters
     model = [i for i in result.items if i.subject.kind == "model"]
@@ -108,3 +112,14 @@ def test_second_order_runs_its_products_with_the_slabs_and_still_catches_a_defec
         assert any(i.status == "fail" for i in model)
     else:
         assert all(i.status == "pass" for i in model), [i.message for i in model]
+
+
+def test_the_mode_is_entered_only_for_a_model_with_3d_convolutions(small_slabs: None) -> None:
+    x = torch.randn(1, 2, 8, 8, 8, dtype=torch.float64)
+    w = torch.randn(3, 2, 3, 3, 3, dtype=torch.float64)
+    with ConvSlabs(nn.Sequential(nn.Linear(2, 2))) as mode:  # nothing to split: not entered
+        F.conv3d(x, w)
+    assert not mode.enabled and mode.split == 0
+    with ConvSlabs(Volume()) as mode:
+        F.conv3d(x, w)
+    assert mode.enabled and mode.split == 1
