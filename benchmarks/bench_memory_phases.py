@@ -10,7 +10,10 @@ kernel's peak-RSS counter (``VmHWM``, by writing 5 to ``/proc/self/clear_refs``)
 - ``preflight float32`` / ``preflight float64``: the two passes of :mod:`attest.collection.preflight`;
 - ``capture``: run 0 (:func:`attest.collection.runners.measure_capture`);
 - ``float64 fidelity``: :func:`attest.collection.profile.float64_pass.measure_fidelity`;
-- ``repeat``: one determinism repeat, for comparison.
+- ``repeat``: one determinism repeat, for comparison;
+- ``flow`` / ``second_order``: the ``gradient_flow`` check (which hands ``second_order`` its
+  double-backward graph when the products run on the whole probe) and the ``second_order``
+  check, as the gradients phase runs them (``--steps flow,second_order``: no capture needed).
 
 ``--steps`` names them in the order collect runs them (the default, this version's: run 0, then
 the preflight's float64 pass, then the float64 fidelity pass; before it the preflight ran
@@ -108,6 +111,9 @@ def measure_steps(spec_path: Path, order: list[str]) -> list[dict[str, Any]]:
     """Each step's wall time and peak RSS, in this process."""
     from attest.collection import runtime_info
     from attest.collection.context import CheckSettings, CollectContext, frozen_heap
+    from attest.collection.gradients import flow as gradient_flow
+    from attest.collection.gradients import second_order
+    from attest.collection.gradients.runner import run_check
     from attest.collection.preflight import _run_once, preflight
     from attest.collection.profile.float64_pass import measure_fidelity
     from attest.collection.profile.split import run_piece
@@ -127,6 +133,23 @@ def measure_steps(spec_path: Path, order: list[str]) -> list[dict[str, Any]]:
         profile = ctx.profiler.profile
         assert profile is not None
         measure_fidelity(ctx, profile)
+
+    def gradient_check(ctx: CollectContext, check_id: str, fn: Any) -> None:
+        ctx.gradients.keep_graph = True  # the hand-offs on, as the gradients phase runs them
+        if check_id == "second_order":  # what the runner drops before it (runner._in_order)
+            ctx.gradients.release_after("custom_ops")
+            if ctx.gradients.graph is None:  # accumulation runs first, then drops its share
+                ctx.gradients.release_after("accumulation")
+        result = run_check(check_id, fn, ctx)
+        ctx.gradients.release_after(check_id)
+        statuses = [i.status for i in result.items]
+        print(
+            f"  {check_id}: {result.status}, {len(statuses)} items, "
+            f"{statuses.count('fail')} failed; parameters "
+            + json.dumps({k: result.parameters.get(k) for k in ("batch", "crop", "batch_note")}),
+            file=sys.stderr,
+            flush=True,
+        )
 
     def step(name: str, work: Any) -> None:
         import gc
@@ -164,6 +187,14 @@ def measure_steps(spec_path: Path, order: list[str]) -> list[dict[str, Any]]:
             "capture": ("capture", lambda: measure_capture(ctx)),
             "fidelity": ("float64 fidelity", lambda: fidelity(ctx)),
             "repeat": ("repeat", lambda: run_piece(ctx, "repeat/001")),
+            "flow": (
+                "gradient_flow",
+                lambda: gradient_check(ctx, "gradient_flow", gradient_flow.run),
+            ),
+            "second_order": (
+                "second_order",
+                lambda: gradient_check(ctx, "second_order", second_order.run),
+            ),
         }
         for name in order:
             step(*work[name])
@@ -181,7 +212,7 @@ def main() -> None:
         "--steps",
         default="capture,preflight64,fidelity",
         help="in collect's order (before this branch: preflight32,preflight64,capture,fidelity;"
-        " add repeat for one determinism repeat)",
+        " add repeat for one determinism repeat; flow,second_order for the gradient checks)",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--log", type=Path, default=None, help="the steps' lines, as they go")

@@ -36,6 +36,7 @@ from attest.collection.gradients.diagnosis import (
     owner_of,
 )
 from attest.collection.gradients.flow_diagnosis import Diagnosis
+from attest.collection.gradients.hvp_conv_slabs import ConvSlabs
 from attest.collection.gradients.outside_objective import (
     embedding_gradients,
     unselected_output_parameters,
@@ -178,9 +179,12 @@ def run(ctx: CollectContext) -> CheckResult:
         and second_order_rows(ctx, n) == n
         and crop_shape(x, ctx.settings.second_order_crop) is None
     )
-    measured = parameter_gradients(
-        model, x, ctx.spec, labels, create_graph=graph, keep_output=state.keep_graph
-    )
+    # Large float64 3D convolutions in slabs, as second_order's products run them (their
+    # column buffers bounded: attest.collection.gradients.hvp_conv_slabs).
+    with ConvSlabs(model):
+        measured = parameter_gradients(
+            model, x, ctx.spec, labels, create_graph=graph, keep_output=state.keep_graph
+        )
     if measured.graph is not None:
         wrt, graph_grads = measured.graph
         leaf = wrt[-1] if x.is_floating_point() else x

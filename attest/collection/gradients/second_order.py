@@ -44,6 +44,7 @@ from attest.collection.gradients.hessian_vector import (
     Unrepresentative,
     hessian_vector_check,
 )
+from attest.collection.gradients.hvp_conv_slabs import ConvSlabs
 from attest.collection.gradients.hvp_steps import FLOOR_CAP
 from attest.collection.gradients.known_rules import PADDING_RULE, embedding_padding
 from attest.collection.gradients.second_order_ops import (
@@ -59,7 +60,8 @@ from attest.collection.gradients.second_order_ops import (
 from attest.collection.gradients.sub_probe import (
     crop_input,
     crop_labels,
-    crop_shape,
+    crop_shapes,
+    operator_names,
     same_operators,
 )
 from attest.evidence.model import CheckItem, CheckResult, Subject
@@ -91,36 +93,50 @@ def _sub_probes(
     ctx: CollectContext, x: torch.Tensor, labels: torch.Tensor | None
 ) -> list[tuple[int, tuple[int, ...] | None]]:
     """The smaller probes to try before the whole one, smallest first: (examples, crop sides).
-    The first ``second_order_batch`` examples, central-cropped when
-    :mod:`~attest.collection.gradients.sub_probe` allows, then uncropped."""
+    The first ``second_order_batch`` examples, central-cropped as
+    :func:`~attest.collection.gradients.sub_probe.crop_shapes` allows (every spatial side
+    halved, then fewer of them), then uncropped."""
     n = int(x.shape[0]) if x.dim() else 1
     rows = second_order_rows(ctx, n)
     if rows < n and not (labels is None or (labels.dim() and labels.shape[0] == n)):
         rows = n  # labels that are not per example cannot follow a sub-batch
-    sides = crop_shape(x, ctx.settings.second_order_crop)
-    attempts: list[tuple[int, tuple[int, ...] | None]] = []
-    if sides is not None:
-        attempts.append((rows, sides))
+    attempts: list[tuple[int, tuple[int, ...] | None]] = [
+        (rows, sides) for sides in crop_shapes(x, ctx.settings.second_order_crop)
+    ]
     if rows < n:
         attempts.append((rows, None))
     return attempts
 
 
-def _sub_probe(
-    model: Any, x: torch.Tensor, labels: torch.Tensor | None, sides: tuple[int, ...] | None
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``x`` and ``labels`` cropped to ``sides``; Unrepresentative when the crop runs other
-    operators than ``x`` or the labels cannot follow it."""
-    if sides is None:
-        return x, labels
-    croppable, cropped_labels = crop_labels(labels, x, sides)
-    if not croppable:
-        raise Unrepresentative("the labels are not per example nor maps of the input")
-    crop = crop_input(x, sides)
-    why = same_operators(model, x, crop)
-    if why is not None:
-        raise Unrepresentative(why)
-    return crop, cropped_labels
+class _Crops:
+    """Crops of one probe tried in turn: the probe's operator names are read once (every
+    attempt with a crop takes the same rows)."""
+
+    def __init__(self) -> None:
+        self.on_probe: set[str] | None = None
+
+    def take(
+        self,
+        model: Any,
+        x: torch.Tensor,
+        labels: torch.Tensor | None,
+        sides: tuple[int, ...] | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``x`` (the probe's first rows) and ``labels`` cropped to ``sides``;
+        Unrepresentative when the crop runs other operators than the probe or the labels
+        cannot follow it."""
+        if sides is None:
+            return x, labels
+        croppable, cropped_labels = crop_labels(labels, x, sides)
+        if not croppable:
+            raise Unrepresentative("the labels are not per example nor maps of the input")
+        crop = crop_input(x, sides)
+        if self.on_probe is None:
+            self.on_probe = operator_names(model, x)
+        why = same_operators(model, x, crop, self.on_probe)
+        if why is not None:
+            raise Unrepresentative(why[:160])
+        return crop, cropped_labels
 
 
 def _products(
@@ -154,23 +170,35 @@ def _products(
     x = probe_input(ctx, torch.float64)
     n = int(x.shape[0]) if x.dim() else 1
     notes: list[str] = []
+    crops = _Crops()
+    # The products on a graph of their own: large float64 3D convolutions in slabs (their
+    # column buffers bounded; hvp_conv_slabs), counted in parameters["conv3d_in_slabs"].
+    slabs = ConvSlabs(model)
+    parameters["conv3d_in_slabs"] = 0
     for rows, sides in _sub_probes(ctx, x, labels):
         what = f"the first {rows} example(s)" + ("" if sides is None else f" cropped to {sides}")
         try:
-            sub_x, sub_labels = _sub_probe(model, x[:rows], _rows(labels, rows, n), sides)
-            outcomes = check(model=model, x=sub_x, labels=sub_labels, sub_batch=True)
+            sub_x, sub_labels = crops.take(model, x[:rows], _rows(labels, rows, n), sides)
+            slabs.split = 0  # this attempt's
+            with slabs:
+                outcomes = check(model=model, x=sub_x, labels=sub_labels, sub_batch=True)
         except Unrepresentative as why:
             notes.append(f"{what} could not stand for the probe ({why})")
             model = ctx.shared_model(torch.float64)  # restored if the attempt moved it
             continue
         parameters["batch"], parameters["crop"] = rows, None if sides is None else list(sides)
         if notes:
-            parameters["batch_note"] = "; ".join(notes)[:300]
+            parameters["batch_note"] = "; ".join(notes)[:600]
+        parameters["conv3d_in_slabs"] = slabs.split
         return outcomes
     if notes:
-        parameters["batch_note"] = "; ".join(notes)[:300]
+        parameters["batch_note"] = "; ".join(notes)[:600]
     parameters["batch"] = n
-    return check(model=model, x=x, labels=labels)
+    slabs.split = 0
+    with slabs:
+        outcomes = check(model=model, x=x, labels=labels)
+    parameters["conv3d_in_slabs"] = slabs.split
+    return outcomes
 
 
 def _model_items(

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["SharedModel"]
+__all__ = ["SharedModel", "exact_copy"]
 
 
 @dataclass
@@ -48,7 +48,7 @@ class _Tracked:
 _NARROWER = {torch.float64: torch.float32, torch.complex128: torch.complex64}
 
 
-def _snapshot(t: torch.Tensor) -> torch.Tensor:
+def exact_copy(t: torch.Tensor) -> torch.Tensor:
     """A copy of ``t`` to restore it from. A float64 model built from float32 weights holds
     float32 values in float64 tensors, which a float32 copy keeps bit for bit at half the
     memory (on the MONAI ViT the snapshot is 84 MiB; restoring casts back exactly); kept in
@@ -117,7 +117,7 @@ class SharedModel:
         ]
         unique = {id(t): t for _, _, t in self._slots}.values()  # tied weights once
         self._tracked = [
-            _Tracked(t, t._version, t.requires_grad, _snapshot(t), t.dtype) for t in unique
+            _Tracked(t, t._version, t.requires_grad, exact_copy(t), t.dtype) for t in unique
         ]
         return model
 

@@ -12,7 +12,12 @@ cost for k spatial dimensions.
 
 So when the probe is spatial (``N x C x S1 x ... x Sk`` with every side at least
 :data:`MIN_SIDE`) and ``second_order_crop`` is on, the products run on the central half of
-each side. The crop stands for the probe only when the model runs on it and calls the same
+each side, or, when that crop cannot stand for the probe, on the central half of fewer sides
+(:func:`crop_shapes`, smallest volume first: the half of all but one side, then of one side).
+A network that needs each side divisible by its total downsampling (SwinUNETR: 32) refuses
+the half of a 64^3 probe's every side, but runs 64x32x32 with the same operators: a quarter
+of the volume, where the double backward's graph was 6.35 times the bare process's peak memory
+on the whole probe (issue 38). The crop stands for the probe only when the model runs on it and calls the same
 ATen operators as on the probe (compared by a forward of each, without autograd, under a
 dispatch mode that records operator names): a model that pads, interpolates or branches on the
 input size calls other operators and keeps the whole extent, as does one that refuses the size
@@ -22,6 +27,7 @@ cropped with it; per-example labels stay as they are.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -35,6 +41,7 @@ __all__ = [
     "crop_input",
     "crop_labels",
     "crop_shape",
+    "crop_shapes",
     "operator_names",
     "same_operators",
 ]
@@ -52,6 +59,25 @@ def crop_shape(x: torch.Tensor, enabled: bool) -> tuple[int, ...] | None:
     if min(sides) < MIN_SIDE:
         return None
     return tuple(s // 2 for s in sides)
+
+
+def crop_shapes(x: torch.Tensor, enabled: bool) -> list[tuple[int, ...]]:
+    """The crops to try for probe ``x``, smallest volume first: every spatial side halved
+    (:func:`crop_shape`), then all but one halved, and so on down to one side halved; within
+    a count, the earlier sides halved first. Empty when :func:`crop_shape` is None."""
+    full = crop_shape(x, enabled)
+    if full is None:
+        return []
+    sides = tuple(int(s) for s in x.shape[2:])
+    shapes: list[tuple[int, ...]] = []
+    for count in range(len(sides), 0, -1):
+        for halved in itertools.combinations(range(len(sides)), count):
+            shape = tuple(
+                h if i in halved else s for i, (s, h) in enumerate(zip(sides, full, strict=True))
+            )
+            if shape not in shapes:
+                shapes.append(shape)
+    return shapes
 
 
 def _central(t: torch.Tensor, sides: tuple[int, ...]) -> torch.Tensor:
@@ -108,13 +134,18 @@ def operator_names(model: nn.Module, x: torch.Tensor) -> set[str]:
     return recorder.names
 
 
-def same_operators(model: nn.Module, x: torch.Tensor, crop: torch.Tensor) -> str | None:
-    """None when ``crop`` runs the operators ``x`` runs; else why it cannot stand for it."""
+def same_operators(
+    model: nn.Module, x: torch.Tensor, crop: torch.Tensor, on_probe: set[str] | None = None
+) -> str | None:
+    """None when ``crop`` runs the operators ``x`` runs; else why it cannot stand for it.
+    ``on_probe``: :func:`operator_names` of ``x``, when the caller has it (several crops of
+    one probe are tried)."""
     try:
         on_crop = operator_names(model, crop)
     except Exception as exc:  # a model that refuses the size: keep the whole extent
         return f"the model does not run on the crop ({type(exc).__name__}: {exc})"
-    on_probe = operator_names(model, x)
+    if on_probe is None:
+        on_probe = operator_names(model, x)
     if on_crop == on_probe:
         return None
     extra, missing = sorted(on_crop - on_probe), sorted(on_probe - on_crop)

@@ -10,7 +10,12 @@ from torch import nn
 
 from attest.collection.gradients import flow as gradient_flow
 from attest.collection.gradients import second_order
-from attest.collection.gradients.sub_probe import crop_labels, crop_shape, same_operators
+from attest.collection.gradients.sub_probe import (
+    crop_labels,
+    crop_shape,
+    crop_shapes,
+    same_operators,
+)
 
 
 class _Softplus(torch.autograd.Function):
@@ -70,16 +75,32 @@ class FixedHead(nn.Module):
 
 
 class PadsSmallInputs(nn.Module):
-    """Pads inputs under 32 pixels a side: the crop would run an operator the probe does not."""
+    """Pads inputs under 32 pixels on either side: every crop would run an operator the probe
+    does not."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv2d(1, 3, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] < 32:
+        if min(x.shape[-2:]) < 32:
             x = F.pad(x, (0, 32 - x.shape[-1], 0, 32 - x.shape[-2]), mode="replicate")
         return torch.tanh(self.conv(x)).mean(dim=(2, 3))
+
+
+class FixedWidth(nn.Module):
+    """A linear head over the last side (32 wide), averaged over the rows: refuses any other
+    width, runs the same operators on fewer rows (as SwinUNETR refuses 32^3 but runs
+    64x32x32)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, padding=1)
+        self.head = nn.Linear(32, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = _Softplus.apply(self.conv(x)).mean(dim=(1, 2))
+        return self.head(h)
 
 
 @pytest.fixture(autouse=True)
@@ -98,6 +119,21 @@ def test_crop_shape_halves_every_side_of_large_spatial_probes_only() -> None:
     assert crop_shape(torch.zeros(2, 64), True) is None  # no spatial dimension
     assert crop_shape(torch.zeros(2, 1, 64, 64), False) is None  # switched off
     assert crop_shape(torch.zeros(2, 1, 64, 64, dtype=torch.long), True) is None
+
+
+def test_crop_shapes_halve_every_side_then_fewer_smallest_volume_first() -> None:
+    assert crop_shapes(torch.zeros(1, 1, 64, 64, 64), True) == [
+        (32, 32, 32),
+        (32, 32, 64),
+        (32, 64, 32),
+        (64, 32, 32),
+        (32, 64, 64),
+        (64, 32, 64),
+        (64, 64, 32),
+    ]
+    assert crop_shapes(torch.zeros(2, 1, 64, 48), True) == [(32, 24), (32, 48), (64, 24)]
+    assert crop_shapes(torch.zeros(2, 1, 64, 16), True) == []  # as crop_shape: no crop
+    assert crop_shapes(torch.zeros(2, 1, 64, 64), False) == []
 
 
 def test_labels_follow_the_crop_when_they_are_maps_of_the_input() -> None:
@@ -164,3 +200,24 @@ def test_a_second_order_defect_is_still_caught_on_the_crop() -> None:
     whole = second_order.run(ctx)
     assert whole.parameters["crop"] is None
     assert any(i.status == "fail" for i in _model_items(whole))
+
+
+def test_a_model_that_refuses_half_of_one_side_runs_on_half_of_the_others() -> None:
+    ctx = make_context(FixedWidth, continuous(2, 1, 32, 32), class_labels(2), cross_entropy)
+    ctx.gradients.keep_graph = True
+    gradient_flow.run(ctx)
+    assert ctx.gradients.graph is None  # a crop may stand for the probe: no full graph
+    result = second_order.run(ctx)
+    assert result.parameters["crop"] == [16, 32], result.parameters
+    assert "(16, 16) could not stand" in result.parameters["batch_note"]
+    assert "does not run on the crop" in result.parameters["batch_note"]
+    model = _model_items(result)
+    assert len(model) == 3 and all(i.status == "pass" for i in model), [i.message for i in model]
+
+
+def test_a_second_order_defect_is_still_caught_on_a_partial_crop() -> None:
+    _Softplus.mode = "no_grad"
+    ctx = make_context(FixedWidth, continuous(2, 1, 32, 32), class_labels(2), cross_entropy)
+    result = second_order.run(ctx)
+    assert result.parameters["crop"] == [16, 32]
+    assert any(i.status == "fail" for i in _model_items(result))
