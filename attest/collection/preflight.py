@@ -1,5 +1,7 @@
 """The preflight: one forward and backward of the probe in float32 and in float64, before any
-check runs (in ``collect``, run 0 stands for the float32 pass, see :func:`preflight`).
+check runs (in ``collect``, run 0 stands for the float32 pass, see :func:`preflight`, and the
+profiler's float64 fidelity pass for the float64 one where it runs next, after the topology
+check: :func:`defer_float64`).
 
 Every check runs the model on the probe, most of them many times and in float64 as well; a
 model that cannot run its probe at all (a probe too small for the architecture's bottleneck,
