@@ -33,7 +33,7 @@ from attest.collection.budget import BudgetPlanner, phase_units
 from attest.collection.budget_calibration import calibrate
 from attest.collection.context import CheckSettings, CollectContext, LoadedSpec, frozen_heap
 from attest.collection.parallel import operators_digest
-from attest.collection.preflight import preflight
+from attest.collection.preflight import defer_float64, preflight
 from attest.collection.runners import (
     CHECK_RUNNERS,
     RUNNER_CHECKS,
@@ -132,7 +132,8 @@ def collect(
         )
         artifacts = rows.artifact_digests(loaded)
         work = _open_work(work_dir, resume, artifacts, settings, order, envelope, progress)
-        phases, preflight_s = _preflight_and_capture(ctx, work)
+        resumed = work is not None and bool(work.saved)
+        phases, preflight_s = _preflight_and_capture(ctx, work, order, workers, budget_s, resumed)
         planner = None
         if workers != 1:
             from attest.collection.parallel import run_parallel
@@ -230,11 +231,17 @@ def _open_work(
 
 
 def _preflight_and_capture(
-    ctx: CollectContext, work: WorkFolder | None
+    ctx: CollectContext,
+    work: WorkFolder | None,
+    order: list[Runner],
+    workers: int,
+    budget_s: float | None,
+    resumed: bool,
 ) -> tuple[list[PhaseRecord], list[float]]:
     """The preflight, then the reference capture measured as the first phase (a resumed
     collect's work folder then checks it recorded the killed collect's operators); the phase
-    records and the preflight's pass times (the budget's calibration reads them)."""
+    records and the preflight's pass times (the budget's calibration reads them). The float64
+    pass is left to the fidelity pass where that runs next (:func:`defer_float64`)."""
     progress = ctx.progress
     if progress is not None:
         progress(step_message(0, len(CHECK_IDS), "capturing operators"))
@@ -251,9 +258,11 @@ def _preflight_and_capture(
     profile = ctx.profiler.profile
     if profile is not None and profile.failure is not None:
         preflight(ctx, [ctx.spec.precision])
-    if progress is not None:
-        progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float64"))
-    preflight_s = preflight(ctx, ["float64"])  # a model that cannot stops here (exit 2)
+    preflight_s: list[float] = []
+    if not defer_float64(ctx, order, workers=workers, budget_s=budget_s, resumed=resumed):
+        if progress is not None:
+            progress(step_message(0, len(CHECK_IDS), "preflight: the probe in float64"))
+        preflight_s = preflight(ctx, ["float64"])  # a model that cannot stops here (exit 2)
     if work is not None:
         work.bind_operators(operators_digest(ctx))
     return phases, preflight_s

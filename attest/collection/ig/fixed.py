@@ -17,6 +17,9 @@ import torch
 
 from attest.collection.ig.evaluator import (
     PathEvaluator,
+    eval_mode,
+    path_evaluator,
+    samples_per_chunk,
 )
 from attest.collection.ig.panels import completeness_scale
 from attest.collection.ig.quadrature import (
@@ -25,7 +28,7 @@ from attest.collection.ig.quadrature import (
     refinement,
 )
 
-__all__ = ["FixedOutcome", "Level", "evaluate_level", "fixed_paths"]
+__all__ = ["FixedOutcome", "Level", "evaluate_level", "fixed_paths", "fixed_rule_maps"]
 
 
 @dataclass
@@ -236,3 +239,42 @@ def fixed_paths(
 def _finite_or_none(value: float) -> float | None:
     """The value, or None when it is NaN or infinite (evidence is strict JSON)."""
     return float(value) if np.isfinite(value) else None
+
+
+def fixed_rule_maps(
+    model: torch.nn.Module,
+    inputs: torch.Tensor,
+    classes: torch.Tensor,
+    baseline: torch.Tensor,
+    method: str,
+    steps: int,
+    memory_budget_bytes: int,
+) -> torch.Tensor | None:
+    """The attributions ``integrated_gradients(model, inputs, target=classes,
+    baseline=baseline, method=method, steps=steps, memory_budget_bytes=memory_budget_bytes)``
+    returns (no tolerance: one level of the rule), bit for bit, without the forward pass of
+    its own that it spends on F(x) and F(b) when they do not ride along in the path's first
+    chunk. F(x) and F(b) only feed the completeness figures, which a caller that reads the
+    maps alone (``ig_randomization``'s stages: a third of a stage's passes on resnet18 at
+    224^2, docs/benchmarks.md) discards.
+
+    None where they would ride along (a small model: then they cost next to nothing, and
+    leaving them out would change that chunk's batch); the caller then runs
+    ``integrated_gradients``. Call it only for a model whose forward draws no random numbers
+    (the pass it leaves out would have advanced the generator that the path's passes read).
+    """
+    n = int(inputs.shape[0])
+    dtype = inputs.dtype if inputs.is_floating_point() else torch.float32
+    x64 = inputs.detach().to(torch.float64)
+    b64 = torch.broadcast_to(baseline.detach().to(x64.device, torch.float64), x64.shape).clone()
+    diff64 = x64 - b64
+    known = classes.detach().reshape(-1).to(torch.long).cpu()
+    with eval_mode(model) as model_info:
+        evaluator, per_sample = path_evaluator(model, x64, dtype, known, None, False, model_info)
+        chunk = samples_per_chunk(per_sample, memory_budget_bytes, x64.device, n)
+        if not model_info["still_training_after_eval"] and (steps + 2) * n <= chunk:
+            return None  # integrated_gradients merges F(x), F(b) into the first chunk
+        nodes, weights = quadrature(method, steps)
+        acc = torch.zeros_like(b64) * 0.0  # as fixed_paths starts its first level
+        evaluate_level(evaluator, acc, b64, diff64, torch.arange(n), nodes, weights, chunk)
+    return acc * diff64

@@ -39,6 +39,7 @@ from attest.collection.ig.attribution import (
 )
 from attest.collection.ig.baselines import call_baseline
 from attest.collection.ig.evaluator import argmax_classes, eval_mode
+from attest.collection.ig.fixed import fixed_rule_maps
 from attest.collection.ig.path_checks import checkpoints, determinism
 from attest.collection.pieces import Piece
 
@@ -239,17 +240,37 @@ def _stage(ctx: CollectContext, prepared: Prepared, stage: int) -> dict[str, Any
     modules = {name or "<root>": module for name, module in model.named_modules()}
     for j in range(stop):
         randomize_layer(modules[names[j]], seed=settings.seed + j)
-    result = integrated_gradients(
-        model,
-        x,
-        target=prepared.classes[:k],
-        baseline=b,
-        method="gausslegendre",
-        steps=max(1, int(settings.ig_randomization_steps)),
-        memory_budget_bytes=settings.ig_memory_budget_bytes,
-        return_diagnostics=False,
-    )
-    return {"layers": names, "stop": stop, "maps": result.attributions.reshape(k, -1).cpu().numpy()}
+    steps = max(1, int(settings.ig_randomization_steps))
+    maps = None
+    if _draws_nothing(ctx):  # the maps alone: no forward pass for F(x), F(b)
+        maps = fixed_rule_maps(model, x, prepared.classes[:k], b, _RULE, steps,
+                               settings.ig_memory_budget_bytes)  # fmt: skip
+    if maps is None:
+        maps = integrated_gradients(
+            model,
+            x,
+            target=prepared.classes[:k],
+            baseline=b,
+            method=_RULE,
+            steps=steps,
+            memory_budget_bytes=settings.ig_memory_budget_bytes,
+            return_diagnostics=False,
+        ).attributions
+    return {"layers": names, "stop": stop, "maps": maps.reshape(k, -1).cpu().numpy()}
+
+
+# The randomization stages' rule: coarse, fixed (docs/ig.md).
+_RULE = "gausslegendre"
+
+
+def _draws_nothing(ctx: CollectContext) -> bool:
+    """Whether the model's forward draws no random numbers: run 0 (the same architecture in
+    eval mode) ran to the end and called no ATen random operator. Only then can a stage leave
+    out a forward pass without changing what the path's passes draw."""
+    profile = ctx.profiler.profile
+    if profile is None or profile.failure is not None or not profile.ops:
+        return False
+    return not any(measure.random for measure in profile.ops)
 
 
 def merge_results(parts: list[IGResult]) -> IGResult:

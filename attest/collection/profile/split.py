@@ -23,6 +23,7 @@ import torch
 
 from attest.collection.context import CollectContext
 from attest.collection.pieces import Piece
+from attest.collection.preflight import float64_after_fidelity
 from attest.collection.profile.measures import Profile
 from attest.collection.profile.op_metrics import tensor_sha256
 from attest.collection.profile.repeats import (
@@ -31,6 +32,7 @@ from attest.collection.profile.repeats import (
     repeat_run,
     thread_run,
 )
+from attest.errors import AttestError
 from attest.evidence.model import CheckResult
 
 __all__ = ["join", "pieces", "reference_digest", "run_piece"]
@@ -73,7 +75,14 @@ def run_piece(ctx: CollectContext, key: str) -> Any:
         if profile.failure is None:
             if ctx.progress is not None:
                 ctx.progress("float64 fidelity")
-            measure_fidelity(ctx, profile)
+            try:
+                measure_fidelity(ctx, profile)
+            except AttestError:
+                raise
+            except Exception:
+                float64_after_fidelity(ctx, failed=True)  # the plain pass says where, if it can
+                raise
+            float64_after_fidelity(ctx, failed=profile.float64_failure is not None)
         return None
     if key == "threads":
         if ctx.progress is not None:

@@ -161,3 +161,40 @@ def test_collect_lets_run_0_stand_for_the_float32_pass(
     with pytest.raises(CollectError, match="in float32: backward raised"):
         collect(make_spec(tmp_path / "b", BACKWARD_RAISES), runners=NO_CHECKS)
     assert ran == ["trim", "float32"]
+
+
+PROFILE_ONLY = ["attest.collection.profile.topology:run", "attest.collection.profile.profiler:run"]
+
+
+def test_the_fidelity_pass_stands_for_the_float64_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profiler's float64 fidelity pass is the same forward and backward in float64: on a
+    model that runs it, the preflight's plain float64 pass would repeat it (issue #38)."""
+    module = importlib.import_module("attest.collection.preflight")
+    ran: list[str] = []
+    real = module._run_once
+
+    def counting(ctx: CollectContext, precision: str) -> object:
+        ran.append(precision)
+        return real(ctx, precision)
+
+    monkeypatch.setattr(module, "_run_once", counting)
+    evidence = collect(make_spec(tmp_path, MLP), runners=PROFILE_ONLY)
+    assert ran == []
+    fidelity = evidence.checks["fidelity"]
+    assert fidelity.status == "computed"
+    # with --workers or a budget the pass runs before the checks, as before
+    collect(make_spec(tmp_path / "b", MLP), runners=PROFILE_ONLY, budget_s=3600.0)
+    assert ran == ["float64"]
+
+
+def test_a_model_that_fails_in_float64_is_still_refused_naming_where(tmp_path: Path) -> None:
+    """The fidelity pass fails on it, and the plain float64 pass then says where (exit 2)."""
+    lines: list[str] = []
+    with pytest.raises(CollectError) as info:
+        collect(make_spec(tmp_path, FLOAT32_CONSTANT), runners=PROFILE_ONLY, progress=lines.append)
+    assert any("float64 fidelity" in line for line in lines)  # it failed there first
+    assert not any("preflight" in line for line in lines)
+    assert "the model cannot run its probe (4, 8) in float64: forward raised" in info.value.message
+    assert "in module '1' (Scale) given (4, 4)" in info.value.message
