@@ -37,8 +37,9 @@ def build(name: str, quick: bool = False) -> torch.nn.Module:
     if name == "resnet18":
         return nets.resnet18(spatial_dims=2, n_input_channels=3, num_classes=2)
     if name == "segresnet":
+        # quick: 8 initial filters, the fewest its group norm (8 groups) accepts
         return nets.SegResNet(
-            spatial_dims=3, in_channels=1, out_channels=2, init_filters=4 if quick else 16
+            spatial_dims=3, in_channels=1, out_channels=2, init_filters=8 if quick else 16
         )
     if name == "vit":
         return nets.ViT(
