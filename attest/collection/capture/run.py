@@ -375,11 +375,15 @@ class _RecordObserver(CaptureObserver):
 
     wants_inputs = True
 
-    def __init__(self, vault: TensorVault) -> None:
+    def __init__(self, vault: TensorVault, keep: Callable[[str], bool] | None = None) -> None:
         self.vault = vault
+        self.keep = keep
         self.pending: list[tuple[ForwardCall, Any, Any]] = []
 
     def forward(self, call: ForwardCall) -> None:
+        if self.keep is not None and not self.keep(call.op):
+            self.pending.append((call, (), {}))  # named and placed, its arguments not kept
+            return
         args, kwargs = call.inputs()
         kept = (call, _keep_tree(self.vault, args), _keep_tree(self.vault, kwargs))
         self.pending.append(kept)
@@ -412,12 +416,16 @@ def capture_operators(
     backward: bool = True,
     observers: Sequence[CaptureObserver] = (),
     seed: int | None = 0,
+    keep: Callable[[str], bool] | None = None,
 ) -> tuple[list[OpRecord], RunOutcome]:
     """The operator inventory of one forward (+ backward) pass: :class:`OpRecord` per forward
     ATen call in execution order (arguments detached and kept unchanged), plus the run outcome
-    (a model that raises gives ``outcome.failure`` and the records up to that point)."""
+    (a model that raises gives ``outcome.failure`` and the records up to that point).
+    ``keep(op)``: whether to keep that operator's arguments (default all); the others' records
+    carry the name, module and output shapes with empty ``args`` and ``kwargs``, so a caller
+    that reads a few operators' values does not hold the whole run's."""
     vault = TensorVault()
-    recorder = _RecordObserver(vault)
+    recorder = _RecordObserver(vault, keep)
     outcome = run_model(
         model, inputs, spec, [recorder, *observers], labels=labels, backward=backward, seed=seed
     )

@@ -220,9 +220,9 @@ def test_locally_constant_ties_need_one_perturbed_run_and_input_kinks_two(
     runs: list[bool] = []
     real = kinks.perturbed_records
 
-    def counted(ctx: Any, *, parameters: bool = True) -> Any:
+    def counted(ctx: Any, *, parameters: bool = True, ops: Any = None) -> Any:
         runs.append(parameters)
-        return real(ctx, parameters=parameters)
+        return real(ctx, parameters=parameters, ops=ops)
 
     monkeypatch.setattr(kinks, "perturbed_records", counted)
     x = continuous(6, 1, 6, 6, seed=1)
@@ -347,3 +347,33 @@ def test_kinks_check_is_silent_on_a_spatial_transformer_at_identity() -> None:
     result = kinks.run(ctx)
     assert result.status == "computed"
     assert all(i.status == "pass" for i in result.items), [i.message for i in result.items]
+
+
+def test_the_perturbed_runs_keep_only_the_hit_operators_arguments_and_judge_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The perturbed float64 run names and places every operator (the alignment needs them)
+    but keeps the arguments of the hit operators only; the items are those of a run that keeps
+    every operator's arguments."""
+    x = continuous(3, 6)
+    x[1, 2] = 0.0
+
+    def model() -> nn.Module:
+        return nn.Sequential(nn.Linear(6, 6), nn.Tanh(), nn.ReLU(), nn.Linear(6, 2))
+
+    x_in = x.clone()
+    ctx = make_context(lambda: nn.Sequential(nn.ReLU(), model()), x_in)
+    records, _ = kinks.perturbed_records(ctx, ops=frozenset({"aten.relu.default"}))
+    kept = {r.op for r in records.values() if r.args}
+    assert kept == {"aten.relu.default"}
+    assert len(records) == len(ctx.operators or [])  # every operator still aligned
+    filtered = kinks.run(ctx)
+    real = kinks.perturbed_records
+
+    def keep_all(ctx: Any, *, parameters: bool = True, ops: Any = None) -> Any:
+        return real(ctx, parameters=parameters, ops=None)
+
+    monkeypatch.setattr(kinks, "perturbed_records", keep_all)
+    everything = kinks.run(make_context(lambda: nn.Sequential(nn.ReLU(), model()), x.clone()))
+    assert filtered.summary == everything.summary and filtered.summary["total_count"] == 1
+    assert [i.model_dump() for i in filtered.items] == [i.model_dump() for i in everything.items]
