@@ -46,6 +46,14 @@ __all__ = ["KINK_PERTURBATION", "perturbed_records", "run"]
 KINK_PERTURBATION = 1e-6
 
 
+def _dropped(tensor: torch.Tensor) -> None:
+    """A saved-tensor pack hook that keeps nothing (no backward will read it)."""
+
+
+def _never_read(packed: None) -> torch.Tensor:
+    raise RuntimeError("kinks' perturbed run has no backward: its saved tensors were dropped")
+
+
 def perturbed_records(
     ctx: CollectContext, *, parameters: bool = True, ops: frozenset[str] | None = None
 ) -> tuple[dict[int, OpRecord], str]:
@@ -76,9 +84,20 @@ def perturbed_records(
     else:
         x = x.to(ctx.spec.device)
     keep = None if ops is None else ops.__contains__
-    records, outcome = capture_operators(
-        model, x, ctx.spec, labels=ctx.spec.labels, backward=False, seed=seed, keep=keep
-    )
+
+    def forward() -> tuple[list[OpRecord], Any]:
+        return capture_operators(
+            model, x, ctx.spec, labels=ctx.spec.labels, backward=False, seed=seed, keep=keep
+        )
+
+    # The run has no backward, but it runs with autograd on, as the probe run did (a model
+    # may take another path without it: nn.MultiheadAttention's fast path), so autograd saves
+    # every float64 activation for a backward that never comes. The hooks drop them instead;
+    # a model that differentiates inside its own forward needs them and runs again without.
+    with torch.autograd.graph.saved_tensors_hooks(_dropped, _never_read):
+        records, outcome = forward()
+    if outcome.failure is not None:
+        records, outcome = forward()
     if outcome.failure is not None:
         return {}, f"the perturbed run raised ({outcome.failure.describe()}): every hit counted"
     probe = [(r.op, r.module) for r in ctx.operators]

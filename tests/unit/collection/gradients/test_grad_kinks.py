@@ -377,3 +377,30 @@ def test_the_perturbed_runs_keep_only_the_hit_operators_arguments_and_judge_the_
     everything = kinks.run(make_context(lambda: nn.Sequential(nn.ReLU(), model()), x.clone()))
     assert filtered.summary == everything.summary and filtered.summary["total_count"] == 1
     assert [i.model_dump() for i in filtered.items] == [i.model_dump() for i in everything.items]
+
+
+class _GradInForward(nn.Module):
+    """Differentiates inside its own forward (a physics-style penalty): needs saved tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.lin(x))
+        (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+        return y + 0.0 * g.sum()
+
+
+def test_the_perturbed_run_drops_saved_tensors_and_reruns_a_model_that_needs_them() -> None:
+    saved: list[int] = []
+    x = continuous(3, 6)
+    ctx = make_context(lambda: nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Linear(6, 2)), x)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(1) or t, lambda t: t):
+        records, note = kinks.perturbed_records(ctx)
+    assert records and saved == [], "the run's own hooks drop what autograd saves"
+    x = continuous(3, 6)
+    x[1, 2] = 0.0
+    ctx = make_context(_GradInForward, x)
+    records, note = kinks.perturbed_records(ctx)
+    assert records and "raised" not in note, note
