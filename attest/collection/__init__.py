@@ -132,8 +132,7 @@ def collect(
         )
         artifacts = rows.artifact_digests(loaded)
         work = _open_work(work_dir, resume, artifacts, settings, order, envelope, progress)
-        resumed = work is not None and bool(work.saved)
-        phases, preflight_s = _preflight_and_capture(ctx, work, order, workers, budget_s, resumed)
+        phases, preflight_s = _preflight_and_capture(ctx, work, order, workers, budget_s)
         planner = None
         if workers != 1:
             from attest.collection.parallel import run_parallel
@@ -236,12 +235,12 @@ def _preflight_and_capture(
     order: list[Runner],
     workers: int,
     budget_s: float | None,
-    resumed: bool,
 ) -> tuple[list[PhaseRecord], list[float]]:
     """The preflight, then the reference capture measured as the first phase (a resumed
     collect's work folder then checks it recorded the killed collect's operators); the phase
     records and the preflight's pass times (the budget's calibration reads them). The float64
     pass is left to the fidelity pass where that runs next (:func:`defer_float64`)."""
+    resumed = work is not None and bool(work.saved)  # phases of a killed collect, read back
     progress = ctx.progress
     if progress is not None:
         progress(step_message(0, len(CHECK_IDS), "capturing operators"))
