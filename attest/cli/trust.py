@@ -50,6 +50,13 @@ def trust() -> None:
 @click.option("--not-after", default=None, help="Key counts only until this time (RFC 3339).")
 @click.option("--threshold", type=click.IntRange(min=1), default=None, help="Set the threshold.")
 @click.option("--role", "roles", multiple=True, help="A role of the key (repeatable).")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    help="A collector key: the only hardware target whose evidence it may sign (repeatable; "
+    "default: any).",
+)
 def add(
     pubkey: Path,
     trust_path: Path,
@@ -58,6 +65,7 @@ def add(
     not_after: str | None,
     threshold: int | None,
     roles: tuple[str, ...],
+    targets: tuple[str, ...],
 ) -> None:
     """Add a public key (PEM file) to the trust store, creating the store if needed."""
     from dataclasses import replace
@@ -83,6 +91,7 @@ def add(
         not_after=_time_option(not_after, "--not-after"),
         source=str(pubkey),
         roles=_role_names(roles),
+        targets=_role_names(targets, "target"),
     )
     if threshold is not None:
         if threshold > len(store.keys):
@@ -118,10 +127,10 @@ def revoke(keyid: str, trust_path: Path, reason: str, at_text: str | None) -> No
     click.echo(f"revoked {revoked.keyid} in {trust_path}")
 
 
-def _role_names(roles: tuple[str, ...]) -> tuple[str, ...]:
+def _role_names(roles: tuple[str, ...], what: str = "role") -> tuple[str, ...]:
     cleaned = tuple(dict.fromkeys(r.strip() for r in roles))
     if any(not r for r in cleaned):
-        raise InputError("a role name must not be empty")
+        raise InputError(f"a {what} name must not be empty")
     return cleaned
 
 
@@ -145,6 +154,38 @@ def role(keyid: str, trust_path: Path, added: tuple[str, ...], removed: tuple[st
     keys = tuple(replace(k, roles=roles) if k.keyid == full else k for k in store.keys)
     save_trust_store(replace(store, keys=keys), trust_path)
     click.echo(f"{key.label()}: roles {', '.join(roles) or '(none)'}")
+
+
+@trust.command("targets")
+@click.argument("keyid")
+@_TRUST_OPTION
+@click.option("--add", "added", multiple=True, help="Let the key sign this target (repeatable).")
+@click.option("--remove", "removed", multiple=True, help="Take this target away (repeatable).")
+def targets_command(
+    keyid: str, trust_path: Path, added: tuple[str, ...], removed: tuple[str, ...]
+) -> None:
+    """Bind a collector key to the hardware targets whose evidence it may sign."""
+    from dataclasses import replace
+
+    from attest.verification.trust import load_trust_store, resolve_keyid, save_trust_store
+
+    store = load_trust_store(trust_path)
+    full = resolve_keyid(store, keyid)
+    key = store.key(full)
+    if key is None:
+        raise InputError(f"key {full[:16]} is not listed in {trust_path}")
+    gone = set(_role_names(removed, "target"))
+    names = tuple(t for t in _role_names((*key.targets, *added), "target") if t not in gone)
+    if key.targets and not names:
+        raise InputError(
+            f"removing {', '.join(sorted(gone))} would leave {key.label()} bound to no target, "
+            "which the store reads as any target",
+            hint="to stop trusting the key, attest trust revoke KEYID (or attest trust role "
+            "--remove collector)",
+        )
+    keys = tuple(replace(k, targets=names) if k.keyid == full else k for k in store.keys)
+    save_trust_store(replace(store, keys=keys), trust_path)
+    click.echo(f"{key.label()}: targets {', '.join(names) or '(any)'}")
 
 
 @trust.command("require")
@@ -307,6 +348,7 @@ def list_keys(trust_path: Path, as_json: bool) -> None:
                 "not_before": format_timestamp(key.not_before) if key.not_before else None,
                 "not_after": format_timestamp(key.not_after) if key.not_after else None,
                 "roles": list(key.roles),
+                "targets": list(key.targets),
                 "status": status,
             }
         )
@@ -330,6 +372,8 @@ def list_keys(trust_path: Path, as_json: bool) -> None:
         )
         if row["roles"]:
             click.echo(f"  {'':16}  roles: {', '.join(row['roles'])}")
+        if row["targets"]:
+            click.echo(f"  {'':16}  evidence only for targets: {', '.join(row['targets'])}")
     for keyid in unlisted:
         click.echo(f"  {keyid[:16]}  (not listed)          revoked")
     for need in store.requirements:

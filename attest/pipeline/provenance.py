@@ -10,7 +10,9 @@ and, in this order:
 2. with a trust store (``certify --trust``), its signature must verify under a key that the
    store gives one of the policy's ``evidence.collectors`` roles, or whose name it lists
    (default: the ``collector`` role), valid and unrevoked at the signed ``finished_at``
-   (EVIDENCE_SIGNATURE_INVALID, EVIDENCE_UNTRUSTED_COLLECTOR), and name that key;
+   (EVIDENCE_SIGNATURE_INVALID, EVIDENCE_UNTRUSTED_COLLECTOR), and name that key; a key whose
+   entry lists ``targets:`` counts only for a statement of one of them
+   (EVIDENCE_TARGET_NOT_ALLOWED);
 3. its subjects must be the evidence file's bytes (EVIDENCE_EDITED) and the spec, weights
    and probe being certified (EVIDENCE_SUBJECT_MISMATCH, naming which), its model the spec's
    (EVIDENCE_MODEL_MISMATCH), its target the name the evidence is certified under
@@ -170,6 +172,16 @@ def _check_signature(
                 f"{where}: the statement names collector key {claimed.keyid[:16]} but is signed "
                 f"by {', '.join(k.label() for k in check.counted)}",
                 hint="collect again; a statement is signed by the key it names",
+            )
+        target = statement.predicate.target
+        if not key.may_vouch_for(target):
+            raise EvidenceProvenanceError(
+                "EVIDENCE_TARGET_NOT_ALLOWED",
+                f"{where}: signed by {key.label()} for target {target!r}, but {trust.source} "
+                f"lets that key sign evidence only for target(s) {', '.join(key.targets)}",
+                hint="certify each target's evidence as signed by its own node pool's key; if "
+                f"this key does collect {target!r}, attest trust targets {key.keyid[:16]} "
+                f"--add {target} --trust TRUST.yaml",
             )
         return {"name": claimed.name, "role": claimed.role, "keyid": key.keyid,
                 "trusted_as": _trusted_as(key, rules)}  # fmt: skip

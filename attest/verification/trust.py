@@ -11,6 +11,8 @@ Format (written by ``attest trust add``; nobody needs to paste PEM into YAML by 
         not_before: "2026-01-01T00:00:00Z"   # optional validity window of the key
         not_after: "2027-01-01T00:00:00Z"
         roles: [release-engineer]            # optional: what its signatures may stand for
+        targets: [gpu-a100]                  # optional, collector keys: the only hardware
+                                             # targets whose evidence it may sign
         pem: |
           -----BEGIN PUBLIC KEY-----
           ...
@@ -69,6 +71,7 @@ from attest.verification.trust_fields import (
     entry_fields,
     requirements_field,
     roles_field,
+    targets_field,
     text_field,
     time_field,
     witness_quorum_field,
@@ -112,6 +115,13 @@ class TrustedKey:
     not_before: datetime | None = None
     not_after: datetime | None = None
     roles: tuple[str, ...] = ()
+    # The hardware targets whose evidence statements this key may sign (certify --evidence
+    # refuses any other: EVIDENCE_TARGET_NOT_ALLOWED); empty: any target, as before.
+    targets: tuple[str, ...] = ()
+
+    def may_vouch_for(self, target: str) -> bool:
+        """Whether this key's evidence statement for ``target`` counts."""
+        return not self.targets or target in self.targets
 
     @property
     def algorithm(self) -> str:
@@ -186,6 +196,8 @@ class TrustStore:
                 entry["not_after"] = format_timestamp(k.not_after)
             if k.roles:
                 entry["roles"] = list(k.roles)
+            if k.targets:
+                entry["targets"] = list(k.targets)
             entry["pem"] = public_key_pem(k.public_key)
             keys.append(entry)
         revoked = []
@@ -261,7 +273,7 @@ def _parse(data: Any, source: str) -> TrustStore:
         where = f"{source}: keys[{index}]"
         entry = entry_fields(
             raw,
-            {"keyid", "name", "algorithm", "not_before", "not_after", "pem", "roles"},
+            {"keyid", "name", "algorithm", "not_before", "not_after", "pem", "roles", "targets"},
             {"name", "pem"},
             where,
         )
@@ -288,6 +300,7 @@ def _parse(data: Any, source: str) -> TrustStore:
             not_before=time_field(entry.get("not_before"), f"{where}.not_before"),
             not_after=time_field(entry.get("not_after"), f"{where}.not_after"),
             roles=roles_field(entry.get("roles"), f"{where}.roles"),
+            targets=targets_field(entry.get("targets"), f"{where}.targets"),
         )
         if key.not_before and key.not_after and key.not_after <= key.not_before:
             raise ConfigError(f"{where}: not_after is not later than not_before")
@@ -379,6 +392,7 @@ def add_key(
     not_after: datetime | None = None,
     source: str = "public key",
     roles: tuple[str, ...] = (),
+    targets: tuple[str, ...] = (),
 ) -> tuple[TrustStore, TrustedKey]:
     """A new store with one more key; a key already listed or revoked is refused."""
     public = load_public_key_pem(public_key_pem_text, source=source)
@@ -394,7 +408,7 @@ def add_key(
         raise InputError("a key needs a non-empty --name")
     if not_before and not_after and not_after <= not_before:
         raise InputError("--not-after must be later than --not-before")
-    key = TrustedKey(keyid, name, public, not_before, not_after, roles)
+    key = TrustedKey(keyid, name, public, not_before, not_after, roles, targets)
     return replace(store, keys=(*store.keys, key)), key
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "entry_fields",
     "requirements_field",
     "roles_field",
+    "targets_field",
     "text_field",
     "time_field",
     "witness_quorum_field",
@@ -103,15 +104,26 @@ def text_field(value: Any, where: str) -> str:
     return value
 
 
-def roles_field(value: Any, where: str) -> tuple[str, ...]:
+def roles_field(value: Any, where: str, what: str = "role") -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise ConfigError(f"{where} must be a list of role names")
+        raise ConfigError(f"{where} must be a list of {what} names")
     roles = tuple(text_field(v, f"{where}[{i}]").strip() for i, v in enumerate(value))
     if len(set(roles)) != len(roles):
-        raise ConfigError(f"{where} names a role twice")
+        raise ConfigError(f"{where} names a {what} twice")
     return roles
+
+
+def targets_field(value: Any, where: str) -> tuple[str, ...]:
+    """A key's ``targets:``: absent, any target; present, a non-empty list of target names (an
+    empty list would read as "any" to the loader and as "none" to a person: refused)."""
+    if isinstance(value, list) and not value:
+        raise ConfigError(
+            f"{where} is empty: list the hardware targets the key may sign evidence for, "
+            "or remove the field to allow any target"
+        )
+    return roles_field(value, where, "target")
 
 
 def requirements_field(value: Any, where: str) -> tuple[Requirement, ...]:

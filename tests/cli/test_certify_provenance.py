@@ -23,7 +23,7 @@ from test_certify_inconsistent import CASES
 
 from attest.certificate.signing import generate_keypair
 from attest.cli import main
-from attest.verification.trust import add_key, empty_trust_store, save_trust_store
+from attest.verification.trust import add_key, empty_trust_store, load_trust_store, save_trust_store
 
 REPO = Path(__file__).resolve().parents[2]
 _RUNS = itertools.count()  # each certify writes into a folder of its own
@@ -80,6 +80,8 @@ def kit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "trust": trust,
         "wrong_role": _store(root / "auditor.yaml", rel, (collector_pub, "node-a", ("auditor",))),
         "untrusted": _store(root / "other.yaml", rel, (other_pub, "node-b", ("collector",))),
+        "collector_pub": collector_pub,
+        "release_pub": release_pub,
     }
 
 
@@ -273,6 +275,54 @@ def test_a_statement_is_not_reusable_for_another_target_name(
     code, text, _ = _certify(kit, f"cuda:sm_90={kit['evidence']}", capsys, policy="research")
     assert code == 2, text
     assert "EVIDENCE_TARGET_MISMATCH" in text and "'cuda:sm_90'" in text
+
+
+def _bound_store(kit: dict[str, Any], capsys: pytest.CaptureFixture[str], *targets: str) -> str:
+    """The release key, and node-a added as a collector bound by ``attest trust add --target``
+    to ``targets``; its name in ``kit``."""
+    name = f"bound-{next(_RUNS)}"
+    path = _store(Path(kit["root"]) / f"{name}.yaml", (kit["release_pub"], "release", ()))
+    flags = [a for t in targets for a in ("--target", t)]
+    code, text = run(["trust", "add", kit["collector_pub"], "--trust", path, "--name", "node-a",
+                      "--role", "collector", *flags], capsys)  # fmt: skip
+    assert code == 0, text
+    kit[name] = path
+    return name
+
+
+def test_a_collector_key_bound_to_other_targets_is_refused(
+    kit: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    trust = _bound_store(kit, capsys, "cuda:sm_90", "rocm:gfx942")
+    code, text, cert = _certify(kit, kit["evidence"], capsys, policy="research", trust=trust)
+    assert code == 2, text
+    assert "EVIDENCE_TARGET_NOT_ALLOWED" in text and "cuda:sm_90, rocm:gfx942" in text, text
+    assert not cert.exists()
+    # the binding widened with attest trust targets: the same evidence now counts
+    keyid = next(k.keyid for k in load_trust_store(kit[trust]).keys if k.name == "node-a")
+    target = json.loads(kit["evidence"].read_text())["targets"][0]
+    code, text = run(["trust", "targets", keyid[:16], "--trust", kit[trust], "--add", target],
+                     capsys)  # fmt: skip
+    assert code == 0 and target in text, text
+    code, text, cert = _certify(kit, kit["evidence"], capsys, policy="research", trust=trust)
+    assert code == 0, text
+    # taking every target away would read as "any": refused
+    code, text = run(["trust", "targets", keyid[:16], "--trust", kit[trust], "--remove", target,
+                      "--remove", "cuda:sm_90", "--remove", "rocm:gfx942"], capsys)  # fmt: skip
+    assert code != 0 and "bound to no target" in text, text
+
+
+def test_a_collector_key_bound_to_its_own_target_counts(
+    kit: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = json.loads(kit["evidence"].read_text())["targets"][0]
+    trust = _bound_store(kit, capsys, target)
+    code, text = run(["trust", "list", "--trust", kit[trust]], capsys)
+    assert f"evidence only for targets: {target}" in text, text
+    code, text, cert = _certify(kit, kit["evidence"], capsys, policy="research", trust=trust)
+    assert code == 0, text
+    (record,) = _statement(cert)["predicate"]["evidence_provenance"].values()
+    assert record["collector"]["name"] == "node-a"
 
 
 @pytest.mark.parametrize("role", ["weights", "probe", "spec"])

@@ -134,3 +134,28 @@ def test_threshold_counts_each_key_once_and_only_trusted_keys(tmp_path: Path) ->
     assert world.verify(extra).verified  # threshold 1 met by the trusted key
     revoked_second = revoke_key(two, world.second.keyid)
     assert world.verify(both, trust=revoked_second).codes == ["KEY_REVOKED", "UNTRUSTED_KEY"]
+
+
+def test_a_keys_targets_round_trip_and_bad_lists_are_refused(tmp_path: Path) -> None:
+    key = new_key()
+    store, added = add_key(
+        empty_trust_store("t"), public_key_pem(key.public_key), name="pool",
+        roles=("collector",), targets=("cuda:sm_90",),
+    )  # fmt: skip
+    assert added.may_vouch_for("cuda:sm_90") and not added.may_vouch_for("cpu:x86_64")
+    path = save_trust_store(store, tmp_path / "trust.yaml")
+    assert "targets:\n  - cuda:sm_90" in path.read_text()
+    again = load_trust_store(path)
+    assert again.keys[0].targets == ("cuda:sm_90",)
+    unbound, _ = add_key(empty_trust_store("t"), public_key_pem(key.public_key), name="any")
+    assert unbound.keys[0].may_vouch_for("anything")  # no targets: any target, as before
+    text = path.read_text()
+    for bad, problem in [
+        ("targets: []", "is empty"),
+        ("targets: [a, a]", "names a target twice"),
+        ("targets: cuda", "list of target names"),
+        ("targets: ['']", "non-empty string"),
+    ]:
+        path.write_text(text.replace("targets:\n  - cuda:sm_90", bad))
+        with pytest.raises(ConfigError, match=problem):
+            load_trust_store(path)
