@@ -227,8 +227,11 @@ def _embeddings(
                 "attribute nothing",
                 hint="drop that example from the probe, or choose another reference token",
             )
-    part.reference_rule = rule.record()
     part.reference = _lookup(part, module, reference_ids, where, "the reference-token sequence")
+    replaced = part.reference[reference_ids == rule.token]
+    # padding_idx's row is zeroed at init and never trained: pad's reference is then the zero
+    # baseline at every replaced token (ig_baseline says so when it fails)
+    part.reference_rule = {**rule.record(), "token_embedding_zero": bool((replaced == 0).all())}
     return out
 
 

@@ -138,11 +138,21 @@ def _embedded_note(call: ModelCall | None, readings: dict[str, dict[str, Any]], 
         values = readings.get(kind, {}).get(key)
         return None if values is None else f"{what} = {float(values[i]):.3f}"
 
+    zeroed = [
+        p.name for p in embedded if p.reference_rule and p.reference_rule["token_embedding_zero"]
+    ]
+    trained = (
+        f"; the reference token of {', '.join(repr(n) for n in zeroed)} embeds to the zero "
+        "vector (a padding_idx row, zeroed and never trained), so it starts where zero vectors "
+        "do: name a trained token, baseline: {token: ID, keep: [ID, ...]} (e.g. [MASK] or [UNK])"
+        if zeroed
+        else ""
+    )
     zero = [p.name for p in embedded if p.baseline == "zero"]
     if not zero:
         return (
             "; the reference-token baseline is not neutral for this model either (at zero "
-            f"vectors {reading('zero')})"
+            f"vectors {reading('zero')})" + trained
         )
     at_pad = reading(REFERENCE_TOKEN)
     return (
@@ -150,6 +160,7 @@ def _embedded_note(call: ModelCall | None, readings: dict[str, dict[str, Any]], 
         "text the model was trained on: give it baseline: pad (every token the padding "
         "token, special tokens kept) or baseline: {token: ID, keep: [ID, ...]} (docs/spec.md)"
         + (f"; at its pad reference tokens {at_pad}" if at_pad else "")
+        + trained
     )
 
 
