@@ -3,8 +3,8 @@
 The third clean sweep (docs/architectures.md) found ``ig_baseline`` failing under clinical-strict
 on nearly every clean text model: with every token embedding zero the model still predicts the
 class. This script builds the sweep's text models (tests/integration/test_clean_sweep.py's
-cases and builder, and the two it keeps outside its cases, written out below: BERT in the
-team's own module and the events model with ``nn.MultiheadAttention``), trained as the sweep
+cases and builder, and two more models of the sweep it holds: BERT in the team's own module
+and the events model with ``nn.MultiheadAttention``), trained as the sweep
 trained them, and collects each under clinical-strict without its evidence floors once per
 baseline of its embedded input: ``zero``, ``pad`` and, where ``pad`` keeps no special token the
 model has, ``{token: PAD, keep: [CLS]}``. Per baseline it prints each probe example's target
@@ -33,7 +33,17 @@ from safetensors.torch import load_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "unit")]  # as pytest puts them
 
-from integration.test_clean_sweep import CASES, Case, write_case  # noqa: E402
+from integration.test_clean_sweep import (  # noqa: E402
+    BERT_OWN,
+    BERT_OWN_SPEC,
+    BERT_OWN_TRAIN,
+    CASES,
+    MHA_EVENTS,
+    MHA_EVENTS_SPEC,
+    MHA_EVENTS_TRAIN,
+    Case,
+    write_case,
+)
 from integration.test_published_architectures import (  # noqa: E402
     failing,
     strict_without_floors,
@@ -43,100 +53,6 @@ from attest.collection import collect  # noqa: E402
 from attest.pipeline import check_settings  # noqa: E402
 from attest.policy.engine import evaluate  # noqa: E402
 from attest.spec import load_spec  # noqa: E402
-
-BERT_OWN = """
-import torch
-from torch import nn
-from transformers import BertConfig, BertModel
-
-class ReportClassifier(nn.Module):
-    def __init__(self):
-        super().__init__()
-        cfg = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=32, type_vocab_size=2)
-        self.encoder = BertModel(cfg, add_pooling_layer=False)
-        self.dropout = nn.Dropout(0.1)
-        self.classifier = nn.Linear(32, 3)
-
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                         token_type_ids=token_type_ids).last_hidden_state
-        return self.classifier(self.dropout(h[:, 0]))
-
-def build():
-    return ReportClassifier()
-"""
-
-BERT_OWN_TRAIN = """
-g = torch.Generator().manual_seed(1)
-n, L = 96, 12
-ids = torch.randint(5, 60, (n, L), generator=g)
-lengths = torch.randint(6, L + 1, (n,), generator=g)
-mask = (torch.arange(L)[None] < lengths[:, None]).long()
-ids = ids * mask; ids[:, 0] = 1  # [CLS]=1, pad=0
-tt = (torch.arange(L)[None] >= (lengths[:, None] // 2)).long() * mask
-label = (ids[:, 1:4] >= 30).sum(1).clamp(max=2)
-opt = torch.optim.Adam(model.parameters(), 3e-3)
-model.train()
-for _ in range(150):
-    l = torch.nn.functional.cross_entropy(model(ids, mask, tt), label)
-    opt.zero_grad(); l.backward(); opt.step()
-probe.update(input_ids=ids, attention_mask=mask, token_type_ids=tt, target=label)
-"""
-
-BERT_OWN_SPEC = """
-inputs:
-  probe: probe.safetensors
-  input_ids: {role: embedded, arg: 0, embedding: encoder.embeddings.word_embeddings}
-  attention_mask: {role: fixed, arg: 1}
-  token_type_ids: {role: fixed, arg: 2}
-target: label
-"""
-
-MHA_EVENTS = """
-import torch
-from torch import nn
-
-class EventAttn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.emb = nn.Embedding(50, 16, padding_idx=0)
-        self.pos = nn.Parameter(torch.randn(12, 16) * 0.02)
-        self.attn = nn.MultiheadAttention(16, 2, dropout=0.1, batch_first=True)
-        self.norm = nn.LayerNorm(16)
-        self.head = nn.Linear(16, 2)
-    def forward(self, ids):
-        pad = ids == 0
-        h = self.emb(ids) + self.pos[: ids.shape[1]]
-        a, _ = self.attn(h, h, h, key_padding_mask=pad, need_weights=False)
-        h = self.norm(h + a)
-        keep = (~pad).unsqueeze(-1).float()
-        return self.head((h * keep).sum(1) / keep.sum(1))
-
-def build():
-    return EventAttn()
-"""
-
-MHA_EVENTS_TRAIN = """
-g = torch.Generator().manual_seed(1)
-n, L = 96, 12
-lengths = torch.randint(4, L + 1, (n,), generator=g)
-ids = torch.randint(1, 50, (n, L), generator=g) * (torch.arange(L)[None] < lengths[:, None])
-y = ((ids >= 40).sum(1) >= 2).long()
-opt = torch.optim.Adam(model.parameters(), 1e-2)
-model.train()
-for _ in range(250):
-    l = torch.nn.functional.cross_entropy(model(ids), y)
-    opt.zero_grad(); l.backward(); opt.step()
-probe.update(ids=ids, target=y)
-"""
-
-MHA_EVENTS_SPEC = """
-inputs:
-  probe: probe.safetensors
-  ids: {role: embedded, arg: 0, embedding: emb}
-target: label
-"""
 
 # name -> (case, the embedded input, the baselines measured besides zero and pad)
 MODELS: dict[str, tuple[Case, str, list[str]]] = {
