@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from attest.errors import InputError
+from attest.spec.reference_tokens import REFERENCE_KINDS
 
 if TYPE_CHECKING:
     from attest.spec.model_call import InputPart, ModelCall
@@ -19,7 +20,6 @@ BASELINES: tuple[str, ...] = ("zero", "mean", "blur", "uniform")
 # ig_baseline's comparison kind for embedded inputs: each one's reference-token sequence
 REFERENCE_TOKEN = "reference_token"
 _IMAGE = ("mean", "blur", "uniform")  # an attributed input's only
-_REFERENCE = ("pad", "token")  # InputPart.baseline of an input integrated from its reference
 
 
 def _gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -135,7 +135,7 @@ def call_baseline(
         chosen = _part_kind(p, kind)
         parts[p.name] = (
             _reference(p, values[p.name], rows)
-            if chosen in _REFERENCE
+            if chosen in REFERENCE_KINDS
             else make_baseline(chosen, values[p.name], seed=seed)
         )
     return call.pack(parts, rows).to(torch.float64)
