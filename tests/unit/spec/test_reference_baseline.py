@@ -233,3 +233,30 @@ def test_a_bag_module_takes_the_per_token_lookup_of_its_reference_ids() -> None:
         expected = token_embeddings(model.emb, torch.full_like(IDS, 11))
     baseline = call_baseline(loaded.call, None, loaded.inputs)
     torch.testing.assert_close(_embedded(loaded, baseline), expected.double(), rtol=0, atol=0)
+
+
+def test_a_failing_item_names_the_reference_token_forms() -> None:
+    import numpy as np
+
+    from attest.collection.ig.neutrality import _embedded_note
+
+    readings = {
+        "zero": {"baseline_target_probability": np.array([0.91])},
+        REFERENCE_TOKEN: {"baseline_target_probability": np.array([0.42])},
+    }
+    # from zero vectors: the forms to write, and the model's reading at pad's reference
+    # (no padding id: nothing but zero vectors was compared)
+    call = _loaded(Classifier(padding_idx=None), None).call
+    note = _embedded_note(call, {"zero": readings["zero"]}, 0)
+    assert "embedded input 'arg0' starts from zero vectors" in note
+    assert "baseline: pad" in note and "baseline: {token: ID, keep: [ID, ...]}" in note
+    assert "pad reference" not in note
+    note = _embedded_note(_loaded(Classifier(padding_idx=0), None).call, readings, 0)
+    assert "at its pad reference tokens p = 0.420" in note
+    # padding_idx's row is zero: pad would start where zero vectors do, and it says so
+    assert "embeds to the zero vector" in note
+    # from its reference tokens: how zero vectors read; a trained row is not called zero
+    call = _loaded(Classifier(padding_idx=None), {"token": 3, "keep": [1, 2]}).call
+    note = _embedded_note(call, readings, 0)
+    assert "not neutral for this model either (at zero vectors p = 0.910)" in note
+    assert "embeds to the zero vector" not in note
