@@ -22,6 +22,7 @@ from attest.spec.factory import resolve_callable
 from attest.spec.files import check_finite, check_target, first_line
 from attest.spec.model import SpecFile
 from attest.spec.model_call import Head, InputPart, ModelCall, labels_like
+from attest.spec.reference_tokens import REFERENCE_KINDS, baseline_kind, resolve_reference
 from attest.spec.sections import FACTORY_RE, output_path_parts
 
 __all__ = ["LoadedCall", "load_call", "needs_call", "plain_loss"]
@@ -92,7 +93,11 @@ def plain_loss(
     return loss
 
 
-def _parts(spec: SpecFile, raw: dict[str, torch.Tensor], where: str) -> list[InputPart]:
+def _parts(
+    spec: SpecFile, raw: dict[str, torch.Tensor], where: str, written: dict[str, Any]
+) -> list[InputPart]:
+    """The named inputs in packing order; ``written`` receives each one's ``baseline:`` as
+    the spec gives it (the reference-token mapping is resolved against the model later)."""
     if not spec.inputs.named:  # the single-input form with an output path or target function
         return [InputPart("x", "x", "attributed", 0, None, baseline=spec.baseline)]
     parts = []
@@ -104,6 +109,9 @@ def _parts(spec: SpecFile, raw: dict[str, torch.Tensor], where: str) -> list[Inp
                 f"(it holds {sorted(raw)})",
                 hint="store the tensor under that key, or set key: to the probe's name for it",
             )
+        # the spec's baseline: is an attributed input's default; an embedded input's is zero
+        default = "zero" if item.role == "embedded" else spec.baseline
+        written[name] = item.baseline or default
         parts.append(
             InputPart(
                 name,
@@ -112,7 +120,7 @@ def _parts(spec: SpecFile, raw: dict[str, torch.Tensor], where: str) -> list[Inp
                 item.arg,
                 item.kwarg,
                 item.embedding,
-                item.baseline or spec.baseline,
+                baseline_kind(item.baseline or default),
             )
         )
     order = {"attributed": 0, "embedded": 0, "fixed": 1}
@@ -141,11 +149,11 @@ def _check_tensor(part: InputPart, tensor: torch.Tensor, where: str, probe_path:
     check_finite(probe_path, part.key, tensor)
 
 
-def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str) -> torch.Tensor:
-    """The ids' embeddings from the trained embedding module (the embedded part of x)."""
+def _embedding_module(part: InputPart, model: nn.Module, where: str) -> nn.Module:
+    """The module ``embedding:`` names (a ConfigError listing the model's lookups if none)."""
     assert part.embedding is not None
     try:
-        module = model.get_submodule(part.embedding)
+        return model.get_submodule(part.embedding)
     except AttributeError:
         kinds = (nn.Embedding, nn.EmbeddingBag)
         names = [n for n, m in model.named_modules() if isinstance(m, kinds)]
@@ -153,6 +161,13 @@ def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
             f"{where}: input {part.name!r}: the model has no module {part.embedding!r}",
             hint=f"name the embedding module; the model's embedding modules: {names}",
         ) from None
+
+
+def _lookup(
+    part: InputPart, module: nn.Module, ids: torch.Tensor, where: str, what: str
+) -> torch.Tensor:
+    """``ids``' embeddings from the trained embedding module (``what``: the probe key, or the
+    reference-token sequence, for the messages)."""
     if isinstance(module, nn.EmbeddingBag) and ids.dim() != 2:
         raise ConfigError(
             f"{where}: input {part.name!r}: embedding module {part.embedding!r} is an "
@@ -170,7 +185,7 @@ def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
     except Exception as exc:
         raise ConfigError(
             f"{where}: input {part.name!r}: embedding module {part.embedding!r} raised "
-            f"{type(exc).__name__} on probe key {part.key!r}: {first_line(exc)}",
+            f"{type(exc).__name__} on {what}: {first_line(exc)}",
             hint="embedding: names the module that maps the ids to vectors",
         ) from None
     if not isinstance(out, torch.Tensor) or not out.is_floating_point():
@@ -187,6 +202,37 @@ def _embeddings(part: InputPart, model: nn.Module, ids: torch.Tensor, where: str
             "that pools or reshapes its output",
         )
     return out.detach().to(torch.float32)
+
+
+def _embeddings(
+    part: InputPart, written: Any, model: nn.Module, ids: torch.Tensor, where: str
+) -> torch.Tensor:
+    """The ids' embeddings (the embedded part of x), and on ``part`` its reference-token
+    sequence's rule and embeddings when ``written`` (its ``baseline:``) asks for one, or,
+    for the zero baseline, when ``pad``'s rule resolves (for ig_baseline's comparison)."""
+    module = _embedding_module(part, model, where)
+    out = _lookup(part, module, ids, where, f"probe key {part.key!r}")
+    rule = resolve_reference(written, module, model, f"{where}: input {part.name!r}")
+    if rule is None:
+        return out
+    reference_ids = rule.ids(ids)
+    if part.baseline in REFERENCE_KINDS:
+        same = (reference_ids == ids).reshape(ids.shape[0], -1).all(dim=1)
+        if bool(same.any()):
+            first = int(same.nonzero()[0, 0])
+            raise ConfigError(
+                f"{where}: input {part.name!r}: the reference-token baseline (token "
+                f"{rule.token}, keep {list(rule.keep)}) leaves probe example {first} as it is "
+                "(every token kept or already the reference): integrated gradients from it "
+                "attribute nothing",
+                hint="drop that example from the probe, or choose another reference token",
+            )
+    part.reference = _lookup(part, module, reference_ids, where, "the reference-token sequence")
+    replaced = part.reference[reference_ids == rule.token]
+    # padding_idx's row is zeroed at init and never trained: pad's reference is then the zero
+    # baseline at every replaced token (ig_baseline says so when it fails)
+    part.reference_rule = {**rule.record(), "token_embedding_zero": bool((replaced == 0).all())}
+    return out
 
 
 def _heads(spec: SpecFile, spec_dir: Path, where: Path, raw: dict[str, Any]) -> list[Head]:
@@ -245,7 +291,8 @@ def load_call(
 ) -> LoadedCall:
     """The call, x packed from the probe, and the labels, target and loss the checks use."""
     where = f"spec {spec_path}"
-    parts = _parts(spec, raw, where)
+    written: dict[str, Any] = {}
+    parts = _parts(spec, raw, where, written)
     sizes = {int(raw[p.key].shape[0]) for p in parts if raw[p.key].dim()}
     if len(sizes) != 1:
         raise InputError(
@@ -260,7 +307,7 @@ def load_call(
         if part.role == "attributed":
             values[part.name] = tensor.contiguous()
         elif part.role == "embedded":
-            values[part.name] = _embeddings(part, model, tensor, where)
+            values[part.name] = _embeddings(part, written[part.name], model, tensor, where)
         if part.name in values:
             part.shape = tuple(values[part.name].shape[1:])
     heads = _heads(spec, spec_path.parent, spec_path, raw)

@@ -128,9 +128,16 @@ class InputPart:
     arg: int | None
     kwarg: str | None
     embedding: str | None = None
+    # zero | mean | blur | uniform; an embedded input's zero, or pad / token: integrated from
+    # its reference-token sequence's embeddings (attest.spec.reference_tokens)
     baseline: str = "zero"
     shape: tuple[int, ...] = ()  # per example, of the part in x (embedded: the embeddings)
     offset: int = 0  # its first column in packed x
+    # an embedded input's reference-token sequence: its rule (token, keep, where each came
+    # from) and its embeddings per probe example (N, *shape), from the embedding module at
+    # load; set for baseline pad / token, and for zero where pad's rule resolves (compared)
+    reference_rule: dict[str, Any] | None = None
+    reference: torch.Tensor | None = None
 
     @property
     def size(self) -> int:
@@ -260,6 +267,7 @@ class ModelCall:
                     "kwarg": p.kwarg,
                     "embedding": p.embedding,
                     "baseline": None if p.role == "fixed" else p.baseline,
+                    **({"reference_token": p.reference_rule} if p.reference_rule else {}),
                     "dtype": str(self.probe[p.key].dtype).removeprefix("torch."),
                     "shape": list(self.probe[p.key].shape[1:]),
                 }

@@ -11,10 +11,21 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from attest.core.validation import validation_problems
 
 __all__ = [
     "BASELINE_KINDS",
+    "EMBEDDED_BASELINES",
     "FACTORY_RE",
     "HeadSection",
     "InputRole",
@@ -22,6 +33,7 @@ __all__ = [
     "NamedInput",
     "OutputPath",
     "TargetValue",
+    "TokenBaseline",
     "check_target",
     "output_path_parts",
 ]
@@ -31,8 +43,15 @@ _PATH_PART = re.compile(r"^(?:\d+|[A-Za-z_]\w*)$")
 _NAME_RE = re.compile(r"^[A-Za-z_]\w*$")
 
 InputRole = Literal["attributed", "embedded", "fixed"]
-Baseline = Literal["zero", "mean", "blur", "uniform"]
-BASELINE_KINDS = ("zero", "mean", "blur", "uniform")
+Baseline = Literal["zero", "mean", "blur", "uniform", "pad"]
+BASELINE_KINDS = ("zero", "mean", "blur", "uniform")  # an attributed input's (and the spec's)
+# an embedded input's: zero vectors, or a reference-token sequence's embeddings ("pad", or the
+# {token: ID, keep: [...]} mapping, :class:`TokenBaseline`)
+EMBEDDED_BASELINES = ("zero", "pad")
+_BASELINE_FORMS = (
+    "an attributed input's baseline is zero, mean, blur or uniform; an embedded input's is "
+    "zero, pad or {token: ID, keep: [ID, ...]}"
+)
 OutputPath = int | str
 # an int class index, argmax, label, or "module:callable(output, batch) -> (N,)"
 TargetValue = int | str
@@ -76,6 +95,52 @@ def check_target(value: Any) -> Any:
     )
 
 
+class TokenBaseline(_Strict):
+    """``baseline: {token: ID, keep: [ID, ...]}`` of an embedded input: every token replaced by
+    the reference id ``token`` except the ids ``keep`` lists (``[CLS]``, ``[SEP]``, ``<s>``),
+    left in place; the baseline is the embedding module's output for that sequence."""
+
+    token: StrictInt = Field(ge=0)
+    keep: list[StrictInt] = Field(default_factory=list)
+
+    @field_validator("keep")
+    @classmethod
+    def _keep_ids(cls, value: list[int]) -> list[int]:
+        if any(v < 0 for v in value):
+            raise ValueError("token ids are >= 0")
+        if len(set(value)) != len(value):
+            raise ValueError("an id is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _reference_not_kept(self) -> TokenBaseline:
+        if self.token in self.keep:
+            raise ValueError(
+                f"the reference token {self.token} is also in keep: keep lists the ids left in "
+                "place (e.g. [CLS], [SEP]), token the id every other token becomes"
+            )
+        return self
+
+
+def _baseline_value(value: Any) -> Any:
+    """A named input's ``baseline:`` as written: a kind's name or the reference-token mapping,
+    with one clear message for anything else (not pydantic's union of both forms' errors)."""
+    if value is None or isinstance(value, TokenBaseline):
+        return value
+    if isinstance(value, str):
+        if value in (*BASELINE_KINDS, *EMBEDDED_BASELINES):
+            return value
+        raise ValueError(f"{value!r} is not a baseline: {_BASELINE_FORMS}")
+    if isinstance(value, dict):
+        try:
+            return TokenBaseline.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError(
+                f"{{token: ID, keep: [ID, ...]}}: {validation_problems(exc)}"
+            ) from None
+    raise ValueError(f"{value!r} is not a baseline: {_BASELINE_FORMS}")
+
+
 class NamedInput(_Strict):
     """One model argument: where it comes from in the probe, its role and how it is passed."""
 
@@ -84,7 +149,14 @@ class NamedInput(_Strict):
     arg: int | None = Field(default=None, ge=0)  # positional argument index...
     kwarg: str | None = None  # ...or keyword argument name
     embedding: str | None = None  # role embedded: the embedding module's path
-    baseline: Baseline | None = None  # attributed/embedded: the IG baseline (default: spec's)
+    # the IG baseline: attributed, one of BASELINE_KINDS (default: the spec's); embedded, zero
+    # (the default), pad or a TokenBaseline
+    baseline: Baseline | TokenBaseline | None = None
+
+    @field_validator("baseline", mode="before")
+    @classmethod
+    def _baseline_form(cls, value: Any) -> Any:
+        return _baseline_value(value)
 
     @field_validator("kwarg")
     @classmethod
@@ -106,6 +178,18 @@ class NamedInput(_Strict):
             raise ValueError("embedding: applies to role: embedded only")
         if self.role == "fixed" and self.baseline is not None:
             raise ValueError("a fixed input is never integrated: it has no baseline")
+        reference = isinstance(self.baseline, TokenBaseline) or self.baseline == "pad"
+        if self.role == "attributed" and reference:
+            raise ValueError(
+                "a reference-token baseline (pad, {token: ID}) is for role: embedded token ids; "
+                "an attributed input's baseline is zero, mean, blur or uniform"
+            )
+        if self.role == "embedded" and self.baseline in ("mean", "blur", "uniform"):
+            raise ValueError(
+                f"baseline: {self.baseline} is an image baseline and means nothing for token "
+                "ids: an embedded input's baseline is zero (zero vectors), pad (every token "
+                "the padding token, special tokens kept) or {token: ID, keep: [ID, ...]}"
+            )
         return self
 
 

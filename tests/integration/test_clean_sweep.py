@@ -548,6 +548,105 @@ probe.update(x=x)
 """,
 )
 
+# two more text models of the third sweep (docs/architectures.md), measured with their
+# reference-token baselines by benchmarks/bench_text_baseline.py: BERT in the team's own module
+# (CLS pooling, token types) and an event sequence through nn.MultiheadAttention, its key
+# padding mask derived from the ids inside forward
+BERT_OWN = """
+import torch
+from torch import nn
+from transformers import BertConfig, BertModel
+
+class ReportClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        cfg = BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=32, type_vocab_size=2)
+        self.encoder = BertModel(cfg, add_pooling_layer=False)
+        self.dropout = nn.Dropout(0.1)
+        self.classifier = nn.Linear(32, 3)
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                         token_type_ids=token_type_ids).last_hidden_state
+        return self.classifier(self.dropout(h[:, 0]))
+
+def build():
+    return ReportClassifier()
+"""
+
+BERT_OWN_TRAIN = """
+g = torch.Generator().manual_seed(1)
+n, L = 96, 12
+ids = torch.randint(5, 60, (n, L), generator=g)
+lengths = torch.randint(6, L + 1, (n,), generator=g)
+mask = (torch.arange(L)[None] < lengths[:, None]).long()
+ids = ids * mask; ids[:, 0] = 1  # [CLS]=1, pad=0
+tt = (torch.arange(L)[None] >= (lengths[:, None] // 2)).long() * mask
+label = (ids[:, 1:4] >= 30).sum(1).clamp(max=2)
+opt = torch.optim.Adam(model.parameters(), 3e-3)
+model.train()
+for _ in range(150):
+    l = torch.nn.functional.cross_entropy(model(ids, mask, tt), label)
+    opt.zero_grad(); l.backward(); opt.step()
+probe.update(input_ids=ids, attention_mask=mask, token_type_ids=tt, target=label)
+"""
+
+BERT_OWN_SPEC = """
+inputs:
+  probe: probe.safetensors
+  input_ids: {role: embedded, arg: 0, embedding: encoder.embeddings.word_embeddings}
+  attention_mask: {role: fixed, arg: 1}
+  token_type_ids: {role: fixed, arg: 2}
+target: label
+"""
+
+MHA_EVENTS = """
+import torch
+from torch import nn
+
+class EventAttn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16, padding_idx=0)
+        self.pos = nn.Parameter(torch.randn(12, 16) * 0.02)
+        self.attn = nn.MultiheadAttention(16, 2, dropout=0.1, batch_first=True)
+        self.norm = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 2)
+    def forward(self, ids):
+        pad = ids == 0
+        h = self.emb(ids) + self.pos[: ids.shape[1]]
+        a, _ = self.attn(h, h, h, key_padding_mask=pad, need_weights=False)
+        h = self.norm(h + a)
+        keep = (~pad).unsqueeze(-1).float()
+        return self.head((h * keep).sum(1) / keep.sum(1))
+
+def build():
+    return EventAttn()
+"""
+
+MHA_EVENTS_TRAIN = """
+g = torch.Generator().manual_seed(1)
+n, L = 96, 12
+lengths = torch.randint(4, L + 1, (n,), generator=g)
+ids = torch.randint(1, 50, (n, L), generator=g) * (torch.arange(L)[None] < lengths[:, None])
+y = ((ids >= 40).sum(1) >= 2).long()
+opt = torch.optim.Adam(model.parameters(), 1e-2)
+model.train()
+for _ in range(250):
+    l = torch.nn.functional.cross_entropy(model(ids), y)
+    opt.zero_grad(); l.backward(); opt.step()
+probe.update(ids=ids, target=y)
+"""
+
+MHA_EVENTS_SPEC = """
+inputs:
+  probe: probe.safetensors
+  ids: {role: embedded, arg: 0, embedding: emb}
+target: label
+"""
+
+
 # A spec with a loss asks for the accumulation check, which splits the probe into 4
 # micro-batches: those probes keep 4 examples.
 LOSS_EXAMPLES = 4
@@ -731,3 +830,63 @@ def test_clean_model_certifies_from_its_spec(tmp_path: Path, name: str) -> None:
     if name == "compiled-cnn":  # the weights' _orig_mod. keys were stripped, and it is recorded
         assert evidence.compile is not None and evidence.compile.compiled
         assert evidence.compile.stripped_keys
+
+
+# With baseline: pad the events model's ids start from the padding token's embeddings, which
+# are zero vectors (padding_idx's row is zeroed at init and never trained): the same baseline
+# as zero, read by the model as the same class (by hand, docs/architectures.md "Reference-token
+# baselines": p = 0.998, 0.083, 1.000, 0.917), so ig_baseline's finding stays true and says why;
+# every other IG check passes from it. Fast: a 16-wide attention layer, 4 examples.
+def test_text_model_with_a_pad_baseline(tmp_path: Path) -> None:
+    case = Case(MHA_EVENTS, MHA_EVENTS_TRAIN, MHA_EVENTS_SPEC, examples=4)
+    spec = write_case(tmp_path / "mha-events", case)
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("embedding: emb}", "embedding: emb, baseline: pad}"))
+    policy = strict_without_floors()
+    evidence = collect(spec, settings=check_settings(policy))
+    findings = evaluate(evidence, policy)
+    assert {f.check for f in findings.failed} == {"ig_baseline"}, failing(findings)
+    ig = {c: r.status for c, r in evidence.checks.items() if c.startswith("ig_")}
+    assert set(ig.values()) == {"computed"}, ig
+    call = evidence.model["call"]["inputs"][0]
+    assert call["baseline"] == "pad"
+    assert call["reference_token"] == {
+        "token": 0,
+        "keep": [],
+        "token_from": "padding_idx",
+        "keep_from": "none",
+        "token_embedding_zero": True,
+    }
+    result = evidence.checks["ig_baseline"]
+    assert result.parameters["input_baselines"]["ids"]["kind"] == "pad"
+    assert result.parameters["baselines_compared"] == ["zero", "reference_token"]
+    for item in result.items:
+        m = item.metrics
+        # pad's reference is the zero baseline here, and each item shows both readings
+        assert m["zero_baseline_target_probability"] == m["baseline_target_probability"]
+        assert m["reference_token_baseline_target_probability"] == m["baseline_target_probability"]
+        if item.status == "fail":
+            assert "not neutral for this model either" in item.message
+            assert "embeds to the zero vector" in item.message
+    # by hand: the model's softmax with the embedding's output replaced by the pad token's
+    model = _built(spec.parent)
+    probe = safetensors_torch.load_file(str(spec.parent / "probe.safetensors"))
+    replaced = model.emb(torch.zeros_like(probe["ids"]))
+    handle = model.emb.register_forward_hook(lambda _m, _a, _o: replaced)
+    with torch.no_grad():
+        p = torch.softmax(model(probe["ids"]).double(), dim=1)
+    handle.remove()
+    expected = p.gather(1, probe["target"].view(-1, 1))[:, 0]
+    got = torch.tensor(
+        [i.metrics["baseline_target_probability"] for i in result.items], dtype=torch.float64
+    )
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+
+
+def _built(folder: Path) -> Any:
+    """The model of a case folder, from its model.py and trained weights (eval mode)."""
+    namespace: dict[str, Any] = {}
+    exec((folder / "model.py").read_text(encoding="utf-8"), namespace)
+    model = namespace["build"]()
+    model.load_state_dict(safetensors_torch.load_file(str(folder / "weights.safetensors")))
+    return model.eval()

@@ -1,4 +1,5 @@
-"""IG baselines: the reference point the path starts from (zero, mean, blur, uniform noise)."""
+"""IG baselines: the reference point the path starts from (zero, mean, blur, uniform noise; for
+an embedded input also its reference-token sequence's embeddings, :mod:`attest.spec.reference_tokens`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ from typing import TYPE_CHECKING
 import torch
 
 from attest.errors import InputError
+from attest.spec.reference_tokens import REFERENCE_KINDS
 
 if TYPE_CHECKING:
-    from attest.spec.model_call import ModelCall
+    from attest.spec.model_call import InputPart, ModelCall
 
-__all__ = ["BASELINES", "call_baseline", "make_baseline"]
+__all__ = ["BASELINES", "REFERENCE_TOKEN", "call_baseline", "compared_baselines", "make_baseline"]
 
 BASELINES: tuple[str, ...] = ("zero", "mean", "blur", "uniform")
+# ig_baseline's comparison kind for embedded inputs: each one's reference-token sequence
+REFERENCE_TOKEN = "reference_token"
+_IMAGE = ("mean", "blur", "uniform")  # an attributed input's only
 
 
 def _gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -80,20 +85,57 @@ def make_baseline(
     raise InputError(f"unknown IG baseline {kind!r}", hint=f"use one of {', '.join(BASELINES)}")
 
 
+def _part_kind(part: InputPart, kind: str | None) -> str:
+    """The baseline ``part`` takes when ``kind`` is asked for all inputs: ``kind`` where it
+    applies to the part's role (the image kinds to attributed inputs, the reference-token
+    sequence to embedded ones that have one, zero to both), else its own."""
+    if kind is None:
+        return part.baseline
+    if part.role == "embedded":
+        if kind == REFERENCE_TOKEN:
+            return "token" if part.reference is not None else part.baseline
+        return part.baseline if kind in _IMAGE else kind
+    return part.baseline if kind == REFERENCE_TOKEN else kind
+
+
+def _reference(part: InputPart, values: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """An embedded input's reference-token embeddings at the probe ``rows`` (float64)."""
+    assert part.reference is not None and rows is not None, "resolved at load (load_call)"
+    return part.reference[rows].to(device=values.device, dtype=torch.float64)
+
+
+def compared_baselines(call: ModelCall | None) -> tuple[str, ...]:
+    """The kinds ``ig_baseline`` compares: the four of :data:`BASELINES` when some input is
+    attributed (or the single-input form), zero alone for embedded inputs only, and the
+    reference-token sequence when an embedded input has one."""
+    if call is None or not call.flat:
+        return BASELINES
+    parts = call.differentiated
+    kinds = BASELINES if any(p.role == "attributed" for p in parts) else ("zero",)
+    if any(p.role == "embedded" and p.reference is not None for p in parts):
+        kinds = (*kinds, REFERENCE_TOKEN)
+    return kinds
+
+
 def call_baseline(
     call: ModelCall | None, kind: str | None, inputs: torch.Tensor, *, seed: int = 0
 ) -> torch.Tensor:
     """The baseline of the probe inputs as the checks see them (float64): with named inputs,
-    each differentiated input's own (its ``baseline:``, or ``kind`` for all when given) and the
-    probe-row column unchanged (attest.spec.model_call), so that the fixed inputs along the
-    path stay those of the example; else :func:`make_baseline` of ``kind``."""
+    each differentiated input's own (its ``baseline:``, or ``kind`` for all where it applies,
+    :func:`_part_kind`) and the probe-row column unchanged (attest.spec.model_call), so that
+    the fixed inputs along the path stay those of the example; an embedded input's reference
+    tokens are its sequence's embeddings from load; else :func:`make_baseline` of ``kind``."""
     if call is None or not call.flat:
         assert kind is not None or call is not None
         default = kind or (call.differentiated[0].baseline if call is not None else "zero")
         return make_baseline(default, inputs, seed=seed)
     values, rows = call.unpack(inputs)
-    parts = {
-        p.name: make_baseline(kind or p.baseline, values[p.name], seed=seed)
-        for p in call.differentiated
-    }
+    parts = {}
+    for p in call.differentiated:
+        chosen = _part_kind(p, kind)
+        parts[p.name] = (
+            _reference(p, values[p.name], rows)
+            if chosen in REFERENCE_KINDS
+            else make_baseline(chosen, values[p.name], seed=seed)
+        )
     return call.pack(parts, rows).to(torch.float64)

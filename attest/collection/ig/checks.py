@@ -27,23 +27,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import CheckSettings, CollectContext, spec_threads
-from attest.collection.ig.analysis import (
-    baseline_neutrality,
-)
 from attest.collection.ig.attribution import (
-    BASELINES,
     IGResult,
     encode_attributions,
 )
-from attest.collection.ig.baselines import call_baseline
 from attest.collection.ig.named import named_attributions
-from attest.collection.ig.neutrality import (
-    head_judgements,
-    judge_neutrality,
-    target_probability_limit,
-)
+from attest.collection.ig.neutrality import baseline_check, target_probability_limit
 from attest.collection.ig.path_checks import (
     finite_or_none,
     first_nonfinite,
@@ -117,6 +107,13 @@ def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
         "memory_budget_bytes": main.memory_budget_bytes,
         "model_mode": {k: v for k, v in main.model_info.items() if k != "module_kinds"},
     }
+    if spec.call is not None and spec.call.flat:  # named inputs: each one's own baseline
+        base_params["input_baselines"] = {
+            p.name: p.baseline
+            if p.reference_rule is None or p.baseline == "zero"
+            else {"kind": p.baseline, **p.reference_rule}
+            for p in spec.call.differentiated
+        }
     say: Callable[[str], None] = ctx.progress if ctx.progress is not None else (lambda _t: None)
     duration = sum(g["duration_s"] for g in groups)
     results = [
@@ -128,7 +125,7 @@ def join(ctx: CollectContext, outputs: dict[str, Any]) -> list[CheckResult]:
         say("integrated gradients: ig_baseline")
         model = ctx.fresh_model()
         results.append(
-            _guarded("ig_baseline", lambda: _baseline(ctx, model, inputs, main, base_params))
+            _guarded("ig_baseline", lambda: baseline_check(ctx, model, inputs, main, base_params))
         )
         say("integrated gradients: ig_monotonicity")
         results.append(_guarded("ig_monotonicity", lambda: monotonicity(ctx, main, base_params)))
@@ -365,93 +362,4 @@ def _convergence(
         },
         items=items,
         duration_s=duration,
-    )
-
-
-# ----------------------------------------------------------------------------- baseline
-
-
-def _baseline(
-    ctx: CollectContext,
-    model: torch.nn.Module,
-    inputs: torch.Tensor,
-    main: IGResult,
-    params: dict[str, Any],
-) -> CheckResult:
-    settings = ctx.settings
-    classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
-    call = ctx.spec.call
-    computed = call is not None and call.computes_f
-    if computed:  # the output's column 0 is F itself (heads, a target function)
-        classes = None
-
-    def output(x: torch.Tensor) -> torch.Tensor:
-        out = model_output_tensor(model(x))
-        return out[:, :1] if computed else out
-
-    chosen_input = main.baseline.to(inputs.dtype)
-    out_b: torch.Tensor | None = None
-    readings = {}
-    with torch.no_grad():
-        out_x = output(inputs)
-        for kind in BASELINES:
-            start = call_baseline(call, kind, inputs, seed=settings.seed).to(inputs.dtype)
-            out = output(start)
-            if out_b is None and torch.equal(start, chosen_input):
-                out_b = out  # the path's own baseline is one of these: one forward less
-            readings[kind] = baseline_neutrality(out, out_x, classes)
-        if out_b is None:
-            out_b = output(chosen_input)
-        chosen = baseline_neutrality(out_b, out_x, classes)
-    if computed and call is not None and call.heads:  # each head judged as the output it is
-        with torch.no_grad():
-            rows = call.unpack(inputs)[1]
-            assert rows is not None
-            judged = head_judgements(
-                call,
-                settings,
-                model_output_tensor(model(main.baseline.to(inputs.dtype))),
-                model_output_tensor(model(inputs)),
-                rows,
-            )
-    else:
-        count = int(out_x.shape[1]) if out_x.dim() >= 2 else 1
-        judged = [judge_neutrality(settings, chosen, i, count) for i in range(inputs.shape[0])]
-    for i, (_, _, metrics) in enumerate(judged):
-        # a NaN probability compares False with both limits: ask about the outputs first
-        sides = nonfinite({"output at the baseline": out_b[i], "output at the input": out_x[i]})
-        if sides is not None:
-            judged[i] = (
-                "fail",
-                f"baseline neutrality cannot be judged: {sides.describe()}",
-                metrics,
-            )
-    items = [
-        CheckItem(subject=input_subject(i), status=status, metrics=metrics, message=message)
-        for i, (status, message, metrics) in enumerate(judged)
-    ]
-    summary: dict[str, Metric] = {**status_counts(items), "classifier": bool(chosen["classifier"])}
-    for kind, reading in readings.items():
-        for key in (
-            "baseline_entropy_ratio",
-            "baseline_target_probability",
-            "baseline_output_ratio",
-        ):
-            values = reading.get(key)
-            if isinstance(values, np.ndarray) and values.size:
-                summary[f"{kind}_{key}_mean"] = finite_or_none(float(np.mean(values)))
-    return CheckResult(
-        check="ig_baseline",
-        status="computed",
-        parameters={
-            **params,
-            "max_target_probability": settings.ig_baseline_max_target_probability,
-            "target_probability_rule": "fail when p_target(baseline) >= 1/C + share * (1 - 1/C), "
-            "share = max_target_probability",
-            "min_entropy_ratio": settings.ig_baseline_min_entropy_ratio,
-            "max_output_ratio": settings.ig_baseline_max_output_ratio,
-            "baselines_compared": list(BASELINES),
-        },
-        summary=summary,
-        items=items,
     )

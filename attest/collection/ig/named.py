@@ -47,6 +47,7 @@ def named_attributions(
             "name": part.name,
             "role": part.role,
             "shape": list(part.shape),
+            "baseline": part.baseline,
             "total": _json_figures(a.reshape(a.shape[0], -1).sum(dim=1)),
         }
         if part.role == "embedded":
