@@ -23,7 +23,13 @@ from attest.errors import AttestError, LedgerError
 from attest.ledger.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from attest.ledger.entries import utc_now
 from attest.ledger.log import Ledger
-from attest.ledger.merkle import frontier_push, frontier_root, leaf_hash, perfect_subtrees
+from attest.ledger.merkle import (
+    NodeKey,
+    frontier_push,
+    frontier_root,
+    leaf_hash,
+    perfect_subtrees,
+)
 from attest.ledger.service.metrics import ServiceMetrics
 from attest.ledger.service.postgres import PostgresStorage, Submission, SubmitOutcome
 from attest.ledger.storage import LAST_CHECKPOINT_META, TreeHead
@@ -80,6 +86,8 @@ class Sequencer:
         self._tasks: list[asyncio.Task[None]] = []
         # told of every newer checkpoint served (the witnesses' cosigning, when configured)
         self.on_serve: Callable[[ServedCheckpoint], None] | None = None
+        # given the tree nodes (leaf hashes included) of every committed batch
+        self.on_nodes: Callable[[list[tuple[NodeKey, bytes]]], None] | None = None
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -215,6 +223,8 @@ class Sequencer:
                     if not pending.future.done():
                         pending.future.set_exception(error)
                 continue
+            if self.on_nodes is not None:
+                self.on_nodes(self.writer.last_nodes)
             served = ServedCheckpoint(note, head)
             self._serve(served)
             done = time.perf_counter()
