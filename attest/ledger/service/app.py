@@ -100,6 +100,7 @@ class _Service:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         self.metrics = ServiceMetrics()
+        self._appended = self.metrics.submissions.labels("appended")  # looked up once
         self.sequencer = Sequencer(
             config.dsn,
             config.key,
@@ -308,7 +309,7 @@ class _Service:
             refusal = _error_body(409, "REPLAY", message, index=outcome.index, **proof)
             await _send_json(send, 409, refusal)
             return
-        self.metrics.submissions.labels("appended").inc()
+        self._appended.inc()
         witnessed: bool | None = None
         if self.witnessing is not None:
             cosigned = await self.witnessing.wait_for(served.head.size)
