@@ -171,6 +171,9 @@ _PARTS = [
 ]
 
 
+_WAITING = re.compile(r"^(Condition\.wait|_worker|WorkerThread\.run|Queue\.get) \(")
+
+
 def split_samples(raw: str) -> dict[str, float]:
     """py-spy's raw (collapsed) output -> the share of samples per part (``_PARTS``); what no
     pattern names is the event loop itself (uvloop's callbacks, asyncio's tasks)."""
@@ -180,6 +183,8 @@ def split_samples(raw: str) -> dict[str, float]:
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
+        if _WAITING.search(stack.rpartition(";")[2]):
+            continue  # a worker thread waiting for work: py-spy counts some lock waits as active
         # the frames above the event loop (the command, uvicorn's start) are in every sample
         stack = stack.rpartition("Runner.run (asyncio/runners.py")[2]
         part = next((name for name, pattern in parts if pattern.search(stack)), "event loop")
