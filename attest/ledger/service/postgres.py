@@ -271,11 +271,14 @@ class PostgresStorage:
         """Append a batch of client submissions in one transaction: a ``(client, nonce)`` seen
         before (stored, or earlier in the batch) is a replay and appends nothing; the rest get
         consecutive indexes. ``sign(size, root)`` signs the new tree head; its note is stored
-        in meta in the same transaction. Returns the outcomes, the new head and the note.
+        in meta in the same transaction. Returns the outcomes, the new head and the note;
+        ``last_nodes`` then holds the leaf hashes and tree nodes it stored (none for a batch of
+        replays), for the service's :class:`~attest.ledger.service.recent_nodes.RecentNodes`.
 
         Five round trips whatever the batch size: BEGIN, the writer lock, one statement reading
         the stored nonces among the batch's, the tree size and the signed floor, one statement
         inserting the leaves, the nodes they complete, the nonces and the note, and COMMIT."""
+        self.last_nodes = []
         try:
             with self._tx(lock=True) as db:
                 state = db.execute(SUBMIT_STATE, self._state_params(batch)).fetchone()

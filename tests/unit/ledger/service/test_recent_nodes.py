@@ -45,6 +45,8 @@ def test_a_batch_hands_over_exactly_the_nodes_it_stored_and_proofs_match(
             kept.add(handed)
             sizes.append(head.size)
             roots[head.size] = head.root
+        pg.submit(subs[:1], sign)  # a replay appends nothing: nothing to hand over
+        assert pg.last_nodes == []
         for old in sizes[1:]:
             for new in sizes[1:]:
                 if old < new:
