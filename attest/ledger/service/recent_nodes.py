@@ -3,9 +3,9 @@
 Each round proves the checkpoint it sends to the witnesses consistent with the one they last
 cosigned: a handful of perfect-subtree hashes, nearly all of entries sequenced since the last
 round (the rest are the few large subtrees left of the old size, the same from round to
-round). Reading them from PostgreSQL took a trip to a worker thread and two queries per round,
-about a tenth of the witnessed service's CPU under load (py-spy, docs/benchmarks.md, "The floor
-and where a write's CPU goes"). The sequencer hands over the leaf hashes and the nodes of every
+round). Reading them from PostgreSQL took a trip to a worker thread and two queries per round:
+0.3-0.4 ms of CPU and 1.1 ms of wall time a round on the loaded bench machine, against 14 µs
+from memory (docs/benchmarks.md, "The floor and where a write's CPU goes"). The sequencer hands over the leaf hashes and the nodes of every
 batch once it is committed, a proof read from the database leaves its nodes here too, and a
 round whose nodes are all here is proven on the event loop. A tree node never changes once
 written (the tables are append-only), so a kept hash stays right; the witness verifies every
