@@ -12,6 +12,11 @@ cluster (fsync on, as PostgreSQL ships), ``attest ledger serve`` as a real uvico
 1b. with ``--witnesses`` (2), the same load against a second service whose checkpoints
    ``--witnesses`` local ``attest ledger witness serve`` processes must all cosign before a
    write is answered: its rate, the ratio to 1., service and witness CPU per write, p99;
+1c. the floor (``--floor-seconds``, 10): the same writers against a server doing only what
+   every write must (benchmarks/ledger_floor.py: httptools, the strict JSON reader, the
+   Ed25519 verification, an answer of the service's size): its CPU per request, the least a
+   write can cost in Python here, and the service's CPU per write over it; ``--profile``
+   samples the services (and one witness) with py-spy and prints where their CPU goes;
 3. the sequencer's transaction alone (PostgresStorage.submit, batches of 32, no HTTP);
 4. a full remote audit (``attest ledger verify URL``'s code) of ``--audit-entries`` (10**6)
    entries from tiles; the entries are bulk-loaded through the storage first.
@@ -55,6 +60,7 @@ import httpx
 from _ledger_service_kit import ORIGIN, Keys, ServiceProcess, entry, write_clients
 from _nginx_kit import NginxProcess, nginx_binary
 from _pgcluster import PgCluster, find_pg_bin
+from ledger_floor import FloorProcess, answer_size, py_spy, split_samples
 
 from attest.certificate.signing import load_private_key, load_public_key
 from attest.ledger.service.postgres import PostgresStorage
@@ -339,15 +345,17 @@ def _storage_only(dsn: str, key_path: Path, batch: int = 32, batches: int = 100)
     key = load_private_key(key_path, prompt=False)
     datas = [entry(actor=f"s{n}").leaf_data for n in range(batch * batches)]
     with PostgresStorage(dsn, create=True) as storage:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for b in range(batches):
             storage.submit(
                 [Submission("s", new_nonce(), d) for d in datas[b * batch : (b + 1) * batch]],
                 lambda size, root: sign_checkpoint(Checkpoint(ORIGIN, size, root), key),
             )
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     return {
         "batch": batch,
+        # this process's CPU (psycopg, the tree's hashes, the checkpoint's signature) per write
+        "cpu_ms_per_write": round(1000 * cpu / (batch * batches), 3),
         "per_second": round(batch * batches / elapsed),
         "ms_per_batch": round(1000 * elapsed / batches, 2),
     }
@@ -366,31 +374,41 @@ def _wait_for_size(url: str, public: Any, size: int, limit_s: float = 120) -> No
 
 
 def _write_phase(
-    service: ServiceProcess, client_key: Path, args: argparse.Namespace
+    service: ServiceProcess | FloorProcess,
+    client_key: Path,
+    args: argparse.Namespace,
+    *,
+    profile: tuple[tuple[str, int], ...] = (),
+    seconds: float | None = None,
 ) -> dict[str, Any]:
-    """``args.clients`` writers for ``args.duration`` seconds against ``service`` (module
-    docstring, item 1): the figures of the window."""
+    """``args.clients`` writers for ``seconds`` (``args.duration``) against ``service`` (module
+    docstring, item 1): the figures of the window; with ``profile`` ((name, pid), ...) each
+    process is sampled by py-spy during the window and the split of its samples reported."""
     url = service.url
+    duration = args.duration if seconds is None else seconds
     per = [args.clients // args.client_processes] * args.client_processes
     per[0] += args.clients - sum(per)
-    presign = max(1, -(-int(args.presign_rate * args.duration) // args.clients))
+    presign = max(1, -(-int(args.presign_rate * duration) // args.clients))
     context = multiprocessing.get_context("spawn")
     start, results = context.Barrier(args.client_processes + 1), context.Queue()
     processes = [
         context.Process(
             target=_writer_process,
-            args=((url, str(client_key), sum(per[:i]), n, presign, args.duration, start, results),),
+            args=((url, str(client_key), sum(per[:i]), n, presign, duration, start, results),),
         )
         for i, n in enumerate(per)
     ]
     for process in processes:
         process.start()
     start.wait(600)  # every client has signed its writes and opened its connections
+    spies = [
+        (name, py_spy(pid, duration, Path(tempfile.mkdtemp()) / "spy.txt")) for name, pid in profile
+    ]
     started = time.perf_counter()
     load_before = os.getloadavg()
     assert service.proc is not None
     service_cpu_before = _cpu_seconds(service.proc.pid)
-    parts = [results.get(timeout=args.duration + 600) for _ in processes]
+    parts = [results.get(timeout=duration + 600) for _ in processes]
     elapsed = time.perf_counter() - started
     service_cpu = _cpu_seconds(service.proc.pid) - service_cpu_before
     for process in processes:
@@ -402,7 +420,8 @@ def _write_phase(
             errors[code] = errors.get(code, 0) + count
     if not latencies:  # say why, rather than fail on an empty median
         raise SystemExit(f"no write was acknowledged; answers by status: {errors}")
-    return {
+    split = _spy_split(spies)
+    return split | {
         "clients": args.clients,
         "presigned_per_client": presign,
         "signed_in_window": sum(part["signed_in_window"] for part in parts),
@@ -417,6 +436,39 @@ def _write_phase(
         "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 1),
         "errors": errors,
     }
+
+
+def _spy_split(spies: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The py-spy recordings' splits (``--profile``), by process name."""
+    found: dict[str, Any] = {}
+    for name, spy in spies:
+        if spy is None:
+            found[f"profile_{name}"] = "py-spy not found next to this Python"
+            continue
+        spy.wait(120)
+        out = Path(spy.args[spy.args.index("--output") + 1])
+        found[f"profile_{name}"] = split_samples(out.read_text()) if out.exists() else "no samples"
+    return found
+
+
+def _floor_phase(
+    service: ServiceProcess, client_key: Path, client_pub: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The floor (benchmarks/ledger_floor.py) under the same writers: CPU per request of a
+    server doing only what every write must, with answers of the service's answer size."""
+    from _ledger_service_kit import free_port
+
+    probe = _requests(str(client_key), 10_000, 1, "127.0.0.1")[0][0]
+    size = answer_size(service.url, probe)
+    floor = FloorProcess.start(client_pub, size, free_port())
+    try:
+        # the floor answers faster than the service: sign enough writes before its window
+        fast = argparse.Namespace(**{**vars(args), "presign_rate": max(args.presign_rate, 6000)})
+        figures = _write_phase(floor, client_key, fast, seconds=args.floor_seconds)
+    finally:
+        floor.stop()
+    figures["answer_bytes"] = size
+    return figures
 
 
 def _witnessed_phase(
@@ -453,7 +505,9 @@ def _witnessed_phase(
             interval=5.0, extra_args=("--witnesses", str(config)),
         )  # fmt: skip
         before = sum(_cpu_seconds(w.proc.pid) for w in witnesses)
-        figures = _write_phase(service, client_key, args)
+        assert service.proc is not None
+        spied = (("service", service.proc.pid), ("witness0", witnesses[0].proc.pid))
+        figures = _write_phase(service, client_key, args, profile=spied if args.profile else ())
         after = sum(_cpu_seconds(w.proc.pid) for w in witnesses)
         figures["witnesses"] = args.witnesses
         figures["quorum"] = args.witnesses
@@ -497,6 +551,20 @@ def main() -> None:
         help="run the service without --static-dir (no static files, no nginx reads): what"
         " writing the static files costs the write load",
     )
+    parser.add_argument(
+        "--floor-seconds",
+        type=float,
+        default=10.0,
+        help="seconds of the same write load against the floor server (benchmarks/"
+        "ledger_floor.py: HTTP parse, strict JSON, Ed25519 verification, a fixed answer);"
+        " its CPU per request is the least a write costs in Python here (10; 0 skips)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample the service (and one witness) with py-spy during the write windows and"
+        " print how their samples split (py-spy's own CPU runs on the same cores)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     bin_dir = find_pg_bin()
@@ -521,8 +589,16 @@ def main() -> None:
         )  # fmt: skip
         url, public = service.url, load_public_key(log_pub)
 
-        figures["writes"] = _write_phase(service, client_key, args)
+        assert service.proc is not None
+        spied = (("service", service.proc.pid),) if args.profile else ()
+        figures["writes"] = _write_phase(service, client_key, args, profile=spied)
         print(json.dumps(figures["writes"]), flush=True)
+        if args.floor_seconds > 0:
+            floor = figures["floor"] = _floor_phase(service, client_key, client_pub, args)
+            floor["service_cpu_over_floor"] = round(
+                figures["writes"]["service_cpu_ms"] / floor["service_cpu_ms"], 2
+            )
+            print(json.dumps(floor), flush=True)
         if args.witnesses:
             figures["writes_witnessed"] = _witnessed_phase(cluster, tmp, keys, args)
             ratio = figures["writes_witnessed"]["per_second"] / figures["writes"]["per_second"]

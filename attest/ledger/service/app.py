@@ -26,8 +26,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import queue
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,10 +43,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from attest.certificate.signing import PrivateKey
 from attest.errors import AttestError, LedgerError
 from attest.ledger.entries import utc_now
-from attest.ledger.merkle import consistency_proof, inclusion_proof, leaf_hash, subtree_hash
+from attest.ledger.merkle import (
+    NodeKey,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    subtree_hash,
+)
 from attest.ledger.service.clients_doc import publish_clients
 from attest.ledger.service.metrics import CONTENT_TYPE, ServiceMetrics
 from attest.ledger.service.postgres import DatabaseUnavailable, PostgresStorage, Submission
+from attest.ledger.service.readers import Readers
+from attest.ledger.service.recent_nodes import RecentNodes
 from attest.ledger.service.sequencer import Sequencer, ServedCheckpoint
 from attest.ledger.service.static_tiles import StaticTiles
 from attest.ledger.service.submission import (
@@ -89,46 +96,11 @@ def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
     )
 
 
-class _Readers:
-    """A small pool of read connections (one :class:`PostgresStorage` per borrower)."""
-
-    def __init__(self, dsn: str, size: int) -> None:
-        self.dsn = dsn
-        self._free: queue.LifoQueue[PostgresStorage] = queue.LifoQueue()
-        self._slots = queue.Queue[None]()
-        for _ in range(size):
-            self._slots.put(None)
-
-    @contextlib.contextmanager
-    def borrow(self) -> Iterator[PostgresStorage]:
-        self._slots.get()
-        try:
-            try:
-                storage = self._free.get_nowait()
-            except queue.Empty:
-                storage = PostgresStorage(self.dsn)
-            try:
-                yield storage
-            except DatabaseUnavailable:
-                storage.close()  # the others were opened to the same server: drop them too
-                self.close()
-                raise
-            except BaseException:
-                self._free.put(storage)
-                raise
-            self._free.put(storage)
-        finally:
-            self._slots.put(None)
-
-    def close(self) -> None:
-        while not self._free.empty():
-            self._free.get_nowait().close()
-
-
 class _Service:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         self.metrics = ServiceMetrics()
+        self._appended = self.metrics.submissions.labels("appended")  # looked up once
         self.sequencer = Sequencer(
             config.dsn,
             config.key,
@@ -137,13 +109,15 @@ class _Service:
             max_batch=config.max_batch,
             checkpoint_interval_s=config.checkpoint_interval_s,
         )
-        self.readers = _Readers(config.dsn, config.read_connections)
+        self.readers = Readers(config.dsn, config.read_connections)
         self.published = publish_clients(config.dsn, config.key, config.origin, config.clients)
-        self.witnessing = (
-            Witnessing(config.witnessing, self._prove) if config.witnessing is not None else None
-        )
-        if self.witnessing is not None:
+        self.witnessing: Witnessing | None = None
+        self.nodes = RecentNodes()  # what the cosigning rounds' proofs need (its docstring)
+        self._keep: list[list[tuple[NodeKey, bytes]]] = []  # read by _prove, to keep
+        if config.witnessing is not None:
+            self.witnessing = Witnessing(config.witnessing, self._prove, self._prove_kept)
             self.sequencer.on_serve = self.witnessing.offer
+            self.sequencer.on_nodes = self.nodes.add
         self.static = self._static_tiles()
 
     def _static_tiles(self) -> StaticTiles | None:
@@ -161,8 +135,27 @@ class _Service:
         return static
 
     def _prove(self, old: int, new: int) -> list[bytes]:
+        """From the database (in a thread); the nodes read are kept for the next rounds."""
+        read: list[tuple[NodeKey, bytes]] = []
+
+        def read_nodes(keys: Sequence[NodeKey]) -> list[bytes]:
+            hashes = storage.read_nodes(keys)
+            read.extend(zip(keys, hashes, strict=True))
+            return hashes
+
         with self.readers.borrow() as storage:
-            return consistency_proof(storage.read_nodes, old, new)
+            proof = consistency_proof(read_nodes, old, new)
+        self._keep.append(read)  # added on the event loop, by the next _prove_kept
+        return proof
+
+    def _prove_kept(self, old: int, new: int) -> list[bytes] | None:
+        """From the kept nodes, on the event loop; None when one is not kept."""
+        while self._keep:
+            self.nodes.add(self._keep.pop())
+        try:
+            return consistency_proof(self.nodes.read, old, new)
+        except KeyError:
+            return None
 
     # -- reads (sync: Starlette runs them in its thread pool) ----------------------------------
 
@@ -316,7 +309,7 @@ class _Service:
             refusal = _error_body(409, "REPLAY", message, index=outcome.index, **proof)
             await _send_json(send, 409, refusal)
             return
-        self.metrics.submissions.labels("appended").inc()
+        self._appended.inc()
         witnessed: bool | None = None
         if self.witnessing is not None:
             cosigned = await self.witnessing.wait_for(served.head.size)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -29,6 +28,7 @@ import psycopg
 from attest.errors import LedgerError
 from attest.ledger.checkpoint import Checkpoint, CheckpointError
 from attest.ledger.merkle import NodeKey, frontier_root, leaf_hash, perfect_subtrees
+from attest.ledger.service.batch import Submission, SubmitOutcome
 from attest.ledger.service.pg_sql import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -36,6 +36,7 @@ from attest.ledger.service.pg_sql import (
     SUBMIT_WRITE,
     WRITER_LOCK,
 )
+from attest.ledger.service.recent_nodes import recording
 
 # the same node key as the SQLite backend (one encoding, not two)
 from attest.ledger.sqlite import _node_key as node_key
@@ -55,28 +56,6 @@ _LEVEL_MASK = (1 << 6) - 1
 
 class DatabaseUnavailable(LedgerError):
     """PostgreSQL could not be reached or dropped the connection: retry later."""
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One client-signed write: who sent it, its nonce, the leaf data, and the hash that
-    identifies its entry for a replay (default: the leaf hash; a service-written leaf gives
-    the leaf hash of its bare entry, so a retry with a new signature matches)."""
-
-    client: str
-    nonce: str
-    data: bytes
-    entry_hash: bytes | None = None
-
-
-@dataclass(frozen=True)
-class SubmitOutcome:
-    """What became of a submission: appended at ``index``, or a replay (``replay`` true) of
-    the one stored at ``index`` (None when the replay carried a different entry)."""
-
-    index: int | None
-    leaf_hash: bytes
-    replay: bool
 
 
 def _unavailable(exc: BaseException) -> DatabaseUnavailable:
@@ -100,6 +79,7 @@ class PostgresStorage:
         self._db: psycopg.Connection[Any] | None = None
         self._in_tx = False
         self._cached_frontier: tuple[int, list[bytes]] | None = None
+        self.last_nodes: list[tuple[NodeKey, bytes]] = []  # the last submit's, once it returned
         self._connect()
         try:
             self._migrate(create)
@@ -291,11 +271,14 @@ class PostgresStorage:
         """Append a batch of client submissions in one transaction: a ``(client, nonce)`` seen
         before (stored, or earlier in the batch) is a replay and appends nothing; the rest get
         consecutive indexes. ``sign(size, root)`` signs the new tree head; its note is stored
-        in meta in the same transaction. Returns the outcomes, the new head and the note.
+        in meta in the same transaction. Returns the outcomes, the new head and the note;
+        ``last_nodes`` then holds the leaf hashes and tree nodes it stored (none for a batch of
+        replays), for the service's :class:`~attest.ledger.service.recent_nodes.RecentNodes`.
 
         Five round trips whatever the batch size: BEGIN, the writer lock, one statement reading
         the stored nonces among the batch's, the tree size and the signed floor, one statement
         inserting the leaves, the nodes they complete, the nonces and the note, and COMMIT."""
+        self.last_nodes = []
         try:
             with self._tx(lock=True) as db:
                 state = db.execute(SUBMIT_STATE, self._state_params(batch)).fetchone()
@@ -328,8 +311,9 @@ class PostgresStorage:
                     return outcomes, head, self.get_meta(LAST_CHECKPOINT_META) or ""
                 self._check_floor(size, floor)
                 frontier = self._frontier_of(size)
+                made: list[NodeKey] = []
                 leaf_rows, node_rows = append_rows(
-                    frontier, size, [s.data for s in fresh], node_key
+                    frontier, size, [s.data for s in fresh], recording(made, node_key)
                 )
                 head = TreeHead(size + len(fresh), frontier_root(frontier))
                 note = sign(head.size, head.root)
@@ -351,6 +335,8 @@ class PostgresStorage:
                     ),
                 )
                 self._cached_frontier = (head.size, list(frontier))
+                self.last_nodes = [((0, i), h) for i, _, h in leaf_rows]
+                self.last_nodes += zip(made, (h for _, h in node_rows), strict=True)
                 return outcomes, head, note
         except BaseException:
             self._cached_frontier = None

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import anyio.to_thread
@@ -23,7 +24,13 @@ from attest.errors import AttestError, LedgerError
 from attest.ledger.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
 from attest.ledger.entries import utc_now
 from attest.ledger.log import Ledger
-from attest.ledger.merkle import frontier_push, frontier_root, leaf_hash, perfect_subtrees
+from attest.ledger.merkle import (
+    NodeKey,
+    frontier_push,
+    frontier_root,
+    leaf_hash,
+    perfect_subtrees,
+)
 from attest.ledger.service.metrics import ServiceMetrics
 from attest.ledger.service.postgres import PostgresStorage, Submission, SubmitOutcome
 from attest.ledger.storage import LAST_CHECKPOINT_META, TreeHead
@@ -77,9 +84,14 @@ class Sequencer:
         self._row: tuple[int, bytes] = (0, b"")  # the latest checkpoint row: size, root
         self.served = self._start_checkpoint()
         self._queue: asyncio.Queue[_Pending] | None = None
+        # the writer's connection, used from one thread of its own: a batch's hand-off through
+        # asyncio's executor costs about half of anyio's (docs/benchmarks.md, ledger service)
+        self._thread: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # told of every newer checkpoint served (the witnesses' cosigning, when configured)
         self.on_serve: Callable[[ServedCheckpoint], None] | None = None
+        # given the tree nodes (leaf hashes included) of every committed batch
+        self.on_nodes: Callable[[list[tuple[NodeKey, bytes]]], None] | None = None
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -164,6 +176,7 @@ class Sequencer:
 
     async def start(self) -> None:
         self._queue = asyncio.Queue()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ledger-sequencer")
         self._tasks = [
             asyncio.create_task(self._write_loop()),
             asyncio.create_task(self._refresh_loop()),
@@ -175,6 +188,8 @@ class Sequencer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._thread is not None:  # a batch under way ends before the connection closes
+            self._thread.shutdown(wait=True)
         if self._queue is not None:
             while not self._queue.empty():
                 pending = self._queue.get_nowait()
@@ -193,14 +208,15 @@ class Sequencer:
         return await future
 
     async def _write_loop(self) -> None:
-        assert self._queue is not None
+        assert self._queue is not None and self._thread is not None
+        loop = asyncio.get_running_loop()
         while True:
             batch = [await self._queue.get()]
             while len(batch) < self.max_batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
             try:
-                outcomes, head, note = await anyio.to_thread.run_sync(
-                    self.writer.submit, [p.submission for p in batch], self._sign
+                outcomes, head, note = await loop.run_in_executor(
+                    self._thread, self.writer.submit, [p.submission for p in batch], self._sign
                 )
             except AttestError as exc:
                 self.metrics.failures.inc(len(batch))
@@ -215,6 +231,8 @@ class Sequencer:
                     if not pending.future.done():
                         pending.future.set_exception(error)
                 continue
+            if self.on_nodes is not None:
+                self.on_nodes(self.writer.last_nodes)
             served = ServedCheckpoint(note, head)
             self._serve(served)
             done = time.perf_counter()

@@ -43,11 +43,19 @@ MIN_ROUND_S = 0.01
 
 class Witnessing:
     """Cosignature collection for one log (module docstring). ``prove(old, new)`` returns the
-    log's consistency proof between two sizes (blocking: run in a thread)."""
+    log's consistency proof between two sizes (blocking: run in a thread); ``prove_kept(old,
+    new)``, when given, the same proof from what the service keeps in memory, or None when it
+    does not keep every node (tried first, on the event loop: no thread, no query)."""
 
-    def __init__(self, config: WitnessingConfig, prove: Callable[[int, int], list[bytes]]) -> None:
+    def __init__(
+        self,
+        config: WitnessingConfig,
+        prove: Callable[[int, int], list[bytes]],
+        prove_kept: Callable[[int, int], list[bytes] | None] | None = None,
+    ) -> None:
         self.config = config
         self._prove_sync = prove
+        self._prove_kept = prove_kept
         self.published: ServedCheckpoint | None = None
         self._latest: ServedCheckpoint | None = None
         self._changed: asyncio.Event | None = None
@@ -121,6 +129,10 @@ class Witnessing:
         self._waiters = still
 
     async def _prove(self, old: int, new: int) -> list[bytes]:
+        if self._prove_kept is not None:
+            kept = self._prove_kept(old, new)
+            if kept is not None:
+                return kept
         return await anyio.to_thread.run_sync(self._prove_sync, old, new)
 
     async def _loop(self) -> None:
