@@ -179,6 +179,7 @@ def test_second_head_of_a_tuple_is_not_a_dead_branch(tmp_path: Path) -> None:
     assert by_name["risk.weight"].status == "pass"
     assert by_name["risk.weight"].metrics["reason_kind"] == "unselected_output"
     assert by_name["cls.weight"].status == "pass" and by_name["cls.weight"].metrics["has_grad"]
+    _assert_consistent(result)
 
 
 BERT = """
@@ -755,3 +756,16 @@ def test_the_single_input_form_does_not_call_a_second_output_dead(tmp_path: Path
     assert by_name["aux.weight"].status == "pass"
     assert by_name["aux.weight"].metrics["reason_kind"] == "unselected_output"
     assert by_name["body.weight"].metrics["has_grad"]
+    _assert_consistent(result)
+
+
+def _assert_consistent(result: Any) -> None:
+    """The policy's consistency rule for gradient_flow accepts what the collector claimed: an
+    unselected output's parameter passing by design is not an inconsistency (evaluate raised
+    InconsistentEvidence on every model whose `output:` left a head unread)."""
+    from attest.evidence.claims_gradients import gradient_flow
+    from attest.evidence.consistency import ClaimChecker
+
+    claims = ClaimChecker(result)
+    gradient_flow(claims, None)  # type: ignore[arg-type]  # the rule reads no evidence
+    assert not claims.found, [f.describe() for f in claims.found]
