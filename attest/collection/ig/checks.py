@@ -42,6 +42,7 @@ from attest.collection.ig.named import named_attributions
 from attest.collection.ig.neutrality import (
     head_judgements,
     judge_neutrality,
+    reads_classes,
     target_probability_limit,
 )
 from attest.collection.ig.path_checks import (
@@ -380,6 +381,7 @@ def _baseline(
 ) -> CheckResult:
     settings = ctx.settings
     classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
+    scores = reads_classes(ctx.spec.labels)  # float targets other than soft labels: values
     call = ctx.spec.call
     computed = call is not None and call.computes_f
     if computed:  # the output's column 0 is F itself (heads, a target function)
@@ -399,10 +401,10 @@ def _baseline(
             out = output(start)
             if out_b is None and torch.equal(start, chosen_input):
                 out_b = out  # the path's own baseline is one of these: one forward less
-            readings[kind] = baseline_neutrality(out, out_x, classes)
+            readings[kind] = baseline_neutrality(out, out_x, classes, scores)
         if out_b is None:
             out_b = output(chosen_input)
-        chosen = baseline_neutrality(out_b, out_x, classes)
+        chosen = baseline_neutrality(out_b, out_x, classes, scores)
     if computed and call is not None and call.heads:  # each head judged as the output it is
         with torch.no_grad():
             rows = call.unpack(inputs)[1]

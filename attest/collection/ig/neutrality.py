@@ -19,7 +19,12 @@ from attest.collection.ig.path_checks import finite_or_none
 from attest.evidence.model import ItemStatus
 from attest.spec.model_call import ModelCall
 
-__all__ = ["head_judgements", "judge_neutrality", "target_probability_limit"]
+__all__ = [
+    "head_judgements",
+    "judge_neutrality",
+    "reads_classes",
+    "target_probability_limit",
+]
 
 Judgement = tuple[ItemStatus, str, dict[str, Any]]
 _ORDER: dict[str, int] = {"pass": 0, "warn": 1, "fail": 2}
@@ -32,6 +37,24 @@ def target_probability_limit(share: float, classes: int) -> float:
     sits), 0.55 for ten classes."""
     uniform = 1.0 / max(1, classes)
     return uniform + float(share) * (1.0 - uniform)
+
+
+def reads_classes(targets: torch.Tensor | None) -> bool:
+    """Whether an output trained on ``targets`` is read as class scores (its softmax).
+
+    Integer labels (or none) are classes. Float targets are classes only as soft labels: one
+    probability distribution over dim 1 per example (a soft mask: per pixel). Any other float
+    target (a regression value, a mean and a log-variance, heatmaps, multi-label indicators)
+    says the output is not a softmax's logits: an index into it picks a value, judged by
+    ``|F(b)| / |F(x)|``. (A heteroscedastic regressor's (N, 2) output read as a two-class
+    softmax failed every example at p = 0.998.)"""
+    if targets is None or not targets.is_floating_point():
+        return True
+    if targets.dim() < 2 or targets.shape[1] < 2:
+        return False
+    t = targets.detach().to(torch.float64)
+    total = t.sum(dim=1)
+    return bool((t >= 0).all()) and torch.allclose(total, torch.ones_like(total), atol=1e-3)
 
 
 def judge_neutrality(
@@ -99,7 +122,8 @@ def head_judgements(
             # from (a causal LM's logits at every position, summed, say nothing of F)
             b, x = call.head_value(head, b, rows)[:, None], call.head_value(head, x, rows)[:, None]
         classes = call.head_classes(head, rows)
-        reading = baseline_neutrality(b, x, classes)
+        labels = None if head.labels is None else call.probe.get(head.labels)
+        reading = baseline_neutrality(b, x, classes, reads_classes(labels))
         count = int(x.shape[1]) if x.dim() >= 2 else 1
         per_head.append((head.name, reading, count))
     judged: list[Judgement] = []
