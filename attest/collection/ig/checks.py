@@ -29,9 +29,6 @@ import torch
 
 from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import CheckSettings, CollectContext, spec_threads
-from attest.collection.ig.analysis import (
-    baseline_neutrality,
-)
 from attest.collection.ig.attribution import (
     BASELINES,
     IGResult,
@@ -42,8 +39,9 @@ from attest.collection.ig.named import named_attributions
 from attest.collection.ig.neutrality import (
     head_judgements,
     judge_neutrality,
-    reads_classes,
+    read_output,
     target_probability_limit,
+    target_reading,
 )
 from attest.collection.ig.path_checks import (
     finite_or_none,
@@ -381,7 +379,7 @@ def _baseline(
 ) -> CheckResult:
     settings = ctx.settings
     classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
-    scores = reads_classes(ctx.spec.labels)  # float targets other than soft labels: values
+    reading = target_reading(ctx.spec.labels)  # softmax, a label's sigmoid, or a value
     call = ctx.spec.call
     computed = call is not None and call.computes_f
     if computed:  # the output's column 0 is F itself (heads, a target function)
@@ -401,10 +399,10 @@ def _baseline(
             out = output(start)
             if out_b is None and torch.equal(start, chosen_input):
                 out_b = out  # the path's own baseline is one of these: one forward less
-            readings[kind] = baseline_neutrality(out, out_x, classes, scores)
+            readings[kind] = read_output(out, out_x, classes, reading)[0]
         if out_b is None:
             out_b = output(chosen_input)
-        chosen = baseline_neutrality(out_b, out_x, classes, scores)
+        chosen, count = read_output(out_b, out_x, classes, reading)
     if computed and call is not None and call.heads:  # each head judged as the output it is
         with torch.no_grad():
             rows = call.unpack(inputs)[1]
@@ -417,7 +415,6 @@ def _baseline(
                 rows,
             )
     else:
-        count = int(out_x.shape[1]) if out_x.dim() >= 2 else 1
         judged = [judge_neutrality(settings, chosen, i, count) for i in range(inputs.shape[0])]
     for i, (_, _, metrics) in enumerate(judged):
         # a NaN probability compares False with both limits: ask about the outputs first

@@ -8,7 +8,7 @@ function by the ratio of that function's F), not their sum.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -22,11 +22,13 @@ from attest.spec.model_call import ModelCall
 __all__ = [
     "head_judgements",
     "judge_neutrality",
-    "reads_classes",
+    "read_output",
     "target_probability_limit",
+    "target_reading",
 ]
 
 Judgement = tuple[ItemStatus, str, dict[str, Any]]
+Reading = Literal["softmax", "sigmoid", "value"]
 _ORDER: dict[str, int] = {"pass": 0, "warn": 1, "fail": 2}
 
 
@@ -39,22 +41,53 @@ def target_probability_limit(share: float, classes: int) -> float:
     return uniform + float(share) * (1.0 - uniform)
 
 
-def reads_classes(targets: torch.Tensor | None) -> bool:
-    """Whether an output trained on ``targets`` is read as class scores (its softmax).
+def target_reading(targets: torch.Tensor | None) -> Reading:
+    """How ``ig_baseline`` reads an output trained on ``targets``.
 
-    Integer labels (or none) are classes. Float targets are classes only as soft labels: one
-    probability distribution over dim 1 per example (a soft mask: per pixel). Any other float
-    target (a regression value, a mean and a log-variance, heatmaps, multi-label indicators)
-    says the output is not a softmax's logits: an index into it picks a value, judged by
-    ``|F(b)| / |F(x)|``. (A heteroscedastic regressor's (N, 2) output read as a two-class
-    softmax failed every example at p = 0.998.)"""
+    - ``softmax``: integer labels (or none), or soft labels (one probability distribution over
+      dim 1 per example; a soft mask: per pixel): the output's dim 1 is class scores;
+    - ``sigmoid``: float targets that are all 0 or 1 (multi-label indicators, a binary mask
+      under BCE): each column is one label's logit, a binary classifier of its own, read as
+      the two-class softmax ``[0, logit]`` (its probability is the sigmoid);
+    - ``value``: any other float target (a regression value, a mean beside a log-variance,
+      heatmaps): the index picks a value, judged by ``|F(b)| / |F(x)|``.
+
+    (A heteroscedastic regressor's (N, 2) mean and log-variance, read as a two-class softmax,
+    failed every example at p = 0.998; a softmax across independent labels' logits is no
+    reading of any of them.)"""
     if targets is None or not targets.is_floating_point():
-        return True
-    if targets.dim() < 2 or targets.shape[1] < 2:
-        return False
+        return "softmax"
     t = targets.detach().to(torch.float64)
-    total = t.sum(dim=1)
-    return bool((t >= 0).all()) and torch.allclose(total, torch.ones_like(total), atol=1e-3)
+    if t.dim() >= 2 and t.shape[1] >= 2 and bool((t >= 0).all()):
+        total = t.sum(dim=1)
+        if torch.allclose(total, torch.ones_like(total), atol=1e-3):
+            return "softmax"
+    if t.numel() and bool(((t == 0) | (t == 1)).all()):
+        return "sigmoid"
+    return "value"
+
+
+def read_output(
+    out_baseline: torch.Tensor,
+    out_input: torch.Tensor,
+    classes: torch.Tensor | None,
+    reading: Reading,
+) -> tuple[dict[str, Any], int]:
+    """:func:`baseline_neutrality` of an output read as ``reading`` says, and the number of
+    classes its judgement uses."""
+    if reading == "sigmoid" and classes is not None and out_input.dim() >= 2:
+        # the chosen label's logit z as the two-class softmax [0, z]: class 1 is "present"
+        pairs = []
+        for out in (out_baseline, out_input):
+            n = out.shape[0]
+            flat = out.reshape(n, out.shape[1], -1)
+            z = flat.gather(1, classes.view(n, 1, 1).expand(n, 1, flat.shape[2]))
+            pairs.append(torch.cat([torch.zeros_like(z), z], dim=1))
+        present = torch.ones_like(classes)
+        return baseline_neutrality(pairs[0], pairs[1], present), 2
+    scores = reading == "softmax"
+    count = int(out_input.shape[1]) if out_input.dim() >= 2 else 1
+    return baseline_neutrality(out_baseline, out_input, classes, scores), count
 
 
 def judge_neutrality(
@@ -123,8 +156,7 @@ def head_judgements(
             b, x = call.head_value(head, b, rows)[:, None], call.head_value(head, x, rows)[:, None]
         classes = call.head_classes(head, rows)
         labels = None if head.labels is None else call.probe.get(head.labels)
-        reading = baseline_neutrality(b, x, classes, reads_classes(labels))
-        count = int(x.shape[1]) if x.dim() >= 2 else 1
+        reading, count = read_output(b, x, classes, target_reading(labels))
         per_head.append((head.name, reading, count))
     judged: list[Judgement] = []
     for i in range(int(rows.shape[0])):
