@@ -379,7 +379,7 @@ def _baseline(
 ) -> CheckResult:
     settings = ctx.settings
     classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
-    reading = target_reading(ctx.spec.labels)  # softmax, a label's sigmoid, or a value
+    read_as = target_reading(ctx.spec.labels)  # softmax, a label's sigmoid, or a value
     call = ctx.spec.call
     computed = call is not None and call.computes_f
     if computed:  # the output's column 0 is F itself (heads, a target function)
@@ -399,10 +399,10 @@ def _baseline(
             out = output(start)
             if out_b is None and torch.equal(start, chosen_input):
                 out_b = out  # the path's own baseline is one of these: one forward less
-            readings[kind] = read_output(out, out_x, classes, reading)[0]
+            readings[kind] = read_output(out, out_x, classes, read_as)[0]
         if out_b is None:
             out_b = output(chosen_input)
-        chosen, count = read_output(out_b, out_x, classes, reading)
+        chosen, count = read_output(out_b, out_x, classes, read_as)
     if computed and call is not None and call.heads:  # each head judged as the output it is
         with torch.no_grad():
             rows = call.unpack(inputs)[1]
