@@ -88,7 +88,7 @@ def _kinks(tmp_path: Path, source: str, ids: torch.Tensor) -> list[tuple[str, in
             int(item.metrics.get("locally_constant_hits") or 0),
         )
         for item in result.items
-        if item.subject.op is not None and "max" in item.subject.op or item.status == "fail"
+        if (item.subject.op is not None and "max" in item.subject.op) or item.status == "fail"
     ]
 
 
