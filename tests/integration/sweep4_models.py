@@ -204,3 +204,47 @@ inputs: {probe: probe.safetensors}
 loss: model:loss
 target: 1
 """
+
+
+# textcnn-maxpool
+TEXT_CNN = """
+import torch
+from torch import nn
+
+class TextCNN(nn.Module):
+    def __init__(self, v=50, d=16):
+        super().__init__()
+        self.emb = nn.Embedding(v, d, padding_idx=0)
+        self.convs = nn.ModuleList(nn.Conv1d(d, 12, k) for k in (2, 3, 4))
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(36, 3)
+    def forward(self, ids):
+        e = self.emb(ids).transpose(1, 2)
+        h = [torch.relu(c(e)).max(dim=2).values for c in self.convs]
+        return self.fc(self.drop(torch.cat(h, 1)))
+
+def build():
+    return TextCNN()
+"""
+
+TEXT_CNN_TRAIN = """
+g = torch.Generator().manual_seed(1)
+n, L = 128, 14
+ids = torch.randint(5, 50, (n, L), generator=g)
+lengths = torch.randint(5, L + 1, (n,), generator=g)
+ids = ids * (torch.arange(L)[None] < lengths[:, None])
+label = ((ids == 7).any(1) | (ids == 8).any(1)).long() + ((ids == 9).any(1)).long()
+opt = torch.optim.Adam(model.parameters(), 3e-3)
+model.train()
+for _ in range(200):
+    l = torch.nn.functional.cross_entropy(model(ids), label)
+    opt.zero_grad(); l.backward(); opt.step()
+probe.update(ids=ids, target=label)
+"""
+
+TEXT_CNN_SPEC = """
+inputs:
+  probe: probe.safetensors
+  ids: {role: embedded, arg: 0, embedding: emb}
+target: label
+"""

@@ -54,6 +54,9 @@ from integration.sweep4_models import (  # noqa: E402
     LANDMARK_HEATMAPS,
     LANDMARK_HEATMAPS_SPEC,
     LANDMARK_HEATMAPS_TRAIN,
+    TEXT_CNN,
+    TEXT_CNN_SPEC,
+    TEXT_CNN_TRAIN,
 )
 from integration.test_published_architectures import (  # noqa: E402
     failing,
@@ -635,6 +638,7 @@ CASES: dict[str, Case] = {
     "landmark-heatmaps": Case(
         LANDMARK_HEATMAPS, LANDMARK_HEATMAPS_TRAIN, LANDMARK_HEATMAPS_SPEC, examples=LOSS_EXAMPLES
     ),
+    "text-cnn-max-over-time": Case(TEXT_CNN, TEXT_CNN_TRAIN, TEXT_CNN_SPEC, examples=4),
 }
 
 # True findings on these clean models (docs/architectures.md, "Clean-architecture sweep", gives
