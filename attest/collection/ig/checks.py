@@ -39,9 +39,7 @@ from attest.collection.ig.named import named_attributions
 from attest.collection.ig.neutrality import (
     head_judgements,
     judge_neutrality,
-    read_output,
     target_probability_limit,
-    target_reading,
 )
 from attest.collection.ig.path_checks import (
     finite_or_none,
@@ -52,6 +50,7 @@ from attest.collection.ig.path_checks import (
     status_counts,
     summary_max,
 )
+from attest.collection.ig.readings import read_output, target_reading
 from attest.collection.ig.split import (
     effective_tolerance,
     merge_results,

@@ -96,7 +96,7 @@ def test_a_regression_output_not_neutral_at_the_baseline_still_fails(tmp_path: P
     ],
 )
 def test_how_targets_are_read(targets: torch.Tensor | None, reading: str) -> None:
-    from attest.collection.ig.neutrality import target_reading
+    from attest.collection.ig.readings import target_reading
 
     assert target_reading(targets) == reading
 
