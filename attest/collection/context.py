@@ -111,6 +111,26 @@ def cast_model(model: nn.Module, device: str | torch.device, dtype: torch.dtype)
     return model
 
 
+def run_in_float64(model: nn.Module) -> None:
+    """Run ``model``'s forward with float64 as torch's default dtype, restored after it (also
+    when it raises): a float64 run of the model computes every value in float64, including
+    the tensors its forward makes without a dtype. Without it, a model that builds its RNN's
+    initial state with ``torch.zeros(...)`` met float64 weights with a float32 state and could
+    not run in float64 at all (a clean model refused)."""
+    saved: list[torch.dtype] = []
+
+    def before(_module: nn.Module, _args: Any) -> None:
+        saved.append(torch.get_default_dtype())
+        torch.set_default_dtype(torch.float64)
+
+    def after(_module: nn.Module, _args: Any, _output: Any) -> None:
+        if saved:
+            torch.set_default_dtype(saved.pop())
+
+    model.register_forward_pre_hook(before)
+    model.register_forward_hook(after, always_call=True)
+
+
 @dataclass
 class CheckSettings:
     """Knobs of the checks. Defaults are the documented defaults; a policy may raise them."""
@@ -228,9 +248,11 @@ class CollectContext:
         """A new instance with the trained weights, in eval mode, on the spec's device and dtype
         (default: the deployed precision).
 
-        A float64 instance is also *built* with float64 as the default dtype, so tensors the
-        model makes at construction and keeps as plain attributes (a sampling grid, a
-        constant), which ``Module.to`` does not see, are float64 too. Complex parameters and
+        A float64 instance is also *built* and *run* with float64 as the default dtype, so
+        tensors the model makes at construction and keeps as plain attributes (a sampling grid,
+        a constant), which ``Module.to`` does not see, and tensors its forward makes without a
+        dtype (an RNN's ``h0 = torch.zeros(layers, n, hidden)``, as the tutorials write it),
+        are float64 too (:func:`run_in_float64`). Complex parameters and
         buffers take the complex dtype of the same precision (``Module.to(float64)`` would
         drop their imaginary parts). Other instances are deep copies of one build when the
         factory's builds are reproducible (:mod:`attest.collection.model_template`).
@@ -248,6 +270,8 @@ class CollectContext:
                 self._template = ModelTemplate(self.spec.build_model, self.settings.seed)
             model = self._template.new()
         model = cast_model(model, self.spec.device, dtype)
+        if dtype == torch.float64:
+            run_in_float64(model)
         model.eval()
         return model
 

@@ -98,15 +98,24 @@ def kinks(c: ClaimChecker, _evidence: Evidence) -> None:
 
 
 def gradient_flow(c: ClaimChecker, _evidence: Evidence) -> None:
-    """collection/gradients/flow.py: a parameter passes when frozen, or with a finite gradient
-    and no problem; a non-finite gradient fails (whether a missing gradient warns depends on
-    a training-mode trace the evidence does not record: not derived)."""
+    """collection/gradients/flow.py: a parameter passes when frozen, when it feeds only model
+    outputs the spec does not select (``reason_kind: unselected_output``: no gradient from F by
+    the spec's design), or with a finite gradient and no problem; a non-finite gradient fails
+    (whether a missing gradient warns depends on a training-mode trace the evidence does not
+    record: not derived)."""
     for item in c.result.items:
         if item.subject.kind != "parameter":
             continue
         m = item.metrics
         if m.get("frozen") is True:
             c.item(item, ("pass",), "a frozen parameter passes", frozen=True)
+        elif m.get("reason_kind") == "unselected_output" and m.get("finite") is None:
+            c.item(
+                item,
+                ("pass",),
+                "a parameter feeding only unselected outputs passes",
+                reason_kind="unselected_output",
+            )
         elif m.get("finite") is False:
             c.item(item, ("fail",), "a non-finite gradient fails", finite=False)
         elif item.status == "pass":

@@ -41,6 +41,23 @@ from collection.test_named_inputs import (  # noqa: E402
 from attest.collection import collect  # noqa: E402
 from attest.pipeline import check_settings  # noqa: E402
 from attest.policy.engine import evaluate  # noqa: E402
+from integration.sweep4_models import (  # noqa: E402
+    CTC_SPEECH,
+    CTC_SPEECH_SPEC,
+    CTC_SPEECH_TRAIN,
+    DANN,
+    DANN_SPEC,
+    DANN_TRAIN,
+    HETEROSCEDASTIC,
+    HETEROSCEDASTIC_SPEC,
+    HETEROSCEDASTIC_TRAIN,
+    LANDMARK_HEATMAPS,
+    LANDMARK_HEATMAPS_SPEC,
+    LANDMARK_HEATMAPS_TRAIN,
+    TEXT_CNN,
+    TEXT_CNN_SPEC,
+    TEXT_CNN_TRAIN,
+)
 from integration.test_published_architectures import (  # noqa: E402
     failing,
     strict_without_floors,
@@ -711,6 +728,16 @@ CASES: dict[str, Case] = {
     "dynunet-3d-deep-supervision": Case(
         *DYNUNET_DEEP_SUPERVISION, SEGMENTATION_SPEC, examples=2, needs="monai"
     ),
+    # the fourth sweep (docs/architectures.md, "Fourth clean sweep")
+    "dann-gradient-reversal": Case(DANN, DANN_TRAIN, DANN_SPEC),
+    "heteroscedastic-gaussian-nll": Case(
+        HETEROSCEDASTIC, HETEROSCEDASTIC_TRAIN, HETEROSCEDASTIC_SPEC, examples=LOSS_EXAMPLES
+    ),
+    "ctc-speech": Case(CTC_SPEECH, CTC_SPEECH_TRAIN, CTC_SPEECH_SPEC, examples=LOSS_EXAMPLES),
+    "landmark-heatmaps": Case(
+        LANDMARK_HEATMAPS, LANDMARK_HEATMAPS_TRAIN, LANDMARK_HEATMAPS_SPEC, examples=LOSS_EXAMPLES
+    ),
+    "text-cnn-max-over-time": Case(TEXT_CNN, TEXT_CNN_TRAIN, TEXT_CNN_SPEC, examples=4),
 }
 
 # True findings on these clean models (docs/architectures.md, "Clean-architecture sweep", gives
@@ -751,6 +778,16 @@ TRUE_FINDINGS: dict[str, dict[str, tuple[str, str]]] = {
     "distilbert-folder": {"ig_baseline": (r"reads the baseline as the target class", "class 0")},
     "embedding-bag-codes": {
         "ig_baseline": (r"reads the baseline as the target class", "class 1"),
+    },
+    # label 3 is present in 6 of the 8 training examples: the model's sigmoid for it at the zero
+    # baseline is 0.809, its prior, so the baseline reads as the label (limit 0.75)
+    "multilabel-14-bce": {
+        "ig_baseline": (r"reads the baseline as the target class \(p = 0\.809", "prior 0.81"),
+    },
+    # the trained mean at the zero input is 0.111 (an intercept its function, x0 - x1 / 2, does
+    # not have); probe example 1's predicted mean is -0.043: |F(b)| / |F(x)| = 2.54
+    "heteroscedastic-gaussian-nll": {
+        "ig_baseline": (r"F\(baseline\) = 0\.111", "intercept 0.111"),
     },
     # with every token embedding zero RoBERTa keeps its answer (p = 0.999 at both ends)
     "roberta-folder": {"ig_baseline": (r"reads the baseline as the target class", "p = 0.999")},

@@ -63,7 +63,7 @@ from attest.collection.gradients.gradcheck_items import (
     operator_item,
     skipped_item,
 )
-from attest.collection.gradients.known_rules import follow_known_rules
+from attest.collection.gradients.known_rules import follow_known_rules, known_rule
 from attest.errors import AttestError
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
@@ -210,10 +210,10 @@ def check_operator(
         why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         return _check_in_captured_precision(record, settings, pool, subject, why, known)
     item = operator_item(subject, checks, fixed, nudged, sliced_note, [call.names[i] for i in use])
-    rule = follow_known_rules(call, use, call.function(use))[1]
+    rule = known_rule(call, use)
     if rule is not None:
-        item.metrics["known_rule"] = "padding_idx"
-        item.message += f"; compared with {rule}"
+        item.metrics["known_rule"] = rule[0]
+        item.message += f"; compared with {rule[1]}"
     return item
 
 

@@ -39,6 +39,7 @@ from attest.collection.capture.aten_args import bind_schema, op_short_name
 from attest.collection.capture.run import capture_operators
 from attest.collection.context import CollectContext, OpRecord
 from attest.collection.gradients.kink_detectors import DETECTORS, KinkScan, scan_kinks
+from attest.collection.gradients.kink_noise import tie_to_ids
 from attest.evidence.model import CheckItem, CheckResult, Subject
 
 __all__ = ["KINK_PERTURBATION", "perturbed_records", "run"]
@@ -80,6 +81,7 @@ def perturbed_records(
         x = ctx.inputs(torch.float64)
         rms = float(x.pow(2).mean().sqrt()) if x.numel() else 0.0
         noise = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(x.device)
+        noise = tie_to_ids(ctx.spec.call, x, noise, generator)  # embedded inputs: per id
         x = x + noise * KINK_PERTURBATION * (rms if rms > 0 else 1.0)
     else:
         x = x.to(ctx.spec.device)

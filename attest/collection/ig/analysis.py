@@ -221,11 +221,17 @@ def _probabilities(output: torch.Tensor) -> torch.Tensor:
 
 
 def baseline_neutrality(
-    out_baseline: torch.Tensor, out_input: torch.Tensor, classes: torch.Tensor | None
+    out_baseline: torch.Tensor,
+    out_input: torch.Tensor,
+    classes: torch.Tensor | None,
+    scores: bool = True,
 ) -> dict[str, Any]:
     """Per input: how much the model's output at the baseline already says.
 
-    Classifiers (an output with a class dim of 2 or more and a class target): the softmax
+    ``classes``: the index F reads along dim 1 (a class, or with ``scores`` False a column of
+    an output that is not class scores, such as a regressor's mean beside its log-variance).
+
+    Classifiers (an output with a class dim of 2 or more, a class target and ``scores``): the softmax
     entropy at the baseline over ``log C`` (1 = uniform), and the target's probability at the
     baseline and at the input, averaged over any further dims (segmentation: per pixel).
     Always: ``|F(b)| / |F(x)|`` (``baseline_output_ratio``), and F(b) and F(x) themselves
@@ -245,7 +251,7 @@ def baseline_neutrality(
         readings["baseline_output_ratio"] = np.abs(f_b.cpu().numpy()) / np.abs(f_x.cpu().numpy())
     readings["f_baseline"], readings["f_input"] = f_b.cpu().numpy(), f_x.cpu().numpy()
     c = out_input.shape[1] if out_input.dim() >= 2 else 1
-    readings["classifier"] = bool(classes is not None and c >= 2)
+    readings["classifier"] = bool(scores and classes is not None and c >= 2)
     if not readings["classifier"]:
         return readings
     assert classes is not None

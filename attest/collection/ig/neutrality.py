@@ -18,10 +18,10 @@ import torch
 
 from attest.collection.capture.run import model_output_tensor
 from attest.collection.context import CheckSettings, CollectContext
-from attest.collection.ig.analysis import baseline_neutrality
 from attest.collection.ig.attribution import IGResult
 from attest.collection.ig.baselines import REFERENCE_TOKEN, call_baseline, compared_baselines
 from attest.collection.ig.path_checks import finite_or_none, input_subject, status_counts
+from attest.collection.ig.readings import read_output, target_reading
 from attest.collection.nonfinite import nonfinite
 from attest.evidence.model import CheckItem, CheckResult, ItemStatus, Metric
 from attest.spec.model_call import ModelCall
@@ -106,8 +106,8 @@ def head_judgements(
             # from (a causal LM's logits at every position, summed, say nothing of F)
             b, x = call.head_value(head, b, rows)[:, None], call.head_value(head, x, rows)[:, None]
         classes = call.head_classes(head, rows)
-        reading = baseline_neutrality(b, x, classes)
-        count = int(x.shape[1]) if x.dim() >= 2 else 1
+        labels = None if head.labels is None else call.probe.get(head.labels)
+        reading, count = read_output(b, x, classes, target_reading(labels))
         per_head.append((head.name, reading, count))
     judged: list[Judgement] = []
     for i in range(int(rows.shape[0])):
@@ -177,6 +177,7 @@ def baseline_check(
     embedded inputs, each item its readings at zero vectors and at the reference tokens."""
     settings = ctx.settings
     classes = None if main.target_classes is None else torch.from_numpy(main.target_classes)
+    read_as = target_reading(ctx.spec.labels)  # softmax, a label's sigmoid, or a value
     call = ctx.spec.call
     computed = call is not None and call.computes_f
     if computed:  # the output's column 0 is F itself (heads, a target function)
@@ -197,10 +198,10 @@ def baseline_check(
             out = output(start)
             if out_b is None and torch.equal(start, chosen_input):
                 out_b = out  # the path's own baseline is one of these: one forward less
-            readings[kind] = baseline_neutrality(out, out_x, classes)
+            readings[kind] = read_output(out, out_x, classes, read_as)[0]
         if out_b is None:
             out_b = output(chosen_input)
-        chosen = baseline_neutrality(out_b, out_x, classes)
+        chosen, count = read_output(out_b, out_x, classes, read_as)
     if computed and call is not None and call.heads:  # each head judged as the output it is
         with torch.no_grad():
             rows = call.unpack(inputs)[1]
@@ -213,7 +214,6 @@ def baseline_check(
                 rows,
             )
     else:
-        count = int(out_x.shape[1]) if out_x.dim() >= 2 else 1
         judged = [judge_neutrality(settings, chosen, i, count) for i in range(inputs.shape[0])]
     for i, (status, message, metrics) in enumerate(judged):
         if REFERENCE_TOKEN in readings:  # zero vectors against the reference tokens, per item
