@@ -1,0 +1,60 @@
+"""What a collect gives back between its steps (issue #38, memory): the heap a phase freed is
+trimmed before the next phase starts, and each of gradcheck's operator groups is trimmed
+before the next group allocates, so no step's peak stacks on what an earlier one left."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+from _collect_models import MLP, make_spec
+from _grad_models import TanhNet, class_labels, continuous, cross_entropy, make_context
+
+from attest.collection import collect
+from attest.collection.context import CollectContext
+from attest.evidence.model import CheckResult
+
+
+def _runner(name: str, log: list[str]) -> object:
+    def run(ctx: CollectContext) -> list[CheckResult]:
+        log.append(name)
+        return []
+
+    run.__qualname__ = name
+    return run
+
+
+def test_every_phase_is_trimmed_before_the_next_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runners = importlib.import_module("attest.collection.runners")
+    log: list[str] = []
+    monkeypatch.setattr(runners, "release_memory", lambda: log.append("trim"))
+    collect(
+        make_spec(tmp_path, MLP),
+        runners=[_runner("first", log), _runner("second", log)],  # type: ignore[list-item]
+    )
+    # the capture (run 0) is trimmed when it ends, and so is each runner's phase
+    assert log[-4:] == ["first", "trim", "second", "trim"]
+    assert log.index("trim") < log.index("first")
+
+
+def test_each_gradcheck_group_is_trimmed_even_when_it_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gradients = importlib.import_module("attest.collection.gradients.runner")
+    ctx = make_context(TanhNet, continuous(4, 6), class_labels(4), cross_entropy)
+    log: list[str] = []
+
+    def group(ctx: CollectContext, index: int) -> list[object]:
+        log.append(f"group {index}")
+        if index == 1:
+            raise ValueError("a group that raises")
+        return []
+
+    monkeypatch.setattr(gradients.gradcheck_ops, "check_group", group)
+    monkeypatch.setattr(gradients, "release_memory", lambda: log.append("trim"))
+    assert gradients.run_piece(ctx, "gradcheck/000")["items"] == []
+    assert "a group that raises" in gradients.run_piece(ctx, "gradcheck/001")["error"]
+    assert log == ["group 0", "trim", "group 1", "trim"]
