@@ -13,7 +13,7 @@ from _grad_models import TanhNet, class_labels, continuous, cross_entropy, make_
 
 from attest.collection import collect
 from attest.collection.context import CollectContext
-from attest.evidence.model import CheckResult
+from attest.evidence.model import GRADIENT_CHECKS, CheckResult
 
 
 def _runner(name: str, log: list[str]) -> object:
@@ -58,3 +58,12 @@ def test_each_gradcheck_group_is_trimmed_even_when_it_raises(
     assert gradients.run_piece(ctx, "gradcheck/000")["items"] == []
     assert "a group that raises" in gradients.run_piece(ctx, "gradcheck/001")["error"]
     assert log == ["group 0", "trim", "group 1", "trim"]
+
+
+def test_each_gradient_check_records_its_own_peak_within_its_phase(tmp_path: Path) -> None:
+    evidence = collect(make_spec(tmp_path, MLP), runners=["attest.collection.gradients.runner:run"])
+    phase = next(p for p in evidence.phases if p.phase == "gradients")
+    assert phase.peak_rss_bytes is not None
+    for check_id in GRADIENT_CHECKS:
+        peak = evidence.checks[check_id].peak_rss_bytes
+        assert peak is not None and 0 < peak <= phase.peak_rss_bytes, check_id
