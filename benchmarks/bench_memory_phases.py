@@ -278,7 +278,8 @@ def measure_collect(spec_path: Path, phases: list[str]) -> dict[str, Any]:
         {"phase": p.phase, "peak_rss_bytes": p.peak_rss_bytes, "rss_start_bytes": p.rss_start_bytes}
         for p in evidence.phases
     ]
-    return {"steps": steps, "phases": records}
+    checks = {c: r.peak_rss_bytes for c, r in evidence.checks.items() if r.peak_rss_bytes}
+    return {"steps": steps, "phases": records, "checks": checks}
 
 
 def _print_collect(found: dict[str, Any], bare: int) -> None:
@@ -288,7 +289,11 @@ def _print_collect(found: dict[str, Any], bare: int) -> None:
     )
     for s in found["steps"]:
         top = s["at_sampled_peak"]
-        split = f"{top.get('RssAnon', 0) / GIB:.2f} / {top.get('RssFile', 0) / GIB:.2f}"
+        split = (
+            f"{top['RssAnon'] / GIB:.2f} / {top['RssFile'] / GIB:.2f}"
+            if "RssAnon" in top and "RssFile" in top
+            else "(no sample)"
+        )
         print(
             f"| {s['step'][:70]} | {s['start_s']:.0f} | {s['wall_s']:.1f} "
             f"| {s['rss_start_bytes'] / GIB:.2f} | {s['peak_rss_bytes'] / GIB:.2f} "
@@ -298,6 +303,9 @@ def _print_collect(found: dict[str, Any], bare: int) -> None:
     for p in found["phases"]:
         peak = p["peak_rss_bytes"] or 0
         print(f"  {p['phase']}: peak {peak / GIB:.2f} GiB ({peak / bare:.2f}x bare)")
+    print("checks (peak_rss_bytes, from the evidence: the gradient checks' own, else the phase's):")
+    for check_id, peak in found.get("checks", {}).items():
+        print(f"  {check_id}: {peak / GIB:.2f} GiB ({peak / bare:.2f}x bare)")
 
 
 def main() -> None:
