@@ -4,10 +4,13 @@ before the next group allocates, so no step's peak stacks on what an earlier one
 
 from __future__ import annotations
 
+import gc
 import importlib
+import weakref
 from pathlib import Path
 
 import pytest
+import torch
 from _collect_models import MLP, make_spec
 from _grad_models import TanhNet, class_labels, continuous, cross_entropy, make_context
 
@@ -67,3 +70,33 @@ def test_each_gradient_check_records_its_own_peak_within_its_phase(tmp_path: Pat
     for check_id in GRADIENT_CHECKS:
         peak = evidence.checks[check_id].peak_rss_bytes
         assert peak is not None and 0 < peak <= phase.peak_rss_bytes, check_id
+
+
+def test_a_capture_holds_no_call_whose_arguments_it_does_not_keep() -> None:
+    """The records of a run keep the calls' names, places and output shapes, not the calls:
+    a call holds its live arguments and outputs, so holding every call held every activation
+    of the run to its end (the kinks check's float64 run: the collect's peak on SwinUNETR)."""
+    from attest.collection.capture.capture import ForwardCall
+    from attest.collection.capture.run import _RecordObserver
+    from attest.collection.capture.tensors import TensorVault
+
+    recorder = _RecordObserver(TensorVault(), keep=lambda op: op == "aten.add.Tensor")
+    output = torch.randn(3, 4)
+    freed = weakref.ref(output)
+    recorder.forward(
+        ForwardCall(0, torch.ops.aten.tanh.default, "aten.tanh.default", "act",
+                    (torch.randn(3, 4),), {}, [output], 0)
+    )  # fmt: skip
+    kept_input = torch.randn(2)
+    recorder.forward(
+        ForwardCall(1, torch.ops.aten.add.Tensor, "aten.add.Tensor", "head",
+                    (kept_input, kept_input), {}, [torch.zeros(2, dtype=torch.float64)], 0)
+    )  # fmt: skip
+    del output
+    gc.collect()
+    assert freed() is None  # the call's output went with the call
+    first, second = recorder.records()
+    assert (first.id, first.op, first.module, first.args) == (0, "aten.tanh.default", "act", ())
+    assert first.output_shapes == [[3, 4]] and first.output_dtypes == ["float32"]
+    assert second.output_dtypes == ["float64"] and len(second.args) == 2  # kept, as before
+    assert torch.equal(second.args[0], kept_input)
