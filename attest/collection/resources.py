@@ -232,17 +232,19 @@ class PhaseMeter:
         if self in PhaseMeter._open:
             PhaseMeter._open.remove(self)
         if self.usage.peak_method == "VmHWM":
-            read = _peak_rss()
-            self.usage.peak_rss_bytes = max(read or 0, self._carried) or read
-            # the kernel's RSS counters are per-thread caches synced now and then: a later
-            # reading can fall a few pages under this one, so the meters around take it as is
-            for outer in PhaseMeter._open:
-                outer._carried = max(outer._carried, self.usage.peak_rss_bytes or 0)
+            self.usage.peak_rss_bytes = _peak_rss()
         elif self._thread is not None:
             self._stop.set()
             self._thread.join()
             ends = [v for v in (self.usage.rss_start_bytes, self.usage.rss_end_bytes) if v]
             self.usage.peak_rss_bytes = max([self.usage.peak_rss_bytes or 0, *ends]) or None
+        if self.usage.peak_rss_bytes is not None:
+            self.usage.peak_rss_bytes = max(self.usage.peak_rss_bytes, self._carried)
+            # the meters around take this peak as read: the kernel's RSS counters are
+            # per-thread caches synced now and then (a later reading can fall a few pages
+            # under it), and a sampling meter's samples fall at other times than this one's
+            for outer in PhaseMeter._open:
+                outer._carried = max(outer._carried, self.usage.peak_rss_bytes)
 
 
 def _cpu_time() -> float:
