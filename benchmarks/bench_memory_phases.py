@@ -15,6 +15,14 @@ kernel's peak-RSS counter (``VmHWM``, by writing 5 to ``/proc/self/clear_refs``)
   double-backward graph when the products run on the whole probe) and the ``second_order``
   check, as the gradients phase runs them (``--steps flow,second_order``: no capture needed).
 
+``--collect`` runs the collect itself instead (``attest.collection.collect`` on the spec, the
+runners of ``--phases``, ``repeats: --repeats``): a thread samples the resident set every 50 ms and
+the collect's progress messages mark where each step starts (each phase, each gradcheck group,
+each gradient check, the profile's float64 pass, repeats and thread-count run), so the table
+gives each step's resident set at its start and its highest sample before the next step: what a
+check starts on (what the steps before it left held) against what it adds. The phases' own
+peaks (``VmHWM``, from the evidence) are printed below it.
+
 ``--steps`` names them in the order collect runs them (the default, this version's: run 0, then
 the preflight's float64 pass, then the float64 fidelity pass; before it the preflight ran
 ``preflight32,preflight64`` first).
@@ -25,6 +33,8 @@ counts, as there. Each step's peak is printed with its ratio to the bare peak.
 
     .venv/bin/python benchmarks/bench_memory_phases.py --model swinunetr [--size 64]
         [--img-size 64] [--feature-size 12] [--steps ...] [--json out.json] [--log steps.log]
+    .venv/bin/python benchmarks/bench_memory_phases.py --model swinunetr --feature-size 12
+        --collect [--phases topology,profile,gradients] [--repeats 3]
 
 ``--size N``: the probe's spatial side (the architecture's default otherwise); ``--img-size``
 (UNETR only) builds UNETR for that side (its position embedding is sized by it);
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import json
 import sys
 import tempfile
@@ -49,7 +60,12 @@ GIB = float(1 << 30)
 
 
 def _sized_spec(
-    folder: Path, kind: str, size: int | None, img_size: int | None, feature_size: int | None
+    folder: Path,
+    kind: str,
+    size: int | None,
+    img_size: int | None,
+    feature_size: int | None,
+    repeats: int = 2,
 ) -> Path:
     """bench_certify's spec, with the probe's side ``size`` (and UNETR built for ``img_size``,
     SwinUNETR with ``feature_size``)."""
@@ -68,7 +84,7 @@ def _sized_spec(
         bench_certify.MODEL_PY = bench_certify.MODEL_PY.replace(
             line, f"    from monai.networks import nets\n\n    return nets.{built}"
         )
-    return bench_certify.write_spec(folder, kind, repeats=2)
+    return bench_certify.write_spec(folder, kind, repeats=repeats)
 
 
 class _Sampler:
@@ -201,6 +217,97 @@ def measure_steps(spec_path: Path, order: list[str]) -> list[dict[str, Any]]:
     return steps
 
 
+def _rss_now() -> dict[str, int]:
+    import re
+
+    text = Path("/proc/self/status").read_text()
+    return {
+        f: int(m.group(1)) << 10
+        for f in _Sampler.FIELDS
+        if (m := re.search(rf"^{f}:\s+(\d+)", text, re.MULTILINE))
+    }
+
+
+def measure_collect(spec_path: Path, phases: list[str]) -> dict[str, Any]:
+    """The collect of ``phases`` (runner phase names) on the spec, in this process: each step's
+    start (a progress message), its resident set then and its highest 50 ms sample before the
+    next step; and the evidence's phase records."""
+    import threading
+
+    from attest.collection import CHECK_RUNNERS, collect, phase_name
+
+    samples: list[tuple[float, dict[str, int]]] = []
+    marks: list[tuple[float, str, int]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            samples.append((time.perf_counter(), _rss_now()))
+
+    def progress(message: str) -> None:
+        if message.startswith("plan:"):
+            return
+        marks.append((time.perf_counter(), message, _rss_now().get("VmRSS", 0)))
+        print(f"  {message} (RSS {marks[-1][2] / GIB:.2f} GiB)", file=sys.stderr, flush=True)
+
+    runners = [r for r in CHECK_RUNNERS if phase_name(r) in phases]
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    started = time.perf_counter()
+    try:
+        evidence = collect(spec_path, progress=progress, runners=runners)
+    finally:
+        done.set()
+        thread.join()
+    marks.append((time.perf_counter(), "end", _rss_now().get("VmRSS", 0)))
+    steps = []
+    for (t0, message, at_start), (t1, _, _) in itertools.pairwise(marks):
+        inside = [v for t, v in samples if t0 <= t < t1]
+        top = max(inside, key=lambda v: v.get("VmRSS", 0), default={"VmRSS": at_start})
+        steps.append(
+            {
+                "step": message,
+                "start_s": t0 - started,
+                "wall_s": t1 - t0,
+                "rss_start_bytes": at_start,
+                "peak_rss_bytes": max(top.get("VmRSS", 0), at_start),
+                "at_sampled_peak": top,
+            }
+        )
+    records = [
+        {"phase": p.phase, "peak_rss_bytes": p.peak_rss_bytes, "rss_start_bytes": p.rss_start_bytes}
+        for p in evidence.phases
+    ]
+    checks = {c: r.peak_rss_bytes for c, r in evidence.checks.items() if r.peak_rss_bytes}
+    return {"steps": steps, "phases": records, "checks": checks}
+
+
+def _print_collect(found: dict[str, Any], bare: int) -> None:
+    print(
+        "| step (progress message) | start s | wall s | RSS at start GiB | peak GiB | x bare |"
+        " anon / file GiB at the peak |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )
+    for s in found["steps"]:
+        top = s["at_sampled_peak"]
+        split = (
+            f"{top['RssAnon'] / GIB:.2f} / {top['RssFile'] / GIB:.2f}"
+            if "RssAnon" in top and "RssFile" in top
+            else "(no sample)"
+        )
+        print(
+            f"| {s['step'][:70]} | {s['start_s']:.0f} | {s['wall_s']:.1f} "
+            f"| {s['rss_start_bytes'] / GIB:.2f} | {s['peak_rss_bytes'] / GIB:.2f} "
+            f"| {s['peak_rss_bytes'] / bare:.2f} | {split} |"
+        )
+    print("\nphases (VmHWM, from the evidence):")
+    for p in found["phases"]:
+        peak = p["peak_rss_bytes"] or 0
+        print(f"  {p['phase']}: peak {peak / GIB:.2f} GiB ({peak / bare:.2f}x bare)")
+    print("checks (peak_rss_bytes, from the evidence: the gradient checks' own, else the phase's):")
+    for check_id, peak in found.get("checks", {}).items():
+        print(f"  {check_id}: {peak / GIB:.2f} GiB ({peak / bare:.2f}x bare)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--model", default="swinunetr")
@@ -214,17 +321,33 @@ def main() -> None:
         help="in collect's order (before this branch: preflight32,preflight64,capture,fidelity;"
         " add repeat for one determinism repeat; flow,second_order for the gradient checks)",
     )
+    parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="run the collect itself and print each step's RSS at its start and its peak",
+    )
+    parser.add_argument(
+        "--phases",
+        default="topology,profile,gradients",
+        help="with --collect: the runner phases to run (topology,profile,gradients,ig,...)",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="with --collect: the spec's")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--log", type=Path, default=None, help="the steps' lines, as they go")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:  # the steps, in a process of their own
+        if args.collect:
+            found = measure_collect(args.child / "attest.yaml", args.phases.split(","))
+            (args.child / "steps.json").write_text(json.dumps(found))
+            return
         steps = measure_steps(args.child / "attest.yaml", args.steps.split(","))
         (args.child / "steps.json").write_text(json.dumps(steps))
         return
     with tempfile.TemporaryDirectory(prefix="attest-bench-mem-") as tmp:
         folder = Path(tmp)
-        _sized_spec(folder, args.model, args.size, args.img_size, args.feature_size)
+        repeats = args.repeats if args.collect else 2
+        _sized_spec(folder, args.model, args.size, args.img_size, args.feature_size, repeats)
         bare_argv = [
             sys.executable, "-c", bench_certify.BARE, str(folder), args.model, "full",
             str(args.passes), str(bench_certify.THREADS),
@@ -232,6 +355,8 @@ def main() -> None:
         bare = [bench_certify._wait_child(bare_argv)]
         print(f"bare: peak {bare[0]['peak_rss_bytes'] / GIB:.2f} GiB", flush=True)
         child = [sys.executable, __file__, "--child", str(folder), "--steps", args.steps]
+        if args.collect:
+            child += ["--collect", "--phases", args.phases]
         run = bench_certify._wait_child(child, log=args.log)
         steps = json.loads((folder / "steps.json").read_text())
         bare.append(bench_certify._wait_child(bare_argv))
@@ -242,6 +367,11 @@ def main() -> None:
         f"(children {children}); "
         f"whole child {run['wall_s']:.0f} s\n"
     )
+    if args.collect:
+        _print_collect(steps, peak)
+        if args.json:
+            args.json.write_text(json.dumps({"bare": bare, **steps}, indent=1))
+        return
     print(
         "| step | wall s | peak RSS GiB | x bare | anon / file GiB at the sampled peak |\n"
         "| --- | ---: | ---: | ---: | ---: |"

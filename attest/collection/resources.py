@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import ClassVar
 
 from attest.errors import CollectError
 
@@ -179,7 +180,13 @@ class PhaseUsage:
 
 
 class PhaseMeter:
-    """Measure one phase: ``with PhaseMeter() as meter: ...`` then read ``meter.usage``."""
+    """Measure one phase: ``with PhaseMeter() as meter: ...`` then read ``meter.usage``.
+
+    Meters nest (a check measured inside its phase): a meter that resets the kernel's peak
+    counter first hands the peak reached so far to the meters open around it, whose peak is
+    the highest of that and their own reading at the end."""
+
+    _open: ClassVar[list[PhaseMeter]] = []  # the meters entered and not yet left, outermost first
 
     def __init__(self, sample_interval_s: float = 0.02) -> None:
         self.usage = PhaseUsage()
@@ -188,9 +195,14 @@ class PhaseMeter:
         self._thread: threading.Thread | None = None
         self._wall = 0.0
         self._cpu = 0.0
+        self._carried = 0  # the peaks reached before nested meters reset the counter
 
     def __enter__(self) -> PhaseMeter:
         self.usage.rss_start_bytes = current_rss()
+        reached = _peak_rss() if PhaseMeter._open else None
+        for outer in PhaseMeter._open:
+            outer._carried = max(outer._carried, reached or 0)
+        PhaseMeter._open.append(self)
         if _reset_peak():
             self.usage.peak_method = "VmHWM"
         elif self.usage.rss_start_bytes is not None:
@@ -217,6 +229,8 @@ class PhaseMeter:
         self.usage.duration_s = round(time.perf_counter() - self._wall, 6)
         self.usage.cpu_s = round(_cpu_time() - self._cpu, 6)
         self.usage.rss_end_bytes = current_rss()
+        if self in PhaseMeter._open:
+            PhaseMeter._open.remove(self)
         if self.usage.peak_method == "VmHWM":
             self.usage.peak_rss_bytes = _peak_rss()
         elif self._thread is not None:
@@ -224,6 +238,13 @@ class PhaseMeter:
             self._thread.join()
             ends = [v for v in (self.usage.rss_start_bytes, self.usage.rss_end_bytes) if v]
             self.usage.peak_rss_bytes = max([self.usage.peak_rss_bytes or 0, *ends]) or None
+        if self.usage.peak_rss_bytes is not None:
+            self.usage.peak_rss_bytes = max(self.usage.peak_rss_bytes, self._carried)
+            # the meters around take this peak as read: the kernel's RSS counters are
+            # per-thread caches synced now and then (a later reading can fall a few pages
+            # under it), and a sampling meter's samples fall at other times than this one's
+            for outer in PhaseMeter._open:
+                outer._carried = max(outer._carried, self.usage.peak_rss_bytes)
 
 
 def _cpu_time() -> float:

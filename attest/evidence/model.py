@@ -195,7 +195,8 @@ class CheckResult(_Strict):
     items: list[CheckItem] = Field(default_factory=list)
     duration_s: float | None = None
     # The peak resident memory of the collect process while the phase that computed this
-    # check ran (bytes; Evidence.phases has the phase's whole record).
+    # check ran (bytes; Evidence.phases has the phase's whole record); for the gradient
+    # checks, while the check itself ran (docs/metrics.md).
     peak_rss_bytes: int | None = None
 
     @property

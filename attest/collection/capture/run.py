@@ -378,14 +378,26 @@ class _RecordObserver(CaptureObserver):
     def __init__(self, vault: TensorVault, keep: Callable[[str], bool] | None = None) -> None:
         self.vault = vault
         self.keep = keep
-        self.pending: list[tuple[ForwardCall, Any, Any]] = []
+        self.pending: list[tuple[_Placed, Any, Any]] = []
 
     def forward(self, call: ForwardCall) -> None:
+        # The call's name and place, not the call: a ForwardCall holds its live arguments and
+        # outputs, so holding every call held every activation of the run to its end (the
+        # kinks check's float64 run of a 64^3 SwinUNETR, feature_size 24: 8.8 GiB over what
+        # the collect held, its peak; issue #38).
+        placed = _Placed(
+            call.index,
+            call.op,
+            call.module,
+            call.func,
+            [list(t.shape) for t in call.outputs],
+            [str(t.dtype).removeprefix("torch.") for t in call.outputs],
+        )
         if self.keep is not None and not self.keep(call.op):
-            self.pending.append((call, (), {}))  # named and placed, its arguments not kept
+            self.pending.append((placed, (), {}))  # named and placed, its arguments not kept
             return
         args, kwargs = call.inputs()
-        kept = (call, _keep_tree(self.vault, args), _keep_tree(self.vault, kwargs))
+        kept = (placed, _keep_tree(self.vault, args), _keep_tree(self.vault, kwargs))
         self.pending.append(kept)
 
     def before_write(self, tensor: torch.Tensor) -> None:
@@ -394,17 +406,29 @@ class _RecordObserver(CaptureObserver):
     def records(self) -> list[OpRecord]:
         return [
             OpRecord(
-                id=call.index,
-                op=call.op,
-                module=call.module,
-                func=call.func,
+                id=placed.index,
+                op=placed.op,
+                module=placed.module,
+                func=placed.func,
                 args=tuple(_unbox_tree(args)),
                 kwargs=dict(_unbox_tree(kwargs)),
-                output_shapes=[list(t.shape) for t in call.outputs],
-                output_dtypes=[str(t.dtype).removeprefix("torch.") for t in call.outputs],
+                output_shapes=placed.output_shapes,
+                output_dtypes=placed.output_dtypes,
             )
-            for call, args, kwargs in self.pending
+            for placed, args, kwargs in self.pending
         ]
+
+
+@dataclass
+class _Placed:
+    """What a record needs of a forward call besides its arguments."""
+
+    index: int
+    op: str
+    module: str
+    func: Any
+    output_shapes: list[list[int]]
+    output_dtypes: list[str]
 
 
 def capture_operators(

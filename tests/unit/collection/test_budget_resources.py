@@ -145,3 +145,25 @@ def test_collect_refuses_a_phase_the_machine_has_no_memory_for(
         collect(make_spec(tmp_path / "s", MLP, spec_extra="repeats: 2\n"), runners=PROFILE, out=out)
     assert "not enough memory for the topology checks" in str(info.value)
     assert not out.exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("counter", [True, False], ids=["VmHWM", "sampled"])
+def test_a_meter_inside_a_phase_leaves_the_phase_its_whole_peak(
+    counter: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check measured inside its phase resets the kernel's counter: the phase's peak still
+    counts what was reached before (issue #38: each gradient check's own peak); where the
+    counter cannot be reset, the meters sample, and the phase still takes the check's."""
+    if not counter:
+        monkeypatch.setattr(res, "_reset_peak", lambda: False)
+    with res.PhaseMeter() as phase:
+        with res.PhaseMeter() as heavy:
+            block = bytearray(300 * 2**20)
+            block[::4096] = b"x" * len(block[::4096])
+            del block
+        with res.PhaseMeter() as light:
+            pass
+    peaks = [m.usage.peak_rss_bytes for m in (phase, heavy, light)]
+    assert all(p is not None for p in peaks)
+    assert phase.usage.peak_rss_bytes >= heavy.usage.peak_rss_bytes  # type: ignore[operator]
+    assert res.PhaseMeter._open == []  # every meter left is forgotten
