@@ -59,7 +59,10 @@ def test_requirements_are_read() -> None:
 def test_every_package_requirements_dev_installs_imports() -> None:
     modules = import_names()
     typing_only = {"types-pyyaml", "types-jsonschema"}  # stubs for mypy: nothing to import
-    missing = [n for n, m in modules.items() if not m and n not in typing_only]
+    commands = {"py-spy": "py-spy"}  # a command-line tool only (bench_ledger_service --profile)
+    for name, command in commands.items():
+        assert (Path(sys.executable).parent / command).exists(), f"{name}: no {command} command"
+    missing = [n for n, m in modules.items() if not m and n not in typing_only | set(commands)]
     assert not missing, f"requirements-dev.txt names packages not installed here: {missing}"
     script = (
         "import importlib, json, sys\n"
