@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attest.certificate.signing import PrivateKey
 from attest.errors import AttestError, LedgerError
+from attest.ledger.asgi_body import BodyTooLarge, read_bounded_body
 from attest.ledger.entries import utc_now
 from attest.ledger.merkle import (
     NodeKey,
@@ -340,17 +341,10 @@ class _Service:
         )
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             raise too_large
-        body = b""
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return None
-            chunk: bytes = message.get("body", b"")
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                raise too_large
-            if not message.get("more_body", False):
-                return body
+        try:
+            return await read_bounded_body(receive, MAX_BODY_BYTES)
+        except BodyTooLarge:
+            raise too_large from None
 
 
 def _error_body(status: int, code: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import anyio.to_thread
 from starlette.applications import Starlette
@@ -24,6 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from attest.errors import AttestError
+from attest.ledger.asgi_body import BodyTooLarge, read_bounded_body
 from attest.ledger.witness.core import LOG, MAX_REQUEST_BYTES, Witness, WitnessAnswer
 
 __all__ = ["create_witness_app"]
@@ -98,17 +98,10 @@ async def _body(scope: Scope, receive: Receive) -> bytes | WitnessAnswer | None:
     for name, value in scope["headers"]:
         if name == b"content-length" and value.isdigit() and int(value) > MAX_REQUEST_BYTES:
             return _TOO_LARGE
-    body = b""
-    while True:
-        message: Any = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunk: bytes = message.get("body", b"")
-        body += chunk
-        if len(body) > MAX_REQUEST_BYTES:
-            return _TOO_LARGE
-        if not message.get("more_body", False):
-            return body
+    try:
+        return await read_bounded_body(receive, MAX_REQUEST_BYTES)
+    except BodyTooLarge:
+        return _TOO_LARGE
 
 
 async def _send(send: Send, answer: WitnessAnswer) -> None:
